@@ -1,0 +1,1 @@
+"""Attention, step by step: an interactive walk through multi-head attention."""

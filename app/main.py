@@ -1,0 +1,99 @@
+"""The application factory: middleware, error handlers, static files and the routers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.middleware.gzip import GZipMiddleware
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app import api, pages
+from app.config import Settings, settings
+
+STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
+
+
+class BodyLimitMiddleware:
+    """Answer 413 to a request body over ``limit`` bytes, declared or streamed, before it is read."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers", [])).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            await _too_large(send, self.limit)
+            return
+        received = 0
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    raise _BodyTooLarge
+            return message
+
+        try:
+            await self.app(scope, limited_receive, send)
+        except _BodyTooLarge:
+            await _too_large(send, self.limit)
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+async def _too_large(send: Send, limit: int) -> None:
+    body = f'{{"detail":"request body larger than {limit} bytes"}}'.encode()
+    await send({"type": "http.response.start", "status": 413,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def field_path(loc: tuple) -> str:
+    """('body', 'x', 1, 2) → 'x[1][2]'; ('body', 'weights', 'w_q') → 'weights.w_q'."""
+    path = ""
+    for part in loc[1:] if loc and loc[0] == "body" else loc:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path or "body"
+
+
+async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+    """422 naming each offending field. The input is not echoed: it may hold NaN or Infinity,
+    which JSON cannot carry, and FastAPI's default handler would fail on it with a 500."""
+    detail = []
+    for err in exc.errors():
+        field = field_path(tuple(err.get("loc", ())))
+        msg = str(err.get("msg", "invalid"))
+        msg = msg.removeprefix("Value error, ")
+        detail.append({"loc": list(map(str, err.get("loc", ()))), "field": field,
+                       "msg": f"{field}: {msg}", "type": err.get("type", "value_error")})
+    return JSONResponse({"detail": detail}, status_code=422)
+
+
+def create_app(config: Settings = settings) -> FastAPI:
+    app = FastAPI(
+        title="Attention, step by step",
+        summary="Every intermediate matrix of multi-head scaled dot-product attention.",
+        version="0.1.0",
+    )
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_middleware(GZipMiddleware, minimum_size=1024)
+    app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    app.include_router(api.router)
+    app.include_router(pages.router)
+    return app
+
+
+app = create_app()

@@ -1,0 +1,144 @@
+"""The page. One form holds the whole state; htmx posts it and swaps in what changed.
+
+- GET  /          the page for a preset (``?preset=pool``) or for a full state in the query string
+- POST /          a structural change (tokens, sizes, head, new weights): the whole workspace for
+                  htmx, or the whole page for a browser without JavaScript
+- POST /stages    a value edit, a step, or an inspected cell: only the stages and the inspector
+Every response varies on HX-Request, since the same URL answers with a fragment or a page.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, Response
+from fastapi.templating import Jinja2Templates
+
+from app.config import settings
+from app.presets import DEFAULT_PRESET, PRESETS
+from app.render import editor_grids, page_context
+from app.scenario import (
+    DECIMALS,
+    FormError,
+    Scenario,
+    View,
+    add_token,
+    encode_edits,
+    from_preset,
+    new_weights,
+    read_form,
+    remove_token,
+)
+from app.stages import STAGE_KEYS
+
+TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
+templates = Jinja2Templates(directory=TEMPLATES_DIR)
+templates.env.globals.update(settings=settings, decimals_choices=DECIMALS, stage_keys=STAGE_KEYS)
+templates.env.filters["edits"] = encode_edits
+
+router = APIRouter()
+
+# Which error slot on the page shows a field's message.
+ERROR_SLOTS = ("tokens", "x", "weights", "sizes", "view")
+
+
+def error_slot(field: str) -> str:
+    prefix = field.split("-")[0]
+    if prefix == "token":
+        return "tokens"
+    if prefix == "x":
+        return "x"
+    if prefix in ("w_q", "w_k", "w_v", "w_o", "edits"):
+        return "weights"
+    if prefix in ("decimals", "stage", "head"):
+        return "view"
+    return "sizes"
+
+
+def _is_htmx(request: Request) -> bool:
+    return request.headers.get("HX-Request") == "true"
+
+
+def _respond(request: Request, template: str, context: dict, status: int = 200,
+             headers: dict[str, str] | None = None) -> HTMLResponse:
+    response = templates.TemplateResponse(request, template, context, status_code=status, headers=headers)
+    response.headers["Vary"] = "HX-Request"
+    return response
+
+
+def _workspace_context(sc: Scenario, view: View, error: FormError | None = None) -> dict:
+    ctx = page_context(sc, view)
+    ctx["grids"] = editor_grids(sc, view)
+    ctx["error"] = error
+    ctx["error_slot"] = error_slot(error.field) if error else ""
+    ctx["error_slots"] = ERROR_SLOTS
+    return ctx
+
+
+def apply_action(sc: Scenario, action: str) -> Scenario:
+    """Structural buttons: add or remove a token, new random weights."""
+    if action == "add_token":
+        return add_token(sc)
+    if action.startswith("remove_token-"):
+        index = action.removeprefix("remove_token-")
+        return remove_token(sc, int(index) if index.isdigit() else -1)
+    if action == "new_weights":
+        return new_weights(sc)
+    return sc
+
+
+@router.get("/", response_class=HTMLResponse, include_in_schema=False)
+def index(request: Request, preset: str = DEFAULT_PRESET) -> HTMLResponse:
+    params = request.query_params
+    if "shape" in params:  # a full state, e.g. a shared link
+        try:
+            sc, view = read_form(params)
+        except FormError as e:
+            sc, view = from_preset(DEFAULT_PRESET)
+            return _respond(request, "index.html", _workspace_context(sc, view, e), status=422)
+    else:
+        sc, view = from_preset(preset if preset in PRESETS else DEFAULT_PRESET)
+    return _respond(request, "index.html", _workspace_context(sc, view))
+
+
+@router.post("/", response_class=HTMLResponse, include_in_schema=False)
+async def update(request: Request) -> Response:
+    form = await request.form()
+    fields = {k: v for k, v in form.items() if isinstance(v, str)}
+    template = "partials/workspace.html" if _is_htmx(request) else "index.html"
+    try:
+        sc, view = read_form(fields)
+        sc = apply_action(sc, fields.get("action", ""))
+    except FormError as e:
+        return _error_response(request, fields, e)
+    return _respond(request, template, _workspace_context(sc, view))
+
+
+@router.post("/stages", response_class=HTMLResponse, include_in_schema=False)
+async def stages(request: Request) -> Response:
+    form = await request.form()
+    fields = {k: v for k, v in form.items() if isinstance(v, str)}
+    try:
+        sc, view = read_form(fields)
+    except FormError as e:
+        return _error_response(request, fields, e)
+    ctx = page_context(sc, view)
+    ctx["error_slots"] = ERROR_SLOTS
+    if not _is_htmx(request):
+        ctx["grids"] = editor_grids(sc, view)
+        return _respond(request, "index.html", ctx)
+    return _respond(request, "partials/stages_response.html", ctx)
+
+
+def _error_response(request: Request, fields: dict[str, str], error: FormError) -> Response:
+    """422 with the message for the field. htmx keeps the last good stages on screen (the
+    response swaps only the error slots, out of band); without JavaScript the page comes back
+    with what the student typed still in the inputs and the message beside them."""
+    if _is_htmx(request):
+        ctx = {"error": error, "error_slot": error_slot(error.field), "error_slots": ERROR_SLOTS}
+        return _respond(request, "partials/errors.html", ctx, status=422, headers={"HX-Reswap": "none"})
+    sc, view = from_preset(fields.get("preset") or DEFAULT_PRESET)
+    ctx = _workspace_context(sc, view, error)
+    ctx["typed"] = fields
+    return _respond(request, "index.html", ctx, status=422)

@@ -1,0 +1,179 @@
+"""Starting scenarios, each taken from one of the lesson's seed articles.
+
+Where a seed gives numbers, the preset holds exactly those numbers, and tests/test_presets.py checks
+that the pipeline reproduces the seed's results from them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Preset:
+    key: str
+    title: str
+    source: str  # which seed it comes from
+    summary: str  # one or two sentences shown above the stages
+    tokens: tuple[str, ...]
+    x: tuple[tuple[float, ...], ...]  # (T, d_model)
+    num_heads: int = 1
+    d_k: int | None = None
+    d_v: int | None = None
+    scale: bool = True
+    seed: int = 0
+    decimals: int = 3
+    dim_names: tuple[str, ...] = ()  # column headers for X, when the dimensions mean something
+    weights: dict[str, tuple] = field(default_factory=dict)  # given projections; the rest are seeded
+
+    @property
+    def d_model(self) -> int:
+        return len(self.x[0])
+
+    def weight_arrays(self) -> dict[str, np.ndarray]:
+        return {name: np.array(value, dtype=np.float64) for name, value in self.weights.items()}
+
+
+def _identity(n: int) -> tuple[tuple[float, ...], ...]:
+    return tuple(tuple(float(i == j) for j in range(n)) for i in range(n))
+
+
+# Seed 001: "pool beats badminton", attention(A, A, A) with identity projections and no scaling.
+_POOL_A = ((0.5, 0.1, 0.1, 0.2), (0.1, 0.5, 0.2, 0.1), (0.5, 0.1, 0.2, 0.1))
+
+# Seed 003's three-token worked example: X = I₃ so that Q = W_Q, K = W_K and V = W_V are the
+# article's matrices; d_k = 2. W_O copies the head's two columns into the first two of d_model = 3.
+_S003_Q = ((1.0, 0.0), (0.0, 1.0), (1.0, 1.0))
+_S003_K = ((1.0, 1.0), (0.0, 1.0), (1.0, 0.0))
+_S003_V = ((1.0, 0.0), (0.0, 1.0), (0.0, 0.0))
+
+# Seed 000's homonym "bank". Dimensions have names; "bank" sits between outdoors and money.
+# The query of a word that is a place asks "outdoors or money?"; keys offer those two dimensions;
+# values carry the whole embedding, so bank's output leans to the sense its context supports.
+_BANK_DIMS = ("person", "outdoors", "money", "place")
+_BANK = (0.0, 0.3, 0.3, 1.0)
+_THE = (0.0, 0.0, 0.0, 0.1)
+_BANK_WEIGHTS = {
+    # W_Q: the "place" dimension becomes a query for outdoors and money.
+    "w_q": ((
+        (0.0, 0.0, 0.0, 0.0),
+        (0.0, 0.0, 0.0, 0.0),
+        (0.0, 0.0, 0.0, 0.0),
+        (0.0, 4.0, 4.0, 0.0),
+    ),),
+    # W_K: a key offers its outdoors and money dimensions.
+    "w_k": ((
+        (0.0, 0.0, 0.0, 0.0),
+        (0.0, 1.0, 0.0, 0.0),
+        (0.0, 0.0, 1.0, 0.0),
+        (0.0, 0.0, 0.0, 0.0),
+    ),),
+    "w_v": (_identity(4),),
+    "w_o": _identity(4),
+}
+
+PRESETS: dict[str, Preset] = {
+    p.key: p
+    for p in (
+        Preset(
+            key="default",
+            title="Five tokens, d = 3",
+            source="Seed 000: the demo size, T = 5 tokens and d = 3 dimensions",
+            summary=(
+                "Five tokens with three-dimensional embeddings and random projections from seed 0. "
+                "Edit any number and watch every later stage follow."
+            ),
+            tokens=("the", "cat", "sat", "on", "mat"),
+            x=(
+                (0.2, 0.1, -0.3),
+                (0.9, -0.4, 0.5),
+                (-0.2, 0.8, 0.1),
+                (0.1, 0.3, -0.7),
+                (0.6, -0.1, 0.8),
+            ),
+        ),
+        Preset(
+            key="pool",
+            title="pool beats badminton",
+            source="Seed 001: self-attention as attention(A, A, A)",
+            summary=(
+                "No learned weights yet: W_Q = W_K = W_V = W_O = I and no scaling, so the scores are "
+                "A·Aᵀ. pool is more similar to badminton (0.30) than to beats (0.14), so badminton "
+                "adds more to pool's output."
+            ),
+            tokens=("pool", "beats", "badminton"),
+            x=_POOL_A,
+            scale=False,
+            decimals=2,
+            dim_names=("sports", "dim 2", "dim 3", "dim 4"),
+            weights={
+                "w_q": (_identity(4),),
+                "w_k": (_identity(4),),
+                "w_v": (_identity(4),),
+                "w_o": _identity(4),
+            },
+        ),
+        Preset(
+            key="three-token",
+            title="Three-token worked example",
+            source="Seed 003: worked example, d_k = 2",
+            summary=(
+                "X is the identity, so Q, K and V are exactly the article's matrices. Token 3's query "
+                "[1, 1] matches key 1 [1, 1] best, so it puts the most weight (0.503) on key 1."
+            ),
+            tokens=("token 1", "token 2", "token 3"),
+            x=_identity(3),
+            d_k=2,
+            weights={
+                "w_q": (_S003_Q,),
+                "w_k": (_S003_K,),
+                "w_v": (_S003_V,),
+                "w_o": ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0)),
+            },
+        ),
+        Preset(
+            key="bank-river",
+            title="bank ①: by the river",
+            source="Seed 000: the homonym bank, first sentence",
+            summary=(
+                "bank is halfway between outdoors and money. Its query asks which of the two its "
+                "context offers: here 'lying' and 'on' win, so bank's output moves towards outdoors. "
+                "Compare with bank ②."
+            ),
+            tokens=("Sherry", "is", "lying", "on", "the", "bank"),
+            x=(
+                (1.0, 0.1, 0.0, 0.0),
+                (0.0, 0.0, 0.0, 0.1),
+                (0.2, 0.9, 0.0, 0.1),
+                (0.0, 0.3, 0.0, 0.6),
+                _THE,
+                _BANK,
+            ),
+            dim_names=_BANK_DIMS,
+            weights=_BANK_WEIGHTS,
+        ),
+        Preset(
+            key="bank-money",
+            title="bank ②: money",
+            source="Seed 000: the homonym bank, second sentence",
+            summary=(
+                "The same bank embedding and the same weights as bank ①, in another sentence: now "
+                "'money' and 'transfers' answer bank's query, and its output moves towards money."
+            ),
+            tokens=("Ryan", "transfers", "money", "to", "the", "bank"),
+            x=(
+                (1.0, 0.0, 0.1, 0.0),
+                (0.2, 0.0, 0.9, 0.1),
+                (0.0, 0.0, 1.0, 0.0),
+                (0.0, 0.0, 0.0, 0.3),
+                _THE,
+                _BANK,
+            ),
+            dim_names=_BANK_DIMS,
+            weights=_BANK_WEIGHTS,
+        ),
+    )
+}
+DEFAULT_PRESET = "default"

@@ -1,0 +1,318 @@
+"""The page's state: what a student has in front of them, read from and written to a plain form.
+
+A scenario is a base (a preset, or a seed) plus the student's values. X is always sent whole;
+of the weights the page shows one head's matrices as inputs and carries edits of the other heads
+in one compact hidden field, so a form stays small whatever the number of heads.
+
+Pure Python and NumPy: the web layer hands this module a mapping of form fields and renders what
+it returns.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from app.config import settings
+from app.pipeline import WEIGHT_NAMES, AttentionRun, run_attention, seeded_weights
+from app.presets import DEFAULT_PRESET, PRESETS, Preset
+
+EDIT_RE = re.compile(r"^(w_q|w_k|w_v|w_o)\.(\d+)\.(\d+)\.(\d+)=(\S+)$")
+DECIMALS = (1, 2, 3, 4)
+
+
+class FormError(ValueError):
+    """Bad input, with the form field it belongs to so the page can show it beside that input."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Scenario:
+    preset: str  # the preset this scenario started from, "" after "new random weights"
+    tokens: tuple[str, ...]
+    x: np.ndarray  # (T, d_model)
+    num_heads: int
+    d_k: int
+    d_v: int
+    seed: int
+    scale: bool
+    # Edited weights relative to the base: (name, head, row, col) → value. For w_o, head is 0.
+    edits: dict[tuple[str, int, int, int], float] = field(default_factory=dict)
+
+    @property
+    def d_model(self) -> int:
+        return int(self.x.shape[1])
+
+    @property
+    def preset_obj(self) -> Preset | None:
+        return PRESETS.get(self.preset)
+
+    def base_weights(self) -> dict[str, np.ndarray]:
+        """The preset's weights when the sizes still fit it, else the seeded ones."""
+        seeded = seeded_weights(self.d_model, self.num_heads, self.d_k, self.d_v, self.seed)
+        base = {name: getattr(seeded, name).copy() for name in WEIGHT_NAMES}
+        p = self.preset_obj
+        if p is not None and p.weights:
+            given = p.weight_arrays()
+            for name, value in given.items():
+                if value.shape == base[name].shape:
+                    base[name] = value.copy()
+        return base
+
+    def weights(self) -> dict[str, np.ndarray]:
+        w = self.base_weights()
+        for (name, h, r, c), value in self.edits.items():
+            target = w[name] if name == "w_o" else w[name][h]
+            if r < target.shape[0] and c < target.shape[1]:
+                target[r, c] = value
+        return w
+
+    def run(self) -> AttentionRun:
+        return run_attention(
+            self.x, num_heads=self.num_heads, d_k=self.d_k, d_v=self.d_v,
+            weights=self.weights(), seed=self.seed, scale=self.scale,
+        )
+
+
+@dataclass(frozen=True)
+class View:
+    """How the scenario is shown; never changes a number."""
+
+    stage: str = "x"
+    head: int = 0
+    show_all: bool = False
+    decimals: int = 3
+    inspect: str = ""  # "<matrix>.<head>.<row>.<col>", e.g. "softmax.0.2.1"
+
+
+def from_preset(key: str) -> tuple[Scenario, View]:
+    p = PRESETS.get(key) or PRESETS[DEFAULT_PRESET]
+    x = np.array(p.x, dtype=np.float64)
+    d_k = p.d_k if p.d_k is not None else max(1, x.shape[1] // p.num_heads)
+    d_v = p.d_v if p.d_v is not None else d_k
+    scenario = Scenario(
+        preset=p.key, tokens=p.tokens, x=x, num_heads=p.num_heads,
+        d_k=d_k, d_v=d_v, seed=p.seed, scale=p.scale,
+    )
+    return scenario, View(decimals=p.decimals)
+
+
+def filler_values(rows: int, cols: int, seed: int) -> np.ndarray:
+    """Deterministic values for cells a size change creates (new token rows, new dimensions)."""
+    rng = np.random.default_rng([seed, 1])  # a stream apart from the weights' stream
+    return np.round(rng.uniform(-1.0, 1.0, (rows, cols)), 2)
+
+
+def encode_edits(edits: Mapping[tuple[str, int, int, int], float]) -> str:
+    return " ".join(f"{n}.{h}.{r}.{c}={_num(v)}" for (n, h, r, c), v in sorted(edits.items()))
+
+
+def diff_edits(weights: Mapping[str, np.ndarray], base: Mapping[str, np.ndarray]) -> dict:
+    """Every cell of ``weights`` that differs from ``base``, as edits."""
+    edits: dict[tuple[str, int, int, int], float] = {}
+    for name in WEIGHT_NAMES:
+        w, b = weights[name], base[name]
+        if name == "w_o":
+            w, b = w[None], b[None]
+        for h, r, c in zip(*np.nonzero(w != b), strict=True):
+            edits[(name, int(h), int(r), int(c))] = float(w[h, r, c])
+    return edits
+
+
+def _num(v: float) -> str:
+    return repr(float(v)).removesuffix(".0") if float(v).is_integer() else repr(float(v))
+
+
+def format_input(v: float) -> str:
+    """How a number appears in an input: short, and exact for what a student typed."""
+    return _num(round(float(v), 6))
+
+
+# --- reading a form -----------------------------------------------------------------------------
+
+
+def _int(form: Mapping[str, str], name: str, lo: int, hi: int, default: int | None = None) -> int:
+    raw = (form.get(name) or "").strip()
+    if raw == "" and default is not None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise FormError(name, f"{name}: enter a whole number from {lo} to {hi}") from None
+    if not lo <= value <= hi:
+        raise FormError(name, f"{name}: {value} is out of range; enter {lo} to {hi}")
+    return value
+
+
+def _float(raw: str | None, name: str, label: str) -> float:
+    text = (raw or "").strip()
+    try:
+        value = float(text)
+    except ValueError:
+        raise FormError(name, f"{label}: “{text[:20]}” is not a number") from None
+    limit = settings.max_abs_value
+    if not math.isfinite(value) or abs(value) > limit:
+        raise FormError(name, f"{label}: enter a finite number between −{limit:g} and {limit:g}")
+    return value
+
+
+def _matrix(form: Mapping[str, str], prefix: str, rows: int, cols: int, label: str) -> np.ndarray:
+    m = np.empty((rows, cols))
+    for i in range(rows):
+        for j in range(cols):
+            name = f"{prefix}-{i}-{j}"
+            m[i, j] = _float(form.get(name), name, f"{label}[{i}][{j}]")
+    return m
+
+
+def _tokens(form: Mapping[str, str]) -> list[str]:
+    tokens = []
+    while f"token-{len(tokens)}" in form:
+        i = len(tokens)
+        text = form[f"token-{i}"]
+        if len(text) > settings.max_token_chars:
+            raise FormError(f"token-{i}", f"token {i + 1}: at most {settings.max_token_chars} characters")
+        tokens.append(text)
+        if len(tokens) > settings.max_tokens:
+            raise FormError("token-0", f"tokens: at most {settings.max_tokens}")
+    if not tokens:
+        raise FormError("token-0", "tokens: at least one token is needed")
+    return tokens
+
+
+def _parse_edits(raw: str) -> dict[tuple[str, int, int, int], float]:
+    edits: dict[tuple[str, int, int, int], float] = {}
+    for part in raw.split()[: settings.max_heads * 4 * settings.max_d_model * settings.max_d_head]:
+        m = EDIT_RE.match(part)
+        if not m:
+            raise FormError("edits", f"edits: cannot read “{part[:30]}”")
+        name, h, r, c = m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4))
+        edits[(name, h, r, c)] = _float(m.group(5), "edits", f"{name}[{h}][{r}][{c}]")
+    return edits
+
+
+def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
+    """Rebuild the scenario from a posted form. Raises FormError naming the first bad field.
+
+    The form carries the shape its inputs were rendered with (``shape``) and the sizes the
+    student asks for (``d_model``, ``num_heads``, ``d_k``, ``d_v``); when they differ the
+    matrices are resized, keeping every value that still fits.
+    """
+    preset = form.get("preset", "")
+    if preset and preset not in PRESETS:
+        raise FormError("preset", f"preset: unknown preset “{preset[:30]}”")
+    tokens = _tokens(form)
+    t = len(tokens)
+    try:
+        r_d_model, r_heads, r_d_k, r_d_v, r_head = (int(v) for v in form.get("shape", "").split(","))
+    except ValueError:
+        raise FormError("shape", "shape: the form is incomplete; reload the page") from None
+    s = settings
+    if not (1 <= r_d_model <= s.max_d_model and 1 <= r_heads <= s.max_heads and 0 <= r_head < r_heads
+            and 1 <= r_d_k <= s.max_d_head and 1 <= r_d_v <= s.max_d_head):
+        raise FormError("shape", "shape: out of range; reload the page")
+    x = _matrix(form, "x", t, r_d_model, "X")
+    seed = _int(form, "seed", 0, s.max_seed, default=0)
+    scale = form.get("scale") in ("on", "true", "1")
+    edits = _parse_edits(form.get("edits", ""))
+    # The inputs of the head on screen win over the hidden edits.
+    for name, rows, cols in (("w_q", r_d_model, r_d_k), ("w_k", r_d_model, r_d_k), ("w_v", r_d_model, r_d_v)):
+        if f"{name}-0-0" in form:
+            m = _matrix(form, name, rows, cols, f"W_{name[2].upper()}[head {r_head + 1}]")
+            _put(edits, name, r_head, m)
+    if "w_o-0-0" in form:
+        m = _matrix(form, "w_o", r_d_v, r_d_model, f"W_O[head {r_head + 1} rows]")
+        for r in range(r_d_v):
+            for c in range(r_d_model):
+                edits[("w_o", 0, r_head * r_d_v + r, c)] = float(m[r, c])
+
+    d_model = _int(form, "d_model", 1, s.max_d_model, default=r_d_model)
+    num_heads = _int(form, "num_heads", 1, s.max_heads, default=r_heads)
+    sizes_changed = (d_model, num_heads) != (r_d_model, r_heads)
+    auto_d_k = max(1, d_model // num_heads)
+    d_k = _int(form, "d_k", 1, s.max_d_head, default=auto_d_k if sizes_changed else r_d_k)
+    d_v = _int(form, "d_v", 1, s.max_d_head, default=d_k)
+
+    rendered = Scenario(
+        preset=preset, tokens=tuple(tokens), x=x, num_heads=r_heads, d_k=r_d_k, d_v=r_d_v,
+        seed=seed, scale=scale, edits=edits,
+    )
+    scenario = resize(rendered, d_model=d_model, num_heads=num_heads, d_k=d_k, d_v=d_v)
+    head = min(_int(form, "head", 0, s.max_heads - 1, default=r_head), scenario.num_heads - 1)
+    inspect = form.get("inspect", "")[:40]
+    if form.get("action") == "inspect":  # the row/column form, for keyboards and no JavaScript
+        matrix = form.get("inspect_matrix", "")
+        row = _int(form, "inspect_row", 1, s.max_tokens * 8) - 1
+        col = _int(form, "inspect_col", 1, s.max_tokens * 8) - 1
+        inspect = f"{matrix}.{0 if matrix == 'final' else head}.{row}.{col}"
+    view = View(
+        stage=form.get("goto") or form.get("stage") or "x",
+        head=head,
+        show_all=form.get("show_all") in ("on", "true", "1"),
+        decimals=_int(form, "decimals", DECIMALS[0], DECIMALS[-1], default=3),
+        inspect=inspect,
+    )
+    return scenario, view
+
+
+def _put(edits: dict, name: str, head: int, m: np.ndarray) -> None:
+    for r in range(m.shape[0]):
+        for c in range(m.shape[1]):
+            edits[(name, head, r, c)] = float(m[r, c])
+
+
+def resize(sc: Scenario, *, d_model: int, num_heads: int, d_k: int, d_v: int) -> Scenario:
+    """The same scenario at new sizes: values that still fit are kept, new cells are filled."""
+    if (d_model, num_heads, d_k, d_v) == (sc.d_model, sc.num_heads, sc.d_k, sc.d_v):
+        return normalise(sc)
+    full = sc.weights()
+    x = filler_values(len(sc.tokens), d_model, sc.seed)
+    keep = min(d_model, sc.d_model)
+    x[:, :keep] = sc.x[:, :keep]
+    resized = replace(sc, x=x, num_heads=num_heads, d_k=d_k, d_v=d_v, edits={})
+    base = resized.base_weights()
+    new = {name: value.copy() for name, value in base.items()}
+    for name in ("w_q", "w_k", "w_v"):
+        h = min(num_heads, sc.num_heads)
+        r = min(d_model, sc.d_model)
+        c = min(new[name].shape[2], full[name].shape[2])
+        new[name][:h, :r, :c] = full[name][:h, :r, :c]
+    # W_O rows belong to heads: keep head i's rows for the heads that remain.
+    for h in range(min(num_heads, sc.num_heads)):
+        rows = min(d_v, sc.d_v)
+        new["w_o"][h * d_v : h * d_v + rows, :keep] = full["w_o"][h * sc.d_v : h * sc.d_v + rows, :keep]
+    return replace(resized, edits=diff_edits(new, base))
+
+
+def normalise(sc: Scenario) -> Scenario:
+    """Drop edits that equal the base or no longer fit, so the hidden field stays minimal."""
+    return replace(sc, edits=diff_edits(sc.weights(), sc.base_weights()))
+
+
+def add_token(sc: Scenario) -> Scenario:
+    if len(sc.tokens) >= settings.max_tokens:
+        raise FormError("token-0", f"tokens: at most {settings.max_tokens}")
+    row = filler_values(len(sc.tokens) + 1, sc.d_model, sc.seed)[-1:]
+    return replace(sc, tokens=(*sc.tokens, "new"), x=np.vstack([sc.x, row]))
+
+
+def remove_token(sc: Scenario, index: int) -> Scenario:
+    if len(sc.tokens) <= 1:
+        raise FormError("token-0", "tokens: at least one token is needed")
+    if not 0 <= index < len(sc.tokens):
+        raise FormError("token-0", "tokens: no such token")
+    tokens = sc.tokens[:index] + sc.tokens[index + 1 :]
+    return replace(sc, tokens=tokens, x=np.delete(sc.x, index, axis=0))
+
+
+def new_weights(sc: Scenario) -> Scenario:
+    """"New random weights": leave the preset's designed weights and draw all from the seed."""
+    return replace(sc, preset="", edits={})

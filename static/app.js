@@ -1,0 +1,113 @@
+// Attention, step by step — the page's only script. No inline handlers: CSP-friendly.
+// Keyboard stepping, keyboard and mouse cell inspection, and marking the field an error names.
+(function () {
+  "use strict";
+
+  const form = () => document.getElementById("state");
+  const isTyping = (el) => el && (el.tagName === "INPUT" || el.tagName === "SELECT" || el.tagName === "TEXTAREA");
+
+  // ←/→ step through the stages (unless the student is typing or moving inside a matrix).
+  document.addEventListener("keydown", function (ev) {
+    if (ev.altKey || ev.ctrlKey || ev.metaKey || isTyping(ev.target)) return;
+    if (ev.target.closest && ev.target.closest("table[data-inspect]")) return;
+    const id = ev.key === "ArrowLeft" ? "prev-stage" : ev.key === "ArrowRight" ? "next-stage" : null;
+    const button = id && document.getElementById(id);
+    if (button && !button.disabled) {
+      ev.preventDefault();
+      button.click();
+    }
+  });
+
+  // Enter in a value cell would submit the whole form; the edit is already on its way.
+  document.addEventListener("keydown", function (ev) {
+    if (ev.key === "Enter" && ev.target.matches && ev.target.matches(".values input")) ev.preventDefault();
+  });
+
+  // Inspectable heatmaps: one cell in the tab order per table (roving tabindex), arrows move.
+  let refocus = null;
+
+  function cellRef(td) {
+    const table = td.closest("table[data-inspect]");
+    const row = td.parentElement.rowIndex - 1; // minus the header row
+    const col = td.cellIndex - 1; // minus the row header
+    return table.dataset.ref + "." + row + "." + col;
+  }
+
+  function prepareTables(root) {
+    root.querySelectorAll("table[data-inspect]").forEach(function (table) {
+      const cells = table.querySelectorAll("tbody td");
+      if (!cells.length) return;
+      const start = table.querySelector("td.sel") || cells[0];
+      cells.forEach(function (td) { td.tabIndex = td === start ? 0 : -1; });
+      table.setAttribute("aria-describedby", "inspector-h");
+    });
+    if (refocus) {
+      const [ref, row, col] = refocus;
+      refocus = null;
+      const table = document.querySelector('table[data-ref="' + CSS.escape(ref) + '"]');
+      const tr = table && table.tBodies[0].rows[row];
+      const td = tr && tr.cells[col + 1];
+      if (td) { moveFocus(td); }
+    }
+    document.querySelectorAll(".field-error").forEach(markField);
+  }
+
+  function moveFocus(td) {
+    const table = td.closest("table");
+    table.querySelectorAll("td[tabindex='0']").forEach(function (c) { c.tabIndex = -1; });
+    td.tabIndex = 0;
+    td.focus();
+  }
+
+  function inspect(td) {
+    const f = form();
+    const field = document.getElementById("inspect-ref");
+    if (!f || !field || !window.htmx) return;
+    const ref = cellRef(td);
+    field.value = ref;
+    const table = td.closest("table[data-inspect]");
+    refocus = [table.dataset.ref, td.parentElement.rowIndex - 1, td.cellIndex - 1];
+    window.htmx.ajax("POST", f.dataset.stagesUrl, { source: f, target: "#stages", swap: "outerHTML" });
+  }
+
+  document.addEventListener("click", function (ev) {
+    const td = ev.target.closest && ev.target.closest("table[data-inspect] td");
+    if (td) inspect(td);
+  });
+
+  document.addEventListener("keydown", function (ev) {
+    const td = ev.target.closest && ev.target.closest("table[data-inspect] td");
+    if (!td) return;
+    const tr = td.parentElement;
+    const rows = tr.parentElement.rows;
+    let target = null;
+    if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); inspect(td); return; }
+    if (ev.key === "ArrowRight") target = tr.cells[td.cellIndex + 1];
+    if (ev.key === "ArrowLeft" && td.cellIndex > 1) target = tr.cells[td.cellIndex - 1];
+    if (ev.key === "ArrowDown" && tr.sectionRowIndex + 1 < rows.length) target = rows[tr.sectionRowIndex + 1].cells[td.cellIndex];
+    if (ev.key === "ArrowUp" && tr.sectionRowIndex > 0) target = rows[tr.sectionRowIndex - 1].cells[td.cellIndex];
+    if (target) { ev.preventDefault(); moveFocus(target); }
+  });
+
+  // An error slot names its field: mark that input, clear the others.
+  function markField(slot) {
+    const name = slot.dataset.field;
+    const scope = slot.closest("form") || document;
+    scope.querySelectorAll("[aria-invalid='true']").forEach(function (el) {
+      if (el.name !== name || !slot.textContent.trim()) { el.removeAttribute("aria-invalid"); el.classList.remove("invalid"); }
+    });
+    if (name && slot.textContent.trim()) {
+      const input = scope.querySelector('[name="' + CSS.escape(name) + '"]');
+      if (input) { input.setAttribute("aria-invalid", "true"); input.classList.add("invalid"); }
+    }
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    document.documentElement.classList.add("js");
+    prepareTables(document);
+  });
+  document.addEventListener("htmx:afterSettle", function () { prepareTables(document); });
+  document.addEventListener("htmx:oobAfterSwap", function (ev) {
+    if (ev.detail.target && ev.detail.target.classList.contains("field-error")) markField(ev.detail.target);
+  });
+})();
