@@ -46,7 +46,7 @@ class EditorGrid:
 
 
 def token_labels(tokens: tuple[str, ...]) -> list[str]:
-    return [f"{i + 1} {t}" for i, t in enumerate(tokens)]
+    return [f"{i} {t}" for i, t in enumerate(tokens)]
 
 
 def dim_labels(sc: Scenario) -> list[str]:

@@ -250,8 +250,8 @@ def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
     inspect = form.get("inspect", "")[:40]
     if form.get("action") == "inspect":  # the row/column form, for keyboards and no JavaScript
         matrix = form.get("inspect_matrix", "")
-        row = _int(form, "inspect_row", 1, s.max_tokens * 8) - 1
-        col = _int(form, "inspect_col", 1, s.max_tokens * 8) - 1
+        row = _int(form, "inspect_row", 0, s.max_tokens * 8)
+        col = _int(form, "inspect_col", 0, s.max_tokens * 8)
         inspect = f"{matrix}.{0 if matrix == 'final' else head}.{row}.{col}"
     view = View(
         stage=form.get("goto") or form.get("stage") or "x",

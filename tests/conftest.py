@@ -1,0 +1,93 @@
+"""Shared fixtures and helpers: a TestClient on a fresh app, and the page's form read back as a dict."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from html.parser import HTMLParser
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+
+
+@pytest.fixture
+def client() -> Iterator[TestClient]:
+    with TestClient(create_app()) as c:
+        yield c
+
+
+class _FormParser(HTMLParser):
+    """Collects what a browser would submit from a form: inputs, checked checkboxes, selects.
+
+    Submit buttons are left out (a browser sends only the one that was pressed). When the
+    document has a ``<form id="state">`` only its fields count; a fragment counts whole.
+    """
+
+    def __init__(self, form_id: str | None) -> None:
+        super().__init__(convert_charrefs=True)
+        self.form_id = form_id
+        self.inside = form_id is None
+        self.depth = 0  # <form> nesting while inside the wanted form
+        self.fields: dict[str, str] = {}
+        self._select: str | None = None
+        self._select_first: str | None = None
+        self._select_chosen: str | None = None
+        self._option: dict[str, str | None] | None = None
+        self._option_text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "form":
+            if self.inside:
+                self.depth += 1
+            elif a.get("id") == self.form_id:
+                self.inside, self.depth = True, 1
+            return
+        if not self.inside:
+            return
+        name = a.get("name")
+        if tag == "input" and name and "disabled" not in a:
+            kind = (a.get("type") or "text").lower()
+            if kind in ("submit", "button", "image", "reset"):
+                return
+            if kind in ("checkbox", "radio"):
+                if "checked" in a:
+                    self.fields[name] = a.get("value") or "on"
+                return
+            self.fields[name] = a.get("value") or ""
+        elif tag == "select" and name:
+            self._select, self._select_first, self._select_chosen = name, None, None
+        elif tag == "option" and self._select is not None:
+            self._option, self._option_text = a, []
+
+    def handle_data(self, data: str) -> None:
+        if self._option is not None:
+            self._option_text.append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "form" and self.inside and self.form_id is not None:
+            self.depth -= 1
+            if self.depth == 0:
+                self.inside = False
+        elif tag == "option" and self._option is not None:
+            value = self._option.get("value")
+            value = "".join(self._option_text).strip() if value is None else value
+            if self._select_first is None:
+                self._select_first = value
+            if "selected" in self._option:
+                self._select_chosen = value
+            self._option = None
+        elif tag == "select" and self._select is not None:
+            chosen = self._select_chosen if self._select_chosen is not None else self._select_first
+            if chosen is not None:
+                self.fields[self._select] = chosen
+            self._select = None
+
+
+def form_fields(html: str, form_id: str | None = "state") -> dict[str, str]:
+    """The fields a browser would post from ``<form id=form_id>`` (or from a whole fragment)."""
+    parser = _FormParser(form_id if f'id="{form_id}"' in html else None)
+    parser.feed(html)
+    parser.close()
+    return parser.fields
