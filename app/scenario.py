@@ -236,10 +236,13 @@ def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
 
     d_model = _int(form, "d_model", 1, s.max_d_model, default=r_d_model)
     num_heads = _int(form, "num_heads", 1, s.max_heads, default=r_heads)
-    sizes_changed = (d_model, num_heads) != (r_d_model, r_heads)
-    auto_d_k = max(1, d_model // num_heads)
-    d_k = _int(form, "d_k", 1, s.max_d_head, default=auto_d_k if sizes_changed else r_d_k)
-    d_v = _int(form, "d_v", 1, s.max_d_head, default=d_k)
+    # d_k follows d_model // h, and d_v follows d_k, unless the student set them explicitly.
+    d_k = _int(form, "d_k", 1, s.max_d_head, default=r_d_k)
+    if d_k == r_d_k and (d_model, num_heads) != (r_d_model, r_heads):
+        d_k = max(1, d_model // num_heads)
+    d_v = _int(form, "d_v", 1, s.max_d_head, default=r_d_v)
+    if d_v == r_d_v and r_d_v == r_d_k:
+        d_v = d_k
 
     rendered = Scenario(
         preset=preset, tokens=tuple(tokens), x=x, num_heads=r_heads, d_k=r_d_k, d_v=r_d_v,

@@ -87,7 +87,8 @@ class _FormParser(HTMLParser):
 
 def form_fields(html: str, form_id: str | None = "state") -> dict[str, str]:
     """The fields a browser would post from ``<form id=form_id>`` (or from a whole fragment)."""
-    parser = _FormParser(form_id if f'id="{form_id}"' in html else None)
+    scoped = form_id is not None and f'id="{form_id}"' in html
+    parser = _FormParser(form_id if scoped else None)
     parser.feed(html)
     parser.close()
     return parser.fields
