@@ -64,6 +64,8 @@ def field_path(loc: tuple) -> str:
     """('body', 'x', 1, 2) → 'x[1][2]'; ('body', 'weights', 'w_q') → 'weights.w_q'."""
     path = ""
     for part in loc[1:] if loc and loc[0] == "body" else loc:
+        if isinstance(part, str) and ("[" in part or "(" in part):
+            continue  # a union member's tag, such as "literal['none','causal']"
         path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
     return path or "body"
 
