@@ -6,6 +6,7 @@ test can check that the written-out terms really add up to the number in the hea
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -58,6 +59,7 @@ class Division:
     divisor: float
     divisor_text: str
     result: float
+    bias: float | None = None  # ALiBi's term, added after the division
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class SoftmaxEntry:
     exp: float
     weight: float
     selected: bool
+    hidden: bool = False  # masked: exp(−∞) = 0
 
 
 @dataclass(frozen=True)
@@ -131,9 +134,14 @@ def _dot(ref: CellRef, title: str, left_name: str, right_name: str, a: np.ndarra
     return DotProduct(ref, title, left_name, right_name, terms, float(products.sum()))
 
 
-def explain(run: AttentionRun, ref: CellRef, tokens: list[str], dim_labels: list[str]) -> Explanation:
-    """The explanation of one cell; ``ref`` comes from parse_ref, so it is in range."""
+def explain(run: AttentionRun, ref: CellRef, tokens: list[str], dim_labels: list[str],
+            key_tokens: list[str] | None = None) -> Explanation:
+    """The explanation of one cell; ``ref`` comes from parse_ref, so it is in range.
+
+    ``key_tokens`` name the keys (the source sentence in cross-attention; ``tokens`` otherwise).
+    """
     i, j = ref.row, ref.col
+    keys = tokens if key_tokens is None else key_tokens
     if ref.matrix == "final":
         a = run.concat[i]
         b = run.weights.w_o[:, j]
@@ -145,34 +153,42 @@ def explain(run: AttentionRun, ref: CellRef, tokens: list[str], dim_labels: list
     if ref.matrix in ("q", "k", "v"):
         w = getattr(run.weights, f"w_{ref.matrix}")[ref.head]  # (d_model, d)
         name = ref.matrix.upper()
-        return _dot(ref, f"{name}[{i}][{j}] = X[{i}] · W_{name}[:, {j}]{hn}", "X", f"W_{name}",
-                    run.x[i], w[:, j], dim_labels)
+        source, src = (run.x, "X") if ref.matrix == "q" or run.context is None else (run.context, "C")
+        return _dot(ref, f"{name}[{i}][{j}] = {src}[{i}] · W_{name}[:, {j}]{hn}", src, f"W_{name}",
+                    source[i], w[:, j], dim_labels)
     if ref.matrix == "scores":
-        return _dot(ref, f"scores[{i}][{j}] = Σₖ Q[{i}][k] · K[{j}][k]{hn}", "Q", "K",
-                    head.q[i], head.k[j], [f"k={k}" for k in range(head.q.shape[1])])
+        rope = head.q_rot is not None
+        q = head.q if head.q_rot is None else head.q_rot
+        k = head.k if head.k_rot is None else head.k_rot
+        qn, kn = ("Q_rot", "K_rot") if rope else ("Q", "K")
+        return _dot(ref, f"scores[{i}][{j}] = Σₖ {qn}[{i}][k] · {kn}[{j}][k]{hn}", qn, kn,
+                    q[i], k[j], [f"k={k}" for k in range(q.shape[1])])
     if ref.matrix == "scaled":
         divisor = run.scale_factor
-        text = f"√{run.d_k} ≈ {divisor:.3f}" if run.scale else "1 (scaling is off)"
+        text = f"√{run.d_k} ≈ {math.sqrt(run.d_k):.3f}" if run.scale else "1 (÷√d_k is off)"
+        if run.temperature != 1.0:
+            text += f" × τ {run.temperature:g} = {divisor:.3f}"
+        bias = None if head.bias is None else float(head.bias[i, j])
         return Division(ref, f"scaled[{i}][{j}] = scores[{i}][{j}] ÷ √d_k{hn}",
-                        float(head.scores[i, j]), divisor, text, float(head.scores[i, j] / divisor))
+                        float(head.scores[i, j]), divisor, text, float(head.scaled[i, j]), bias)
     if ref.matrix == "softmax":
-        row = head.scaled[i]
-        top = float(row.max())
+        row = head.masked[i]
+        top = float(row[np.isfinite(row)].max())
         # By hand, as seed 003 does, exp(s) is written directly; when the scores are large the
         # row maximum is subtracted first (the weights are the same), as the pipeline always does.
         shift = top if top > 30 else 0.0
-        e = np.exp(row - shift)
+        e = np.exp(row - shift)  # a hidden key's −inf gives exactly 0
         total = float(e.sum())
         entries = tuple(
-            SoftmaxEntry(tok, float(s), float(x), float(x / total), jj == j)
-            for jj, (tok, s, x) in enumerate(zip(tokens, row.tolist(), e.tolist(), strict=True))
+            SoftmaxEntry(tok, float(s), float(x), float(x / total), jj == j, not np.isfinite(s))
+            for jj, (tok, s, x) in enumerate(zip(keys, row.tolist(), e.tolist(), strict=True))
         )
         return SoftmaxRow(ref, f"softmax row {i} ({tokens[i]}){hn}", entries, shift, total)
     # output: a weighted sum of value rows
     weights = head.softmax[i]
     rows = tuple(
         WeightedRow(float(a), tok, tuple(v), tuple((a * np.asarray(v)).tolist()))
-        for a, tok, v in zip(weights.tolist(), tokens, head.v.tolist(), strict=True)
+        for a, tok, v in zip(weights.tolist(), keys, head.v.tolist(), strict=True)
     )
     result = tuple(float(s) for s in (weights @ head.v))
     return WeightedSum(ref, f"output[{i}] = Σⱼ A[{i}][j] · V[j]{hn}", rows, result)

@@ -51,8 +51,10 @@ def error_slot(field: str) -> str:
         return "x"
     if prefix in ("w_q", "w_k", "w_v", "w_o", "edits"):
         return "weights"
-    if prefix in ("decimals", "stage", "head"):
+    if prefix in ("decimals", "stage", "head", "temperature", "blocked", "mask"):
         return "view"
+    if prefix in ("c", "ctoken", "pos"):
+        return "x"
     return "sizes"
 
 
@@ -78,11 +80,12 @@ def _workspace_context(sc: Scenario, view: View, error: FormError | None = None)
 
 def apply_action(sc: Scenario, action: str) -> Scenario:
     """Structural buttons: add or remove a token, new random weights."""
-    if action == "add_token":
-        return add_token(sc)
-    if action.startswith("remove_token-"):
-        index = action.removeprefix("remove_token-")
-        return remove_token(sc, int(index) if index.isdigit() else -1)
+    if action in ("add_token", "add_ctoken"):
+        return add_token(sc, source=action == "add_ctoken")
+    for prefix, source in (("remove_token-", False), ("remove_ctoken-", True)):
+        if action.startswith(prefix):
+            index = action.removeprefix(prefix)
+            return remove_token(sc, int(index) if index.isdigit() else -1, source=source)
     if action == "new_weights":
         return new_weights(sc)
     return sc
@@ -110,9 +113,10 @@ async def update(request: Request) -> Response:
     try:
         sc, view = read_form(fields)
         sc = apply_action(sc, fields.get("action", ""))
+        ctx = _workspace_context(sc, view)
     except FormError as e:
         return _error_response(request, fields, e)
-    return _respond(request, template, _workspace_context(sc, view))
+    return _respond(request, template, ctx)
 
 
 @router.post("/stages", response_class=HTMLResponse, include_in_schema=False)
@@ -121,9 +125,9 @@ async def stages(request: Request) -> Response:
     fields = {k: v for k, v in form.items() if isinstance(v, str)}
     try:
         sc, view = read_form(fields)
+        ctx = page_context(sc, view)
     except FormError as e:
         return _error_response(request, fields, e)
-    ctx = page_context(sc, view)
     ctx["error_slots"] = ERROR_SLOTS
     if not _is_htmx(request):
         ctx["grids"] = editor_grids(sc, view)

@@ -27,6 +27,11 @@ class Preset:
     decimals: int = 3
     dim_names: tuple[str, ...] = ()  # column headers for X, when the dimensions mean something
     weights: dict[str, tuple] = field(default_factory=dict)  # given projections; the rest are seeded
+    mask: str = "none"
+    positional_encoding: str = "none"
+    context_tokens: tuple[str, ...] = ()  # a source sentence: cross-attention
+    context_x: tuple[tuple[float, ...], ...] = ()
+    stage: str = "x"  # the stage the preset opens on
 
     @property
     def d_model(self) -> int:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 from markupsafe import Markup
 
-from app.arithmetic import CellRef, Explanation, explain, parse_ref
+from app.arithmetic import INSPECTABLE, CellRef, Explanation, explain, parse_ref
 from app.heatmap import LegendStop, heatmap_table, legend
 from app.pipeline import AttentionRun
 from app.presets import PRESETS
@@ -62,6 +62,7 @@ class PanelBuilder:
     def __init__(self, sc: Scenario, run: AttentionRun, view: View) -> None:
         self.sc, self.run, self.view = sc, run, view
         self.rows = token_labels(sc.tokens)
+        self.keys = token_labels(sc.key_tokens)  # the source sentence's tokens in cross-attention
         self.dims = dim_labels(sc)
         self.selected = parse_ref(view.inspect, run)
 
@@ -85,17 +86,26 @@ class PanelBuilder:
         hn = f" (head {h + 1})" if self.run.num_heads > 1 else ""
         ref = f"{name}.{h}"
         d_cols = lambda p, n: [f"{p}{j + 1}" for j in range(n)]  # noqa: E731
+        scaled_title = "Scaled Q·Kᵀ/√d_k" if self.run.scale else "Scaled (÷√d_k off)"
+        if self.run.temperature != 1.0:
+            scaled_title += f" ÷ τ={self.run.temperature:g}"
+        if head.bias is not None:
+            scaled_title += " + ALiBi bias"
         spec = {
-            "q": ("Q", d_cols("q", m.shape[1]), "signed"),
-            "k": ("K", d_cols("k", m.shape[1]), "signed"),
-            "v": ("V", d_cols("v", m.shape[1]), "signed"),
-            "scores": ("Scores Q·Kᵀ", self.rows, "signed"),
-            "scaled": ("Scaled Q·Kᵀ/√d_k" if self.run.scale else "Scaled (scaling off)", self.rows, "signed"),
-            "softmax": ("Attention weights A", self.rows, "weights"),
-            "output": ("Output A·V", d_cols("v", m.shape[1]), "signed"),
+            "q": ("Q", self.rows, d_cols("q", m.shape[1]), "signed"),
+            "k": ("K", self.keys, d_cols("k", m.shape[1]), "signed"),
+            "v": ("V", self.keys, d_cols("v", m.shape[1]), "signed"),
+            "q_rot": ("Q rotated (RoPE)", self.rows, d_cols("q", m.shape[1]), "signed"),
+            "k_rot": ("K rotated (RoPE)", self.keys, d_cols("k", m.shape[1]), "signed"),
+            "bias": ("ALiBi bias −m·|i−j|", self.rows, self.keys, "signed"),
+            "scores": ("Scores Q·Kᵀ", self.rows, self.keys, "signed"),
+            "scaled": (scaled_title, self.rows, self.keys, "signed"),
+            "softmax": ("Attention weights A", self.rows, self.keys, "weights"),
+            "output": ("Output A·V", self.rows, d_cols("v", m.shape[1]), "signed"),
         }[name]
-        corner = "query ↓ key →" if name in ("scores", "scaled", "softmax") else ""
-        return self._panel(m, spec[0] + hn, ref, self.rows, spec[1], spec[2], inspect=name, corner=corner)
+        corner = "query ↓ key →" if spec[2] is self.keys else ""
+        inspect = name if name in INSPECTABLE else ""
+        return self._panel(m, spec[0] + hn, ref, spec[1], spec[2], spec[3], inspect=inspect, corner=corner)
 
     def weight(self, name: str) -> Panel:
         h = self.view.head
@@ -109,15 +119,28 @@ class PanelBuilder:
         run = self.run
         p: dict[str, Panel] = {}
         if stage.key == "x":
-            p["x"] = self._panel(run.x, "X", "x", self.rows, self.dims)
+            if run.pe is not None:
+                p["x_input"] = self._panel(run.x_input, "Embeddings", "x_input", self.rows, self.dims)
+                p["pe"] = self._panel(run.pe, f"PE ({run.positional_encoding})", "pe", self.rows, self.dims)
+                p["x"] = self._panel(run.x, "X = embeddings + PE", "x", self.rows, self.dims)
+            else:
+                p["x"] = self._panel(run.x, "X", "x", self.rows, self.dims)
+            if run.context is not None:
+                p["context"] = self._panel(run.context, "Source sentence C (keys and values)", "context",
+                                           self.keys, self.dims)
         elif stage.key == "qkv":
             for name in ("q", "k", "v"):
                 p[f"w_{name}"] = self.weight(f"w_{name}")
                 p[name] = self.head_matrix(name)
         elif stage.key == "scores":
-            p["q"], p["k"], p["scores"] = (self.head_matrix(n) for n in ("q", "k", "scores"))
+            names = ("q_rot", "k_rot", "scores") if run.heads[0].q_rot is not None else ("q", "k", "scores")
+            p["q"], p["k"], p["scores"] = (self.head_matrix(n) for n in names)
         elif stage.key == "scaled":
             p["scores"], p["scaled"] = self.head_matrix("scores"), self.head_matrix("scaled")
+            if run.heads[0].bias is not None:
+                p["bias"] = self.head_matrix("bias")
+        elif stage.key == "mask":
+            p["scaled"] = self.head_matrix("scaled")
         elif stage.key == "softmax":
             p["scaled"], p["softmax"] = self.head_matrix("scaled"), self.head_matrix("softmax")
         elif stage.key == "output":
@@ -142,16 +165,16 @@ def inspector(builder: PanelBuilder) -> Explanation | None:
     ref: CellRef | None = builder.selected
     if ref is None:
         return None
-    return explain(builder.run, ref, list(builder.sc.tokens), builder.dims)
+    return explain(builder.run, ref, list(builder.sc.tokens), builder.dims, list(builder.sc.key_tokens))
 
 
-def editor_grids(sc: Scenario, view: View) -> list[EditorGrid]:
-    """X, and the selected head's W_Q, W_K, W_V and its rows of W_O, as grids of inputs."""
+def editor_grids(sc: Scenario, view: View) -> dict:
+    """X (and the source sentence, and the learned position table), and the selected head's
+    W_Q, W_K, W_V and its rows of W_O, as grids of inputs."""
     w = sc.weights()
     h = view.head
     hn = f" (head {h + 1})" if sc.num_heads > 1 else ""
     dims = dim_labels(sc)
-    rows = token_labels(sc.tokens)
 
     def grid(key: str, title: str, m: np.ndarray, row_labels: list[str], col_labels: list[str],
              aria: str) -> EditorGrid:
@@ -164,13 +187,48 @@ def editor_grids(sc: Scenario, view: View) -> list[EditorGrid]:
 
     d_v = sc.d_v
     o_rows = [f"h{h + 1}·v{j + 1}" for j in range(d_v)]
-    return [
-        grid("x", "X", sc.x, rows, dims, "X"),
-        grid("w_q", f"W_Q{hn}", w["w_q"][h], dims, [f"q{j + 1}" for j in range(sc.d_k)], f"W_Q{hn}"),
-        grid("w_k", f"W_K{hn}", w["w_k"][h], dims, [f"k{j + 1}" for j in range(sc.d_k)], f"W_K{hn}"),
-        grid("w_v", f"W_V{hn}", w["w_v"][h], dims, [f"v{j + 1}" for j in range(d_v)], f"W_V{hn}"),
-        grid("w_o", f"W_O rows of head {h + 1}", w["w_o"][h * d_v:(h + 1) * d_v], o_rows, dims, "W_O"),
-    ]
+    grids = {
+        "x": grid("x", "X (target sentence)" if sc.cross else "X", sc.x, token_labels(sc.tokens), dims, "X"),
+        "c": None,
+        "pos": None,
+        "weights": [
+            grid("w_q", f"W_Q{hn}", w["w_q"][h], dims, [f"q{j + 1}" for j in range(sc.d_k)], f"W_Q{hn}"),
+            grid("w_k", f"W_K{hn}", w["w_k"][h], dims, [f"k{j + 1}" for j in range(sc.d_k)], f"W_K{hn}"),
+            grid("w_v", f"W_V{hn}", w["w_v"][h], dims, [f"v{j + 1}" for j in range(d_v)], f"W_V{hn}"),
+            grid("w_o", f"W_O rows of head {h + 1}", w["w_o"][h * d_v:(h + 1) * d_v], o_rows, dims, "W_O"),
+        ],
+    }
+    if sc.cross and sc.context_x is not None:
+        grids["c"] = grid("c", "C (source sentence)", sc.context_x, token_labels(sc.context_tokens), dims, "C")
+    if sc.position_table is not None:
+        positions = [f"pos {i}" for i in range(sc.position_table.shape[0])]
+        grids["pos"] = grid("pos", "P (learned position table)", sc.position_table, positions, dims, "P")
+    return grids
+
+
+@dataclass(frozen=True)
+class MaskCell:
+    name: str
+    hidden: bool
+    reason: str  # "causal", "padding", "" (hidden by hand or visible)
+    text: str
+
+
+def mask_grid(sc: Scenario, run: AttentionRun, view: View) -> list[tuple[str, list[MaskCell]]]:
+    """The mask stage's checkboxes: one per (query, key), labelled with the scaled score."""
+    t, s = len(sc.tokens), len(sc.key_tokens)
+    causal = np.triu(np.ones((t, s), dtype=bool), k=1) if sc.mask_mode == "causal" else np.zeros((t, s), bool)
+    scaled = run.heads[view.head].scaled
+    fmt = f"{{:.{view.decimals}f}}".format
+    rows = []
+    for i, label in enumerate(token_labels(sc.tokens)):
+        cells = []
+        for j in range(s):
+            reason = "causal" if causal[i, j] else ("padding" if j in sc.padding else "")
+            hidden = bool(reason) or (i, j) in sc.blocked
+            cells.append(MaskCell(f"block-{i}-{j}", hidden, reason, fmt(scaled[i, j] + 0.0)))
+        rows.append((label, cells))
+    return rows
 
 
 def page_context(sc: Scenario, view: View) -> dict:
@@ -179,6 +237,7 @@ def page_context(sc: Scenario, view: View) -> dict:
     builder = PanelBuilder(sc, run, view)
     current = stage_or_first(view.stage)
     prev, nxt = neighbours(current.key)
+    ctx_views = stage_views(builder, view)
     return {
         "sc": sc,
         "view": view,
@@ -189,8 +248,10 @@ def page_context(sc: Scenario, view: View) -> dict:
         "current": current,
         "prev": prev,
         "next": nxt,
-        "stage_views": stage_views(builder, view),
+        "stage_views": ctx_views,
         "explanation": inspector(builder),
         "dims": builder.dims,
         "token_rows": builder.rows,
+        "key_rows": builder.keys,
+        "mask_rows": mask_grid(sc, run, view) if any(v.stage.key == "mask" for v in ctx_views) else [],
     }

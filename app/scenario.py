@@ -18,7 +18,16 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from app.config import settings
-from app.pipeline import WEIGHT_NAMES, AttentionRun, run_attention, seeded_weights
+from app.pipeline import (
+    MASK_MODES,
+    POSITIONAL_ENCODINGS,
+    WEIGHT_NAMES,
+    AttentionRun,
+    causal_mask,
+    run_attention,
+    seeded_position_table,
+    seeded_weights,
+)
 from app.presets import DEFAULT_PRESET, PRESETS, Preset
 
 EDIT_RE = re.compile(r"^(w_q|w_k|w_v|w_o)\.(\d+)\.(\d+)\.(\d+)=(\S+)$")
@@ -46,6 +55,37 @@ class Scenario:
     scale: bool
     # Edited weights relative to the base: (name, head, row, col) → value. For w_o, head is 0.
     edits: dict[tuple[str, int, int, int], float] = field(default_factory=dict)
+    mask_mode: str = "none"  # "none" or "causal"
+    blocked: frozenset[tuple[int, int]] = frozenset()  # (query, key) cells the student hid
+    padding: frozenset[int] = frozenset()  # key positions marked as padding: hidden from every query
+    positional_encoding: str = "none"
+    temperature: float = 1.0
+    context_tokens: tuple[str, ...] = ()  # cross-attention when not empty
+    context_x: np.ndarray | None = None  # (S, d_model)
+    position_table: np.ndarray | None = None  # (max(T, S), d_model), learned encodings only
+
+    @property
+    def cross(self) -> bool:
+        return bool(self.context_tokens)
+
+    @property
+    def key_tokens(self) -> tuple[str, ...]:
+        """The tokens keys and values come from: the source sentence, or the tokens themselves."""
+        return self.context_tokens if self.cross else self.tokens
+
+    def mask_array(self) -> np.ndarray | None:
+        """(T, S) booleans, True = hidden: causal ∪ the clicked cells ∪ the padding columns."""
+        t, s = len(self.tokens), len(self.key_tokens)
+        if self.mask_mode == "none" and not self.blocked and not self.padding:
+            return None
+        hidden = causal_mask(t, s) if self.mask_mode == "causal" else np.zeros((t, s), dtype=bool)
+        for i, j in self.blocked:
+            if i < t and j < s:
+                hidden[i, j] = True
+        for j in self.padding:
+            if j < s:
+                hidden[:, j] = True
+        return hidden
 
     @property
     def d_model(self) -> int:
@@ -76,9 +116,18 @@ class Scenario:
         return w
 
     def run(self) -> AttentionRun:
+        """Raises FormError when the mask hides every key of some query."""
+        mask = self.mask_array()
+        if mask is not None and mask.all(axis=1).any():
+            row = int(np.argmax(mask.all(axis=1)))
+            raise FormError("mask", f"mask: query {row} ({self.tokens[row]}) would see no key at all; "
+                                    "unhide at least one key in its row")
         return run_attention(
             self.x, num_heads=self.num_heads, d_k=self.d_k, d_v=self.d_v,
-            weights=self.weights(), seed=self.seed, scale=self.scale,
+            weights=self.weights(), seed=self.seed, scale=self.scale, mask=mask,
+            context=self.context_x if self.cross else None,
+            positional_encoding=self.positional_encoding, position_table=self.position_table,
+            temperature=self.temperature,
         )
 
 
@@ -100,9 +149,25 @@ def from_preset(key: str) -> tuple[Scenario, View]:
     d_v = p.d_v if p.d_v is not None else d_k
     scenario = Scenario(
         preset=p.key, tokens=p.tokens, x=x, num_heads=p.num_heads,
-        d_k=d_k, d_v=d_v, seed=p.seed, scale=p.scale,
+        d_k=d_k, d_v=d_v, seed=p.seed, scale=p.scale, mask_mode=p.mask,
+        positional_encoding=p.positional_encoding,
+        context_tokens=p.context_tokens,
+        context_x=np.array(p.context_x, dtype=np.float64) if p.context_tokens else None,
     )
-    return scenario, View(decimals=p.decimals)
+    return with_position_table(scenario), View(decimals=p.decimals, stage=p.stage)
+
+
+def with_position_table(sc: Scenario) -> Scenario:
+    """Learned encodings need a table with a row per position; other encodings need none."""
+    if sc.positional_encoding != "learned":
+        return replace(sc, position_table=None)
+    rows = max(len(sc.tokens), len(sc.key_tokens))
+    table = seeded_position_table(rows, sc.d_model, sc.seed)
+    if sc.position_table is not None:
+        r = min(rows, sc.position_table.shape[0])
+        c = min(sc.d_model, sc.position_table.shape[1])
+        table[:r, :c] = sc.position_table[:r, :c]
+    return replace(sc, position_table=table)
 
 
 def filler_values(rows: int, cols: int, seed: int) -> np.ndarray:
@@ -173,19 +238,36 @@ def _matrix(form: Mapping[str, str], prefix: str, rows: int, cols: int, label: s
     return m
 
 
-def _tokens(form: Mapping[str, str]) -> list[str]:
+def _tokens(form: Mapping[str, str], prefix: str = "token") -> list[str]:
     tokens = []
-    while f"token-{len(tokens)}" in form:
+    while f"{prefix}-{len(tokens)}" in form:
         i = len(tokens)
-        text = form[f"token-{i}"]
+        text = form[f"{prefix}-{i}"]
         if len(text) > settings.max_token_chars:
-            raise FormError(f"token-{i}", f"token {i + 1}: at most {settings.max_token_chars} characters")
+            raise FormError(f"{prefix}-{i}", f"token {i}: at most {settings.max_token_chars} characters")
         tokens.append(text)
         if len(tokens) > settings.max_tokens:
-            raise FormError("token-0", f"tokens: at most {settings.max_tokens}")
+            raise FormError(f"{prefix}-0", f"tokens: at most {settings.max_tokens}")
     if not tokens:
-        raise FormError("token-0", "tokens: at least one token is needed")
+        raise FormError(f"{prefix}-0", "tokens: at least one token is needed")
     return tokens
+
+
+def _choice(form: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
+    value = form.get(name) or default
+    if value not in choices:
+        raise FormError(name, f"{name}: choose one of {', '.join(choices)}")
+    return value
+
+
+def _cells(raw: str, name: str) -> frozenset[tuple[int, int]]:
+    cells = set()
+    for part in raw.split()[: settings.max_tokens**2]:
+        i, _, j = part.partition(".")
+        if not (i.isdigit() and j.isdigit()):
+            raise FormError(name, f"{name}: cannot read “{part[:20]}”")
+        cells.add((int(i), int(j)))
+    return frozenset(cells)
 
 
 def _parse_edits(raw: str) -> dict[tuple[str, int, int, int], float]:
@@ -244,11 +326,41 @@ def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
     if d_v == r_d_v and r_d_v == r_d_k:
         d_v = d_k
 
+    # Cross-attention: a source sentence of S tokens; switched on, it starts as a copy of X.
+    context_tokens: tuple[str, ...] = ()
+    context_x = None
+    if form.get("cross") in ("on", "true", "1"):
+        if "ctoken-0" in form:
+            context_tokens = tuple(_tokens(form, "ctoken"))
+            context_x = _matrix(form, "c", len(context_tokens), r_d_model, "source X")
+        else:
+            context_tokens, context_x = tuple(tokens), x.copy()
+    s_len = len(context_tokens) or t
+    if "mask_grid" in form:  # the mask stage is on screen: its checkboxes are the truth
+        blocked = frozenset((i, j) for i in range(t) for j in range(s_len) if f"block-{i}-{j}" in form)
+    else:
+        blocked = _cells(form.get("blocked", ""), "blocked")
+    positional_encoding = _choice(form, "positional_encoding", POSITIONAL_ENCODINGS, "none")
+    position_table = None
+    if positional_encoding == "learned" and "pos-0-0" in form:
+        position_table = _matrix(form, "pos", max(t, s_len), r_d_model, "P")
+    temperature = _float(form.get("temperature") or "1", "temperature", "temperature")
+    if not 0.05 <= temperature <= 20:
+        raise FormError("temperature", "temperature: choose a value from 0.05 to 20")
+
     rendered = Scenario(
         preset=preset, tokens=tuple(tokens), x=x, num_heads=r_heads, d_k=r_d_k, d_v=r_d_v,
         seed=seed, scale=scale, edits=edits,
+        mask_mode=_choice(form, "mask", MASK_MODES, "none"),
+        blocked=blocked,
+        padding=frozenset(j for j in range(s_len) if f"pad-{j}" in form),
+        positional_encoding=positional_encoding,
+        temperature=temperature,
+        context_tokens=context_tokens,
+        context_x=context_x,
+        position_table=position_table,
     )
-    scenario = resize(rendered, d_model=d_model, num_heads=num_heads, d_k=d_k, d_v=d_v)
+    scenario = with_position_table(resize(rendered, d_model=d_model, num_heads=num_heads, d_k=d_k, d_v=d_v))
     head = min(_int(form, "head", 0, s.max_heads - 1, default=r_head), scenario.num_heads - 1)
     inspect = form.get("inspect", "")[:40]
     if form.get("action") == "inspect":  # the row/column form, for keyboards and no JavaScript
@@ -277,10 +389,19 @@ def resize(sc: Scenario, *, d_model: int, num_heads: int, d_k: int, d_v: int) ->
     if (d_model, num_heads, d_k, d_v) == (sc.d_model, sc.num_heads, sc.d_k, sc.d_v):
         return normalise(sc)
     full = sc.weights()
-    x = filler_values(len(sc.tokens), d_model, sc.seed)
     keep = min(d_model, sc.d_model)
-    x[:, :keep] = sc.x[:, :keep]
-    resized = replace(sc, x=x, num_heads=num_heads, d_k=d_k, d_v=d_v, edits={})
+
+    def widen(m: np.ndarray | None) -> np.ndarray | None:
+        if m is None:
+            return None
+        out = filler_values(m.shape[0], d_model, sc.seed)
+        out[:, :keep] = m[:, :keep]
+        return out
+
+    resized = replace(
+        sc, x=widen(sc.x), context_x=widen(sc.context_x), position_table=widen(sc.position_table),
+        num_heads=num_heads, d_k=d_k, d_v=d_v, edits={},
+    )
     base = resized.base_weights()
     new = {name: value.copy() for name, value in base.items()}
     for name in ("w_q", "w_k", "w_v"):
@@ -300,20 +421,31 @@ def normalise(sc: Scenario) -> Scenario:
     return replace(sc, edits=diff_edits(sc.weights(), sc.base_weights()))
 
 
-def add_token(sc: Scenario) -> Scenario:
-    if len(sc.tokens) >= settings.max_tokens:
-        raise FormError("token-0", f"tokens: at most {settings.max_tokens}")
-    row = filler_values(len(sc.tokens) + 1, sc.d_model, sc.seed)[-1:]
-    return replace(sc, tokens=(*sc.tokens, "new"), x=np.vstack([sc.x, row]))
+def add_token(sc: Scenario, source: bool = False) -> Scenario:
+    """A new token at the end of the sentence (or of the source sentence)."""
+    tokens, x = (sc.context_tokens, sc.context_x) if source else (sc.tokens, sc.x)
+    field_name = "ctoken-0" if source else "token-0"
+    if len(tokens) >= settings.max_tokens:
+        raise FormError(field_name, f"tokens: at most {settings.max_tokens}")
+    row = filler_values(len(tokens) + 1, sc.d_model, sc.seed)[-1:]
+    new_tokens, new_x = (*tokens, "new"), np.vstack([x, row])
+    changed = replace(sc, context_tokens=new_tokens, context_x=new_x) if source else (
+        replace(sc, tokens=new_tokens, x=new_x))
+    return with_position_table(changed)
 
 
-def remove_token(sc: Scenario, index: int) -> Scenario:
-    if len(sc.tokens) <= 1:
-        raise FormError("token-0", "tokens: at least one token is needed")
-    if not 0 <= index < len(sc.tokens):
-        raise FormError("token-0", "tokens: no such token")
-    tokens = sc.tokens[:index] + sc.tokens[index + 1 :]
-    return replace(sc, tokens=tokens, x=np.delete(sc.x, index, axis=0))
+def remove_token(sc: Scenario, index: int, source: bool = False) -> Scenario:
+    """Drop one token; the cells hidden by hand and the padding marks are cleared (indices shift)."""
+    tokens, x = (sc.context_tokens, sc.context_x) if source else (sc.tokens, sc.x)
+    field_name = "ctoken-0" if source else "token-0"
+    if len(tokens) <= 1:
+        raise FormError(field_name, "tokens: at least one token is needed")
+    if not 0 <= index < len(tokens):
+        raise FormError(field_name, "tokens: no such token")
+    new_tokens, new_x = tokens[:index] + tokens[index + 1 :], np.delete(x, index, axis=0)
+    changed = replace(sc, context_tokens=new_tokens, context_x=new_x) if source else (
+        replace(sc, tokens=new_tokens, x=new_x))
+    return replace(changed, blocked=frozenset(), padding=frozenset())
 
 
 def new_weights(sc: Scenario) -> Scenario:

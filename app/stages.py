@@ -51,21 +51,29 @@ STAGES: tuple[Stage, ...] = (
         True,
     ),
     Stage(
-        "softmax", 4, "Softmax", "Softmax: attention weights A",
-        "A_ij = exp(Scaled_ij) / Σ_j' exp(Scaled_ij')",
+        "mask", 4, "Mask", "Mask: hide keys",
+        "Masked_ij = −∞ where key j is hidden from query i, else Scaled_ij",
+        "A mask hides some keys from some queries before the softmax: a causal mask hides later "
+        "tokens (a decoder must not peek at the future), padding hides filler tokens. exp(−∞) = 0, "
+        "so a hidden key gets a weight of exactly 0.",
+        True,
+    ),
+    Stage(
+        "softmax", 5, "Softmax", "Softmax: attention weights A",
+        "A_ij = exp(Masked_ij) / Σ_j' exp(Masked_ij')",
         "Softmax is applied row by row: each row becomes a probability distribution over the tokens, "
         "all weights positive and summing to 1. These are the attention weights.",
         True,
     ),
     Stage(
-        "output", 5, "Output", "Output A·V",
+        "output", 6, "Output", "Output A·V",
         "Output_i = Σ_j A_ij · V_j",
         "Each token's output is a weighted average of all value vectors, weighted by how much it "
         "attends to each position: its embedding, now enriched with context.",
         True,
     ),
     Stage(
-        "multihead", 6, "Heads · W_O", "Concatenate heads, project with W_O",
+        "multihead", 7, "Heads · W_O", "Concatenate heads, project with W_O",
         "MultiHead(X) = Concat(head_1, …, head_h)·W_O",
         "Each head finds its own pattern of relevance in a smaller subspace. Their outputs are "
         "concatenated in order and projected back to d_model by W_O.",
