@@ -79,6 +79,32 @@ _BANK_WEIGHTS = {
     "w_o": _identity(4),
 }
 
+# Seed 003's alignment table: translating "The cat sat on the mat" into French, each French word
+# attends most to its English counterpart. One dimension per meaning, and an early/late dimension
+# that tells the two articles apart; queries are 4× their embedding, keys and values the embedding.
+_ALIGN_DIMS = ("article", "cat", "sit", "on", "mat", "early/late")
+_EN = ("The", "cat", "sat", "on", "the", "mat")
+_EN_X = (
+    (1.0, 0.0, 0.0, 0.0, 0.0, 0.5),
+    (0.0, 1.0, 0.0, 0.0, 0.0, 0.5),
+    (0.0, 0.0, 1.0, 0.0, 0.0, 0.5),
+    (0.0, 0.0, 0.0, 1.0, 0.0, -0.5),
+    (1.0, 0.0, 0.0, 0.0, 0.0, -0.5),
+    (0.0, 0.0, 0.0, 0.0, 1.0, -0.5),
+)
+_FR = ("Le", "chat", "assis", "sur", "le", "tapis")
+_ALIGN_WEIGHTS = {
+    "w_q": (tuple(tuple(4.0 * v for v in row) for row in _identity(6)),),
+    "w_k": (_identity(6),),
+    "w_v": (_identity(6),),
+    "w_o": _identity(6),
+}
+
+# Seed 003: without positions, "dog bites man" and "man bites dog" are the same set of tokens.
+_DOG = (0.9, 0.1, -0.3, 0.4)
+_BITES = (-0.2, 0.8, 0.5, -0.1)
+_MAN = (0.3, -0.4, 0.7, 0.6)
+
 PRESETS: dict[str, Preset] = {
     p.key: p
     for p in (
@@ -178,6 +204,80 @@ PRESETS: dict[str, Preset] = {
             ),
             dim_names=_BANK_DIMS,
             weights=_BANK_WEIGHTS,
+        ),
+        Preset(
+            key="translate",
+            title="Cross-attention: The cat sat on the mat → Le chat assis sur le tapis",
+            source="Seed 003: the alignment table of a translation",
+            summary=(
+                "Queries come from the French sentence, keys and values from the English one, so the "
+                "weights form a 6×6 alignment table: each French word attends most to its English "
+                "counterpart, le to the second 'the', not the first."
+            ),
+            tokens=_FR,
+            x=_EN_X,  # the French words carry their English counterparts' meanings
+            context_tokens=_EN,
+            context_x=_EN_X,
+            dim_names=_ALIGN_DIMS,
+            weights=_ALIGN_WEIGHTS,
+            stage="softmax",
+            decimals=2,
+        ),
+        Preset(
+            key="dog-bites-man",
+            title="dog bites man (positions)",
+            source="Seed 003: why attention needs positional encodings",
+            summary=(
+                "With no positional encoding, the outputs of 'dog bites man' are exactly those of "
+                "'man bites dog' with the rows swapped: attention sees a set. Switch positions to "
+                "sinusoidal and compare the two presets' outputs again."
+            ),
+            tokens=("dog", "bites", "man"),
+            x=(_DOG, _BITES, _MAN),
+            stage="multihead",
+        ),
+        Preset(
+            key="man-bites-dog",
+            title="man bites dog (positions)",
+            source="Seed 003: why attention needs positional encodings",
+            summary=(
+                "The same three embeddings in the other order. Without positions, each token's output "
+                "row equals its row in 'dog bites man'; with sinusoidal PE, they differ."
+            ),
+            tokens=("man", "bites", "dog"),
+            x=(_MAN, _BITES, _DOG),
+            stage="multihead",
+        ),
+        Preset(
+            key="causal",
+            title="Causal mask: a decoder cannot peek",
+            source="Seeds 001, 003, 004: masked attention",
+            summary=(
+                "GPT-style decoders hide every later token: query i sees keys 0…i only. The weights "
+                "above the diagonal are exactly 0. Tick cells in the Mask stage to hide more."
+            ),
+            tokens=("the", "cat", "sat", "on", "mat"),
+            x=(
+                (0.2, 0.1, -0.3),
+                (0.9, -0.4, 0.5),
+                (-0.2, 0.8, 0.1),
+                (0.1, 0.3, -0.7),
+                (0.6, -0.1, 0.8),
+            ),
+            mask="causal",
+            stage="mask",
+        ),
+        Preset(
+            key="positions",
+            title="Sinusoidal positional encoding, d_model = 4",
+            source="Seed 003: worked example of the PE matrix",
+            summary=(
+                "Zero embeddings, so X is exactly the PE matrix of seed 003: sin(pos), cos(pos), "
+                "sin(pos/100), cos(pos/100) for positions 0–2."
+            ),
+            tokens=("pos 0", "pos 1", "pos 2"),
+            x=((0.0, 0.0, 0.0, 0.0),) * 3,
+            positional_encoding="sinusoidal",
         ),
     )
 }
