@@ -1,0 +1,205 @@
+"""Masks, cross-attention, positional encodings and temperature: pipeline and API.
+
+References are independent: hand-computed values, seed 003's PE table, and a plain per-head loop.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from app.pipeline import (
+    alibi_bias,
+    causal_mask,
+    rope_rotate,
+    run_attention,
+    sinusoidal_encoding,
+)
+from app.scenario import from_preset
+
+RNG = np.random.default_rng(7)
+
+
+def reference_attention(x: np.ndarray, c: np.ndarray, w: dict, mask: np.ndarray | None, scale: bool,
+                        temperature: float = 1.0) -> np.ndarray:
+    """A plain loop over heads, query rows and key rows: no vectorised helper from the app."""
+    h = w["w_q"].shape[0]
+    heads = []
+    for i in range(h):
+        q, k, v = x @ w["w_q"][i], c @ w["w_k"][i], c @ w["w_v"][i]
+        d_k = q.shape[1]
+        out = np.zeros((x.shape[0], v.shape[1]))
+        for r in range(x.shape[0]):
+            logits = []
+            for j in range(c.shape[0]):
+                s = sum(q[r, t] * k[j, t] for t in range(d_k)) / ((math.sqrt(d_k) if scale else 1) * temperature)
+                logits.append(None if mask is not None and mask[r, j] else s)
+            top = max(s for s in logits if s is not None)
+            e = [0.0 if s is None else math.exp(s - top) for s in logits]
+            total = sum(e)
+            for j in range(c.shape[0]):
+                out[r] += e[j] / total * v[j]
+        heads.append(out)
+    return np.concatenate(heads, axis=1) @ w["w_o"]
+
+
+def test_causal_weights_above_diagonal_are_exactly_zero() -> None:
+    run = run_attention(RNG.normal(size=(5, 4)), num_heads=2, mask="causal")
+    for head in run.heads:
+        assert np.all(head.softmax[np.triu_indices(5, k=1)] == 0.0)
+        assert np.allclose(head.softmax.sum(axis=1), 1.0)
+        assert head.softmax[0, 0] == 1.0  # the first token sees only itself
+
+
+def test_masked_run_matches_a_per_head_loop() -> None:
+    x = RNG.normal(size=(4, 6))
+    mask = np.array([[0, 1, 0, 0], [1, 0, 0, 1], [0, 0, 0, 0], [1, 1, 1, 0]], dtype=bool)
+    run = run_attention(x, num_heads=3, d_k=2, d_v=3, mask=mask, temperature=0.7)
+    w = {n: getattr(run.weights, n) for n in ("w_q", "w_k", "w_v", "w_o")}
+    assert np.allclose(run.output, reference_attention(x, x, w, mask, True, 0.7))
+
+
+def test_cross_attention_matches_a_per_head_loop_and_is_t_by_s() -> None:
+    x, c = RNG.normal(size=(3, 4)), RNG.normal(size=(5, 4))
+    run = run_attention(x, num_heads=2, context=c)
+    assert run.heads[0].scores.shape == (3, 5)
+    assert run.heads[1].v.shape == (5, 2)
+    w = {n: getattr(run.weights, n) for n in ("w_q", "w_k", "w_v", "w_o")}
+    assert np.allclose(run.output, reference_attention(x, c, w, None, True))
+
+
+def test_full_row_mask_is_an_error_not_nan() -> None:
+    with pytest.raises(ValueError, match="row 1"):
+        run_attention(np.ones((2, 2)), mask=np.array([[False, True], [True, True]]))
+
+
+def test_sinusoidal_encoding_reproduces_seed_003_table() -> None:
+    seed_table = [[0.000, 1.000, 0.000, 1.000], [0.841, 0.540, 0.010, 1.000], [0.909, -0.416, 0.020, 1.000]]
+    assert np.round(sinusoidal_encoding(3, 4), 3).tolist() == seed_table
+    sc, _ = from_preset("positions")
+    assert np.round(sc.run().x, 3).tolist() == seed_table
+
+
+def test_without_positions_swapping_tokens_swaps_outputs_with_them_they_differ() -> None:
+    dog, _ = from_preset("dog-bites-man")
+    man, _ = from_preset("man-bites-dog")
+    a, b = dog.run().output, man.run().output
+    assert np.allclose(a, b[[2, 1, 0]])  # the same rows, permuted
+    pa = replace(dog, positional_encoding="sinusoidal").run().output
+    pb = replace(man, positional_encoding="sinusoidal").run().output
+    assert not np.allclose(pa, pb[[2, 1, 0]], atol=1e-3)
+
+
+def test_rope_keeps_norms_and_depends_only_on_relative_position() -> None:
+    q = RNG.normal(size=(6, 4))
+    rotated = rope_rotate(q)
+    assert np.allclose(np.linalg.norm(rotated, axis=1), np.linalg.norm(q, axis=1))
+    assert np.allclose(rotated[0], q[0])  # position 0 is not rotated
+    # the same vector at positions (1, 3) and (2, 4): equal dot products
+    same = np.tile(q[:1], (6, 1))
+    r = rope_rotate(same)
+    assert np.isclose(r[1] @ r[3], r[2] @ r[4])
+
+
+def test_alibi_bias_is_minus_slope_times_distance() -> None:
+    bias = alibi_bias(2, 3, 3)
+    assert bias.shape == (2, 3, 3)
+    assert bias[0, 0, 2] == pytest.approx(-(2**-4) * 2)  # m_1 = 2^(−8·1/2)
+    assert bias[1, 2, 0] == pytest.approx(-(2**-8) * 2)
+    run = run_attention(RNG.normal(size=(3, 4)), num_heads=2, positional_encoding="alibi")
+    head = run.heads[0]
+    assert np.allclose(head.scaled, head.scores / math.sqrt(run.d_k) + head.bias)
+
+
+def test_temperature_divides_the_scaled_scores() -> None:
+    x = RNG.normal(size=(4, 4))
+    base, hot = run_attention(x), run_attention(x, temperature=2.0)
+    assert np.allclose(hot.heads[0].scaled, base.heads[0].scaled / 2)
+    # a higher temperature flattens every row: the largest weight can only fall
+    assert np.all(hot.heads[0].softmax.max(axis=1) <= base.heads[0].softmax.max(axis=1) + 1e-12)
+
+
+def test_causal_mask_shape() -> None:
+    assert causal_mask(2, 3).tolist() == [[False, True, True], [False, False, True]]
+
+
+def test_translation_preset_aligns_each_french_word_with_its_english_counterpart() -> None:
+    sc, view = from_preset("translate")
+    weights = sc.run().heads[0].softmax
+    assert weights.shape == (6, 6)
+    assert weights.argmax(axis=1).tolist() == [0, 1, 2, 3, 4, 5]
+    assert view.stage == "softmax"
+
+
+# --- API -----------------------------------------------------------------------------------------
+
+BASE = {"tokens": ["a", "b", "c"], "x": [[1.0, 0.5], [0.2, -0.3], [0.4, 0.9]]}
+
+
+def post(client: TestClient, **extra: object) -> tuple[int, dict]:
+    r = client.post("/api/attention", content=json.dumps({**BASE, **extra}),
+                    headers={"content-type": "application/json"})
+    return r.status_code, r.json()
+
+
+def test_api_causal_mask_nulls_hidden_scaled_and_zeroes_weights(client: TestClient) -> None:
+    status, body = post(client, mask="causal")
+    assert status == 200
+    head = body["heads"][0]
+    assert head["scaled"][0][1] is None and head["scaled"][0][2] is None and head["scaled"][1][2] is None
+    assert head["scaled"][2][0] is not None
+    assert head["softmax"][0] == [1.0, 0.0, 0.0]
+    assert body["mask"][0] == [False, True, True]
+
+
+def test_api_explicit_mask_and_full_row_rejected(client: TestClient) -> None:
+    status, body = post(client, mask=[[False, True, False], [False, False, False], [True, False, False]])
+    assert status == 200
+    assert body["heads"][0]["softmax"][0][1] == 0.0
+    status, body = post(client, mask=[[True, True, True], [False, False, False], [False, False, False]])
+    assert status == 422
+    assert "mask[0]" in body["detail"][0]["msg"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        ({"mask": [[False, False]]}, "mask"),
+        ({"mask": [[False, False], [False, False], [False, False]]}, "mask[0]"),
+        ({"mask": "diagonal"}, "mask"),
+        ({"mask": [[0, 1, 0], [0, 0, 0], [0, 0, 0]]}, "mask"),
+        ({"context": {"tokens": [], "x": []}}, "context"),
+        ({"context": {"tokens": ["x"], "x": [[1.0, 2.0, 3.0]]}}, "context.x"),
+        ({"context": {"tokens": ["x", "y"], "x": [[1.0, 2.0]]}}, "context.tokens"),
+        ({"positional_encoding": "fourier"}, "positional_encoding"),
+        ({"temperature": 0}, "temperature"),
+        ({"temperature": "hot"}, "temperature"),
+        ({"position_table": [[0.0, 0.0]]}, "position_table"),
+    ],
+)
+def test_api_rejects_bad_mechanism_fields(client: TestClient, extra: dict, needle: str) -> None:
+    status, body = post(client, **extra)
+    assert status == 422
+    assert any(needle in d["msg"] for d in body["detail"])
+
+
+def test_api_cross_attention_and_positions(client: TestClient) -> None:
+    context = {"tokens": ["u", "v", "w", "z"], "x": [[0.1, 0.2], [0.3, -0.1], [0.0, 1.0], [0.5, 0.5]]}
+    status, body = post(client, context=context, positional_encoding="sinusoidal", num_heads=2, d_k=1)
+    assert status == 200
+    head = body["heads"][1]
+    assert len(head["scores"]) == 3 and len(head["scores"][0]) == 4
+    assert len(head["v"]) == 4
+    assert np.allclose(np.array(body["x"]) - np.array(BASE["x"]), body["pe"])
+    assert len(body["context"]) == 4
+    status, body = post(client, positional_encoding="rope")
+    assert status == 200 and body["heads"][0]["q_rot"] is not None
+    status, body = post(client, positional_encoding="alibi")
+    assert status == 200 and body["heads"][0]["bias"][0][2] < 0
+    status, body = post(client, positional_encoding="learned", position_table=[[1.0, 0.0]] * 3)
+    assert status == 200 and body["pe"] == [[1.0, 0.0]] * 3
