@@ -176,7 +176,7 @@ def explain(run: AttentionRun, ref: CellRef, tokens: list[str], dim_labels: list
         top = float(row[np.isfinite(row)].max())
         # By hand, as seed 003 does, exp(s) is written directly; when the scores are large the
         # row maximum is subtracted first (the weights are the same), as the pipeline always does.
-        shift = top if top > 30 else 0.0
+        shift = top if abs(top) > 30 else 0.0
         e = np.exp(row - shift)  # a hidden key's −inf gives exactly 0
         total = float(e.sum())
         entries = tuple(

@@ -21,7 +21,7 @@ class Settings(BaseSettings):
     def max_body_bytes(self) -> int:
         """The largest valid JSON request, with room to spare: 32 bytes a number plus 64 KiB."""
         h, d, t, dh = self.max_heads, self.max_d_model, self.max_tokens, self.max_d_head
-        numbers = t * d + 3 * h * d * dh + h * dh * d
+        numbers = 3 * t * d + t * t + 3 * h * d * dh + h * dh * d  # x, context, position table, mask, weights
         return numbers * 32 + 64 * 1024
 
 

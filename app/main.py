@@ -32,25 +32,26 @@ class BodyLimitMiddleware:
         if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
             await _too_large(send, self.limit)
             return
+        # Read the body here, at most limit bytes, so a streamed body over it is refused before
+        # the app sees any of it; the app then reads the buffered messages.
+        messages: list[Message] = []
         received = 0
-
-        async def limited_receive() -> Message:
-            nonlocal received
+        more = True
+        while more:
             message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.limit:
-                    raise _BodyTooLarge
-            return message
+            messages.append(message)
+            if message["type"] != "http.request":
+                break
+            received += len(message.get("body", b""))
+            if received > self.limit:
+                await _too_large(send, self.limit)
+                return
+            more = message.get("more_body", False)
 
-        try:
-            await self.app(scope, limited_receive, send)
-        except _BodyTooLarge:
-            await _too_large(send, self.limit)
+        async def replay() -> Message:
+            return messages.pop(0) if messages else await receive()
 
-
-class _BodyTooLarge(Exception):
-    pass
+        await self.app(scope, replay, send)
 
 
 async def _too_large(send: Send, limit: int) -> None:
@@ -75,7 +76,8 @@ async def validation_error(request: Request, exc: RequestValidationError) -> JSO
     which JSON cannot carry, and FastAPI's default handler would fail on it with a 500."""
     detail = []
     for err in exc.errors():
-        field = field_path(tuple(err.get("loc", ())))
+        loc = tuple(err.get("loc", ()))
+        field = "body" if err.get("type") == "json_invalid" else field_path(loc)
         msg = str(err.get("msg", "invalid"))
         msg = msg.removeprefix("Value error, ")
         detail.append({"loc": list(map(str, err.get("loc", ()))), "field": field,

@@ -142,7 +142,33 @@ def _error_response(request: Request, fields: dict[str, str], error: FormError) 
     if _is_htmx(request):
         ctx = {"error": error, "error_slot": error_slot(error.field), "error_slots": ERROR_SLOTS}
         return _respond(request, "partials/errors.html", ctx, status=422, headers={"HX-Reswap": "none"})
-    sc, view = from_preset(fields.get("preset") or DEFAULT_PRESET)
+    sc, view = _lenient_read(fields)
     ctx = _workspace_context(sc, view, error)
     ctx["typed"] = fields
+    ctx["stale"] = True
     return _respond(request, "index.html", ctx, status=422)
+
+
+def _lenient_read(fields: dict[str, str]) -> tuple[Scenario, View]:
+    """The student's scenario with each bad field set aside (a number cell read as 0, anything
+    else as its default), so a page without JavaScript comes back with every token, size and value
+    the student had; the bad text itself stays in its input, marked, beside the message."""
+    patched = dict(fields)
+    patched.pop("action", None)
+    for _ in range(50):
+        try:
+            sc, view = read_form(patched)
+            sc.run()
+            return sc, view
+        except FormError as e:
+            if e.field == "mask":  # a query with no key: drop the hand-hidden cells
+                patched = {k: v for k, v in patched.items() if not k.startswith("block-")}
+                patched["blocked"] = ""
+                patched["mask"] = "none"
+            elif e.field in patched and patched[e.field] != "0" and "-" in e.field:
+                patched[e.field] = "0"
+            else:
+                patched.pop(e.field, None)
+                if e.field == "shape":
+                    break
+    return from_preset(fields.get("preset") if fields.get("preset") in PRESETS else DEFAULT_PRESET)
