@@ -222,7 +222,8 @@ def _float(raw: str | None, name: str, label: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise FormError(name, f"{label}: “{text[:20]}” is not a number") from None
+        message = f"{label}: enter a number" if not text else f"{label}: “{text[:20]}” is not a number"
+        raise FormError(name, message) from None
     limit = settings.max_abs_value
     if not math.isfinite(value) or abs(value) > limit:
         raise FormError(name, f"{label}: enter a finite number between −{limit:g} and {limit:g}")

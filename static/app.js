@@ -49,7 +49,7 @@
       const td = tr && tr.cells[col + 1];
       if (td) { moveFocus(td); }
     }
-    document.querySelectorAll(".field-error").forEach(markField);
+    markFields();
   }
 
   function moveFocus(td) {
@@ -89,17 +89,21 @@
     if (target) { ev.preventDefault(); moveFocus(target); }
   });
 
-  // An error slot names its field: mark that input, clear the others.
-  function markField(slot) {
-    const name = slot.dataset.field;
-    const scope = slot.closest("form") || document;
-    scope.querySelectorAll("[aria-invalid='true']").forEach(function (el) {
-      if (el.name !== name || !slot.textContent.trim()) { el.removeAttribute("aria-invalid"); el.classList.remove("invalid"); }
+  // Error slots name their fields: mark those inputs, clear every other mark.
+  function markFields() {
+    const f = form();
+    if (!f) return;
+    const named = new Set();
+    document.querySelectorAll(".field-error[data-field]").forEach(function (slot) {
+      if (slot.textContent.trim()) named.add(slot.dataset.field);
     });
-    if (name && slot.textContent.trim()) {
-      const input = scope.querySelector('[name="' + CSS.escape(name) + '"]');
+    f.querySelectorAll("[aria-invalid='true']").forEach(function (el) {
+      if (!named.has(el.name)) { el.removeAttribute("aria-invalid"); el.classList.remove("invalid"); }
+    });
+    named.forEach(function (name) {
+      const input = f.querySelector('[name="' + CSS.escape(name) + '"]');
       if (input) { input.setAttribute("aria-invalid", "true"); input.classList.add("invalid"); }
-    }
+    });
   }
 
   document.addEventListener("DOMContentLoaded", function () {
@@ -107,7 +111,5 @@
     prepareTables(document);
   });
   document.addEventListener("htmx:afterSettle", function () { prepareTables(document); });
-  document.addEventListener("htmx:oobAfterSwap", function (ev) {
-    if (ev.detail.target && ev.detail.target.classList.contains("field-error")) markField(ev.detail.target);
-  });
+  document.addEventListener("htmx:oobAfterSwap", markFields);
 })();
