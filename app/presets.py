@@ -45,6 +45,10 @@ def _identity(n: int) -> tuple[tuple[float, ...], ...]:
     return tuple(tuple(float(i == j) for j in range(n)) for i in range(n))
 
 
+# Seed 000's demo size: T = 5 tokens, d = 3.
+_DEFAULT_TOKENS = ("the", "cat", "sat", "on", "mat")
+_DEFAULT_X = ((0.2, 0.1, -0.3), (0.9, -0.4, 0.5), (-0.2, 0.8, 0.1), (0.1, 0.3, -0.7), (0.6, -0.1, 0.8))
+
 # Seed 001: "pool beats badminton", attention(A, A, A) with identity projections and no scaling.
 _POOL_A = ((0.5, 0.1, 0.1, 0.2), (0.1, 0.5, 0.2, 0.1), (0.5, 0.1, 0.2, 0.1))
 
@@ -116,14 +120,8 @@ PRESETS: dict[str, Preset] = {
                 "Five tokens with three-dimensional embeddings and random projections from seed 0. "
                 "Edit any number and watch every later stage follow."
             ),
-            tokens=("the", "cat", "sat", "on", "mat"),
-            x=(
-                (0.2, 0.1, -0.3),
-                (0.9, -0.4, 0.5),
-                (-0.2, 0.8, 0.1),
-                (0.1, 0.3, -0.7),
-                (0.6, -0.1, 0.8),
-            ),
+            tokens=_DEFAULT_TOKENS,
+            x=_DEFAULT_X,
         ),
         Preset(
             key="pool",
@@ -256,14 +254,8 @@ PRESETS: dict[str, Preset] = {
                 "GPT-style decoders hide every later token: query i sees keys 0…i only. The weights "
                 "above the diagonal are exactly 0. Tick cells in the Mask stage to hide more."
             ),
-            tokens=("the", "cat", "sat", "on", "mat"),
-            x=(
-                (0.2, 0.1, -0.3),
-                (0.9, -0.4, 0.5),
-                (-0.2, 0.8, 0.1),
-                (0.1, 0.3, -0.7),
-                (0.6, -0.1, 0.8),
-            ),
+            tokens=_DEFAULT_TOKENS,
+            x=_DEFAULT_X,
             mask="causal",
             stage="mask",
         ),
