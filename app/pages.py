@@ -71,7 +71,7 @@ def _respond(request: Request, template: str, context: dict, status: int = 200,
 
 def _workspace_context(sc: Scenario, view: View, error: FormError | None = None) -> dict:
     ctx = page_context(sc, view)
-    ctx["grids"] = editor_grids(sc, view)
+    ctx["grids"] = editor_grids(sc, view, ctx["run"])
     ctx["error"] = error
     ctx["error_slot"] = error_slot(error.field) if error else ""
     ctx["error_slots"] = ERROR_SLOTS
@@ -130,7 +130,7 @@ async def stages(request: Request) -> Response:
         return _error_response(request, fields, e)
     ctx["error_slots"] = ERROR_SLOTS
     if not _is_htmx(request):
-        ctx["grids"] = editor_grids(sc, view)
+        ctx["grids"] = editor_grids(sc, view, ctx["run"])
         return _respond(request, "index.html", ctx)
     return _respond(request, "partials/stages_response.html", ctx)
 

@@ -13,7 +13,7 @@ from markupsafe import Markup
 
 from app.arithmetic import INSPECTABLE, CellRef, Explanation, explain, parse_ref
 from app.heatmap import LegendStop, heatmap_table, legend
-from app.pipeline import AttentionRun
+from app.pipeline import AttentionRun, causal_mask
 from app.presets import PRESETS
 from app.scenario import Scenario, View, format_input
 from app.stages import STAGES, Stage, neighbours, stage_or_first
@@ -168,10 +168,11 @@ def inspector(builder: PanelBuilder) -> Explanation | None:
     return explain(builder.run, ref, list(builder.sc.tokens), builder.dims, list(builder.sc.key_tokens))
 
 
-def editor_grids(sc: Scenario, view: View) -> dict:
+def editor_grids(sc: Scenario, view: View, run: AttentionRun) -> dict:
     """X (and the source sentence, and the learned position table), and the selected head's
-    W_Q, W_K, W_V and its rows of W_O, as grids of inputs."""
-    w = sc.weights()
+    W_Q, W_K, W_V and its rows of W_O, as grids of inputs. The weights are the run's, so they
+    are not rebuilt from the base and the edits a second time per request."""
+    w = {name: getattr(run.weights, name) for name in ("w_q", "w_k", "w_v", "w_o")}
     h = view.head
     hn = f" (head {h + 1})" if sc.num_heads > 1 else ""
     dims = dim_labels(sc)
@@ -217,7 +218,7 @@ class MaskCell:
 def mask_grid(sc: Scenario, run: AttentionRun, view: View) -> list[tuple[str, list[MaskCell]]]:
     """The mask stage's checkboxes: one per (query, key), labelled with the scaled score."""
     t, s = len(sc.tokens), len(sc.key_tokens)
-    causal = np.triu(np.ones((t, s), dtype=bool), k=1) if sc.mask_mode == "causal" else np.zeros((t, s), bool)
+    causal = causal_mask(t, s) if sc.mask_mode == "causal" else np.zeros((t, s), dtype=bool)
     scaled = run.heads[view.head].scaled
     fmt = f"{{:.{view.decimals}f}}".format
     rows = []
