@@ -26,6 +26,7 @@ class Preset:
     seed: int = 0
     decimals: int = 3
     dim_names: tuple[str, ...] = ()  # column headers for X, when the dimensions mean something
+    head_names: tuple[str, ...] = ()  # one per head, when each head has a designed job ("who", …)
     weights: dict[str, tuple] = field(default_factory=dict)  # given projections; the rest are seeded
     mask: str = "none"
     positional_encoding: str = "none"
@@ -58,29 +59,45 @@ _S003_Q = ((1.0, 0.0), (0.0, 1.0), (1.0, 1.0))
 _S003_K = ((1.0, 1.0), (0.0, 1.0), (1.0, 0.0))
 _S003_V = ((1.0, 0.0), (0.0, 1.0), (0.0, 0.0))
 
-# Seed 000's homonym "bank". Dimensions have names; "bank" sits between outdoors and money.
-# The query of a word that is a place asks "outdoors or money?"; keys offer those two dimensions;
-# values carry the whole embedding, so bank's output leans to the sense its context supports.
-_BANK_DIMS = ("person", "outdoors", "money", "place")
-_BANK = (0.0, 0.3, 0.3, 1.0)
-_THE = (0.0, 0.0, 0.0, 0.1)
+# Seed 000's homonym "bank", with its three heads: who, when and where. Every dimension has a name
+# and every weight is 0, 1 or 4, so each head's W_Q and W_K read as "who asks for what":
+#   who   (d_k columns: person, action): verbs and places ask for a person; a person asks for an action.
+#   when  (columns: action, time):      people and places ask for a verb's action and time (is lying, needed).
+#   where (columns: outdoors, money):   a place asks "outdoors or money?"; keys offer those two.
+# W_V = W_K: each head carries the dimensions it matched on, and W_O writes them back where they came
+# from, so bank's output takes on outdoors by the river and money next to money.
+_BANK_DIMS = ("person", "action", "time", "outdoors", "money", "place")
+_BANK_HEADS = ("who", "when", "where")
+_BANK = (0.0, 0.0, 0.0, 0.3, 0.3, 1.0)  # a place, halfway between outdoors and money
+_THE = (0.0, 0.0, 0.0, 0.0, 0.0, 0.1)
+_BANK_W_K = (
+    # rows: person, action, time, outdoors, money, place → (who: person, action)
+    ((1.0, 0.0), (0.0, 1.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0)),
+    # → (when: action, time)
+    ((0.0, 0.0), (1.0, 0.0), (0.0, 1.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0)),
+    # → (where: outdoors, money)
+    ((0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (1.0, 0.0), (0.0, 1.0), (0.0, 0.0)),
+)
 _BANK_WEIGHTS = {
-    # W_Q: the "place" dimension becomes a query for outdoors and money.
-    "w_q": ((
-        (0.0, 0.0, 0.0, 0.0),
-        (0.0, 0.0, 0.0, 0.0),
-        (0.0, 0.0, 0.0, 0.0),
-        (0.0, 4.0, 4.0, 0.0),
-    ),),
-    # W_K: a key offers its outdoors and money dimensions.
-    "w_k": ((
-        (0.0, 0.0, 0.0, 0.0),
-        (0.0, 1.0, 0.0, 0.0),
-        (0.0, 0.0, 1.0, 0.0),
-        (0.0, 0.0, 0.0, 0.0),
-    ),),
-    "w_v": (_identity(4),),
-    "w_o": _identity(4),
+    "w_q": (  # rows: person, action, time, outdoors, money, place
+        # who: a person asks for an action; an action or a place asks for a person.
+        ((0.0, 4.0), (4.0, 0.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (4.0, 0.0)),
+        # when: a person or a place asks for an action and a time.
+        ((4.0, 4.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (4.0, 4.0)),
+        # where: a place asks for outdoors and for money.
+        ((0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (4.0, 4.0)),
+    ),
+    "w_k": _BANK_W_K,
+    "w_v": _BANK_W_K,
+    # concat = (who: person, action | when: action, time | where: outdoors, money) → d_model
+    "w_o": (
+        (1.0, 0.0, 0.0, 0.0, 0.0, 0.0),
+        (0.0, 1.0, 0.0, 0.0, 0.0, 0.0),
+        (0.0, 1.0, 0.0, 0.0, 0.0, 0.0),
+        (0.0, 0.0, 1.0, 0.0, 0.0, 0.0),
+        (0.0, 0.0, 0.0, 1.0, 0.0, 0.0),
+        (0.0, 0.0, 0.0, 0.0, 1.0, 0.0),
+    ),
 }
 
 # Seed 003's alignment table: translating "The cat sat on the mat" into French, each French word
@@ -165,42 +182,54 @@ PRESETS: dict[str, Preset] = {
         Preset(
             key="bank-river",
             title="bank ①: by the river",
-            source="Seed 000: the homonym bank, first sentence",
+            source="Seed 000: the homonym bank, first sentence, with the who, when and where heads",
             summary=(
-                "bank is halfway between outdoors and money. Its query asks which of the two its "
-                "context offers: here 'lying' and 'on' win, so bank's output moves towards outdoors. "
+                "Three heads, each looking for one relationship. Choose a head and step to Softmax: "
+                "bank's row attends to Sherry in head 1 (who), to 'lying' in head 2 (when), and to "
+                "'river' in head 3 (where), so bank's final output leans to outdoors, not money. "
                 "Compare with bank ②."
             ),
-            tokens=("Sherry", "is", "lying", "on", "the", "bank"),
+            tokens=("Sherry", "is", "lying", "on", "the", "river", "bank"),
             x=(
-                (1.0, 0.1, 0.0, 0.0),
-                (0.0, 0.0, 0.0, 0.1),
-                (0.2, 0.9, 0.0, 0.1),
-                (0.0, 0.3, 0.0, 0.6),
+                (1.0, 0.0, 0.0, 0.0, 0.0, 0.0),
+                (0.0, 0.2, 1.0, 0.0, 0.0, 0.0),
+                (0.0, 1.0, 0.5, 0.2, 0.0, 0.0),
+                (0.0, 0.0, 0.0, 0.2, 0.0, 0.5),
                 _THE,
+                (0.0, 0.0, 0.0, 1.0, 0.0, 0.5),
                 _BANK,
             ),
+            num_heads=3,
+            d_k=2,
             dim_names=_BANK_DIMS,
+            head_names=_BANK_HEADS,
             weights=_BANK_WEIGHTS,
         ),
         Preset(
             key="bank-money",
             title="bank ②: money",
-            source="Seed 000: the homonym bank, second sentence",
+            source="Seed 000: the homonym bank, second sentence, with the who, when and where heads",
             summary=(
-                "The same bank embedding and the same weights as bank ①, in another sentence: now "
-                "'money' and 'transfers' answer bank's query, and its output moves towards money."
+                "The same bank embedding and the same weights as bank ①, in another sentence. Choose "
+                "head 3 (where) and step to Softmax: bank's row now goes to 'money' (and some to "
+                "'transfer'), head 1 (who) finds Ryan and head 2 (when) 'needed', and bank's final "
+                "output leans to money."
             ),
-            tokens=("Ryan", "transfers", "money", "to", "the", "bank"),
+            tokens=("Ryan", "needed", "to", "transfer", "money", "to", "the", "bank"),
             x=(
-                (1.0, 0.0, 0.1, 0.0),
-                (0.2, 0.0, 0.9, 0.1),
-                (0.0, 0.0, 1.0, 0.0),
-                (0.0, 0.0, 0.0, 0.3),
+                (1.0, 0.0, 0.0, 0.0, 0.0, 0.0),
+                (0.0, 0.5, 1.0, 0.0, 0.0, 0.0),
+                (0.0, 0.0, 0.0, 0.0, 0.0, 0.2),
+                (0.0, 1.0, 0.0, 0.0, 0.5, 0.0),
+                (0.0, 0.0, 0.0, 0.0, 1.0, 0.0),
+                (0.0, 0.0, 0.0, 0.0, 0.0, 0.2),
                 _THE,
                 _BANK,
             ),
+            num_heads=3,
+            d_k=2,
             dim_names=_BANK_DIMS,
+            head_names=_BANK_HEADS,
             weights=_BANK_WEIGHTS,
         ),
         Preset(

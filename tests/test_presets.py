@@ -10,7 +10,8 @@ from app.presets import PRESETS
 from app.scenario import from_preset
 from tests.test_pipeline import POOL_A, POOL_A_AT, POOL_OUTPUT, S003_A, S003_OUTPUT, S003_SCALED
 
-BANK_DIMS = ("person", "outdoors", "money", "place")
+BANK_DIMS = ("person", "action", "time", "outdoors", "money", "place")
+WHO, WHEN, WHERE = 0, 1, 2  # the bank presets' heads
 
 
 def preset_run(key: str) -> AttentionRun:
@@ -64,30 +65,72 @@ def test_three_token_preset_reproduces_seed_003() -> None:
     np.testing.assert_array_equal(np.round(run.output[:, :2], 3), S003_OUTPUT)
 
 
-def most_attended_other_token(key: str, token: str) -> str:
-    """The token (other than itself) on which ``token`` puts its largest attention weight."""
+def attention_row(key: str, head: int, token: str) -> dict[str, float]:
+    """The weights of ``token``'s query in ``head``, by key token (the first of repeated tokens)."""
     preset = PRESETS[key]
-    i = preset.tokens.index(token)
-    weights = preset_run(key).heads[0].softmax[i].copy()
-    weights[i] = -1.0
-    return preset.tokens[int(np.argmax(weights))]
+    row = preset_run(key).heads[head].softmax[preset.tokens.index(token)]  # (T,)
+    weights: dict[str, float] = {}
+    for t, w in zip(preset.tokens, row.tolist(), strict=True):
+        weights.setdefault(t, w)
+    return weights
 
 
-def test_bank_by_the_river_attends_to_lying() -> None:
-    assert most_attended_other_token("bank-river", "bank") == "lying"
+@pytest.mark.parametrize("key", list(PRESETS))
+def test_preset_head_names_fit_num_heads(key: str) -> None:
+    preset = PRESETS[key]
+    assert preset.head_names == () or len(preset.head_names) == preset.num_heads
 
 
-def test_bank_with_money_attends_to_money() -> None:
-    assert most_attended_other_token("bank-money", "bank") == "money"
+@pytest.mark.parametrize("key", ["bank-river", "bank-money"])
+def test_bank_presets_have_the_who_when_where_heads(key: str) -> None:
+    preset = PRESETS[key]
+    run = preset_run(key)
+    assert preset.head_names == ("who", "when", "where")
+    assert preset.dim_names == BANK_DIMS
+    assert (run.num_heads, run.d_k, run.d_v) == (3, 2, 2)
+    for name in ("w_q", "w_k", "w_v", "w_o"):  # the designed weights, not seeded ones of another shape
+        np.testing.assert_array_equal(getattr(run.weights, name), preset.weight_arrays()[name])
+
+
+@pytest.mark.parametrize(
+    ("key", "head", "token", "target"),
+    [
+        ("bank-river", WHO, "bank", "Sherry"),
+        ("bank-river", WHO, "lying", "Sherry"),
+        ("bank-money", WHO, "bank", "Ryan"),
+        ("bank-money", WHO, "transfer", "Ryan"),
+        ("bank-river", WHEN, "bank", "lying"),
+        ("bank-river", WHEN, "Sherry", "lying"),
+        ("bank-money", WHEN, "bank", "needed"),
+        ("bank-money", WHEN, "Ryan", "needed"),
+        ("bank-river", WHERE, "bank", "river"),
+        ("bank-money", WHERE, "bank", "money"),
+    ],
+)
+def test_each_bank_head_finds_its_relationship(key: str, head: int, token: str, target: str) -> None:
+    """The head's largest weight, itself included, goes to its target, by a clear margin."""
+    row = attention_row(key, head, token)
+    runner_up = max(w for t, w in row.items() if t != target)
+    assert max(row, key=lambda t: row[t]) == target
+    assert row[target] >= 0.5
+    assert row[target] - runner_up >= 0.3
+
+
+def test_where_head_sends_bank_to_the_river_or_to_money_and_transfer() -> None:
+    river = attention_row("bank-river", WHERE, "bank")
+    money = attention_row("bank-money", WHERE, "bank")
+    assert river["river"] > 3 * max(river["lying"], river["on"], river["bank"])
+    others = {t: w for t, w in money.items() if t != "bank"}
+    assert sorted(others, key=lambda t: others[t], reverse=True)[:2] == ["money", "transfer"]
 
 
 @pytest.mark.parametrize(("key", "wins", "loses"), [("bank-river", "outdoors", "money"),
                                                     ("bank-money", "money", "outdoors")])
 def test_bank_output_leans_to_its_context(key: str, wins: str, loses: str) -> None:
     preset = PRESETS[key]
-    assert preset.dim_names == BANK_DIMS
-    out = preset_run(key).output[preset.tokens.index("bank")]
-    assert out[BANK_DIMS.index(wins)] > out[BANK_DIMS.index(loses)]
+    out = preset_run(key).output[preset.tokens.index("bank")]  # (d_model,)
+    assert out[BANK_DIMS.index(wins)] > 0.5
+    assert out[BANK_DIMS.index(loses)] < 0.1
 
 
 def test_bank_presets_share_the_bank_embedding_and_weights() -> None:
@@ -95,3 +138,4 @@ def test_bank_presets_share_the_bank_embedding_and_weights() -> None:
     river, money = PRESETS["bank-river"], PRESETS["bank-money"]
     assert river.x[river.tokens.index("bank")] == money.x[money.tokens.index("bank")]
     assert river.weights == money.weights
+    assert (river.num_heads, river.d_k, river.head_names) == (money.num_heads, money.d_k, money.head_names)

@@ -292,12 +292,14 @@ def test_three_token_preset_from_the_menu(page: Page) -> None:
     ]
 
 
-@pytest.mark.parametrize(("preset", "sense"), [("bank-river", "lying"), ("bank-money", "money")])
+@pytest.mark.parametrize(("preset", "sense"), [("bank-river", "river"), ("bank-money", "money")])
 def test_bank_attends_to_the_word_that_sets_its_sense(page: Page, preset: str, sense: str) -> None:
     page.goto("/")
     load_preset_from_menu(page, preset)
+    page.locator('select[name="head"]').select_option("2")  # head 3: where
+    expect(page.locator("#editor details.weights summary")).to_contain_text("Weights of head 3")
     go_to_stage(page, "softmax")
-    weights = heatmap(page, "softmax.0")
+    weights = heatmap(page, "softmax.2")
     bank = PRESETS[preset].tokens.index("bank")
     row = [float(v) for v in cells(weights)[bank]]
     others = [j for j in range(len(row)) if j != bank]
