@@ -15,8 +15,13 @@ from dataclasses import dataclass
 import numpy as np
 
 # Order in which seeded weights are drawn. Every matrix is drawn whether or not it is given, so
-# supplying one matrix never changes the seeded values of the others.
+# supplying one matrix never changes the seeded values of the others. The score functions' extra
+# weights come from a stream of their own, drawn after, so adding them changed no earlier value.
 WEIGHT_NAMES = ("w_q", "w_k", "w_v", "w_o")
+SCORE_WEIGHT_NAMES = ("w_a", "w_1", "w_2", "v_a")
+ALL_WEIGHT_NAMES = WEIGHT_NAMES + SCORE_WEIGHT_NAMES
+SCORE_FUNCTIONS = ("dot", "general", "additive")
+ATTENTION_MODES = ("softmax", "linear")
 
 
 @dataclass(frozen=True)
@@ -27,6 +32,27 @@ class Weights:
     w_k: np.ndarray  # (h, d_model, d_k)
     w_v: np.ndarray  # (h, d_model, d_v)
     w_o: np.ndarray  # (h·d_v, d_model)
+    w_a: np.ndarray  # (h, d_k, d_k)  Luong's "general" score qᵀ·W_a·k
+    w_1: np.ndarray  # (h, d_k, d_a)  Bahdanau's additive score vₐᵀ·tanh(W₁ᵀq + W₂ᵀk)
+    w_2: np.ndarray  # (h, d_k, d_a)
+    v_a: np.ndarray  # (h, d_a)
+
+
+@dataclass(frozen=True)
+class LinearAttention:
+    """Linear attention (Katharopoulos et al. 2020): φ(x) = elu(x) + 1 replaces exp(q·k).
+
+    output_i = φ(q_i)ᵀ·(Σ_j φ(k_j)·v_jᵀ) / φ(q_i)ᵀ·Σ_j φ(k_j): the d_k×d_v summary kv is built once,
+    so the cost is O(T·d_k·d_v) instead of O(T·S·d). ``weights`` is the T×S matrix it implies,
+    φ(q_i)·φ(k_j) / z_i, for reading only: the factorised form never builds it.
+    """
+
+    phi_q: np.ndarray  # (T, d_k)
+    phi_k: np.ndarray  # (S, d_k)
+    kv: np.ndarray  # (d_k, d_v) φ(K)ᵀ·V
+    z: np.ndarray  # (T,) φ(q_i)·Σ_j φ(k_j), the normaliser
+    weights: np.ndarray  # (T, S)
+    output: np.ndarray  # (T, d_v)
 
 
 @dataclass(frozen=True)
@@ -44,6 +70,11 @@ class HeadResult:
     q_rot: np.ndarray | None = None  # (T, d_k) Q rotated by position (RoPE only)
     k_rot: np.ndarray | None = None  # (S, d_k)
     bias: np.ndarray | None = None  # (T, S) ALiBi's −m·|i − j| (ALiBi only)
+    q_w: np.ndarray | None = None  # (T, d_k) Q·W_a ("general" score only)
+    q_1: np.ndarray | None = None  # (T, d_a) Q·W₁ ("additive" score only)
+    k_2: np.ndarray | None = None  # (S, d_a) K·W₂ ("additive" score only)
+    linear: LinearAttention | None = None  # linear attention's own intermediates (mode "linear" only)
+    softmax_output: np.ndarray | None = None  # (T, d_v) A·V, kept for comparison when mode is "linear"
 
 
 @dataclass(frozen=True)
@@ -64,19 +95,32 @@ class AttentionRun:
     positional_encoding: str = "none"
     context: np.ndarray | None = None  # (S, d_model) keys and values come from here (cross-attention)
     mask: np.ndarray | None = None  # (T, S) bool, True = key j hidden from query i
+    score: str = "dot"
+    attention: str = "softmax"
+    mask_mode: str = "none"  # "none", "causal", "local", "strided" or "custom" (an array was given)
+    window: int | None = None  # local: keys within ±window; strided: the stride
 
     @property
     def num_heads(self) -> int:
         return len(self.heads)
 
     @property
+    def d_a(self) -> int:
+        return int(self.weights.v_a.shape[1])
+
+    @property
     def d_model(self) -> int:
         return int(self.x.shape[1])
 
     @property
+    def scales(self) -> bool:
+        """Whether ÷√d_k applies: asked for, and the score is a dot product (Bahdanau's is not)."""
+        return self.scale and self.score != "additive"
+
+    @property
     def scale_factor(self) -> float:
         """The divisor applied to the scores: √d_k·temperature (√d_k is 1 when scaling is off)."""
-        return (math.sqrt(self.d_k) if self.scale else 1.0) * self.temperature
+        return (math.sqrt(self.d_k) if self.scales else 1.0) * self.temperature
 
     @property
     def source(self) -> np.ndarray:
@@ -94,13 +138,51 @@ def softmax_rows(z: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)  # (..., T), each row sums to 1
 
 
-MASK_MODES = ("none", "causal")
+MASK_MODES = ("none", "causal", "local", "strided")
 POSITIONAL_ENCODINGS = ("none", "sinusoidal", "learned", "rope", "alibi")
 
 
 def causal_mask(t: int, s: int | None = None) -> np.ndarray:
     """True above the diagonal: query i may not look at a later key j > i."""
     return np.triu(np.ones((t, t if s is None else s), dtype=bool), k=1)  # (T, S)
+
+
+def local_mask(t: int, s: int, window: int) -> np.ndarray:
+    """Sliding window (Longformer-style): query i sees only keys j with |i − j| <= window."""
+    distance = np.abs(np.arange(t)[:, None] - np.arange(s)[None, :])  # (T, S)
+    return distance > window
+
+
+def strided_mask(t: int, s: int, stride: int) -> np.ndarray:
+    """Strided sparse attention (Child et al. 2019), both directions: query i sees key j when
+    |i − j| < stride (its neighbourhood) or (i − j) mod stride = 0 (every stride-th token).
+    With stride ≈ √T each query sees about 2√T keys: O(T·√T) instead of O(T²)."""
+    offset = np.arange(t)[:, None] - np.arange(s)[None, :]  # (T, S)
+    return ~((np.abs(offset) < stride) | (offset % stride == 0))
+
+
+def default_window(mode: str, s: int) -> int:
+    """local: ±2 keys; strided: a stride of ⌈√S⌉."""
+    return max(1, math.ceil(math.sqrt(s))) if mode == "strided" else 2
+
+
+def build_mask(mode: str | np.ndarray | None, t: int, s: int, window: int | None = None) -> np.ndarray | None:
+    """The (T, S) boolean mask of a named mode, or a given array checked for shape."""
+    if mode is None or (isinstance(mode, str) and mode == "none"):
+        return None
+    if isinstance(mode, str):
+        if mode not in MASK_MODES:
+            raise ValueError(f"mask must be one of {', '.join(MASK_MODES)} or a T×S array of booleans")
+        if mode == "causal":
+            return causal_mask(t, s)
+        w = default_window(mode, s) if window is None else window
+        if w < 1:
+            raise ValueError("window must be at least 1")
+        return local_mask(t, s, w) if mode == "local" else strided_mask(t, s, w)
+    hidden = np.asarray(mode, dtype=bool)
+    if hidden.shape != (t, s):
+        raise ValueError(f"mask must have shape {t}×{s}, got {'×'.join(map(str, hidden.shape))}")
+    return hidden
 
 
 def masked_softmax(scaled: np.ndarray, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -118,23 +200,67 @@ def masked_softmax(scaled: np.ndarray, mask: np.ndarray | None) -> tuple[np.ndar
     return masked, softmax_rows(masked)
 
 
-def scaled_dot_product_attention(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, *, scale: bool = True, mask: np.ndarray | None = None,
-    temperature: float = 1.0, bias: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Attention(Q, K, V) = softmax(Q·Kᵀ / (√d_k·τ) + bias, with hidden keys at −inf) · V.
+def attend(
+    scores: np.ndarray, v: np.ndarray, *, divisor: float = 1.0, mask: np.ndarray | None = None,
+    bias: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """From scores to output: A = softmax(scores / divisor + bias, with hidden keys at −inf), output = A·V.
 
-    Returns the intermediates (scores, scaled, masked, weights, output) so that each can be shown.
+    For the transformer's dot-product score, divisor = √d_k·τ: Attention(Q, K, V) = softmax(Q·Kᵀ/√d_k)·V.
+    Returns the intermediates (scaled, masked, weights, output) so that each can be shown.
     """
-    d_k = q.shape[-1]
-    scores = q @ k.swapaxes(-2, -1)  # (..., T, S)
-    divisor = (math.sqrt(d_k) if scale else 1.0) * temperature
     scaled = scores / divisor  # (..., T, S)
     if bias is not None:
         scaled = scaled + bias  # (..., T, S)
     masked, weights = masked_softmax(scaled, mask)  # (..., T, S) twice
     output = weights @ v  # (..., T, d_v)
-    return scores, scaled, masked, weights, output
+    return scaled, masked, weights, output
+
+
+def general_scores(q: np.ndarray, k: np.ndarray, w_a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Luong's "general" score: score(q_i, k_j) = q_iᵀ·W_a·k_j, computed as (Q·W_a)·Kᵀ.
+
+    Returns (Q·W_a, scores). Works on (..., T, d_k) with w_a (..., d_k, d_k).
+    """
+    q_w = q @ w_a  # (..., T, d_k)
+    return q_w, q_w @ k.swapaxes(-2, -1)  # (..., T, S)
+
+
+def additive_scores(
+    q: np.ndarray, k: np.ndarray, w_1: np.ndarray, w_2: np.ndarray, v_a: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bahdanau's additive score: score(q_i, k_j) = v_aᵀ·tanh(W₁ᵀq_i + W₂ᵀk_j), a one-layer network.
+
+    Returns (Q·W₁, K·W₂, scores). Shapes (..., T, d_k), (..., S, d_k), (..., d_k, d_a) twice, (..., d_a).
+    """
+    q_1 = q @ w_1  # (..., T, d_a)
+    k_2 = k @ w_2  # (..., S, d_a)
+    hidden = np.tanh(q_1[..., :, None, :] + k_2[..., None, :, :])  # (..., T, S, d_a)
+    return q_1, k_2, hidden @ v_a[..., :, None]  # last: (..., T, S, 1) → squeezed below
+
+
+def elu_plus_one(x: np.ndarray) -> np.ndarray:
+    """φ(x) = elu(x) + 1: x + 1 for x > 0, exp(x) otherwise. Always positive, like exp."""
+    return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
+
+
+def linear_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None) -> LinearAttention:
+    """Linear attention for one head: output_i = φ(q_i)ᵀ·(φ(K)ᵀ·V) / φ(q_i)ᵀ·Σ_j φ(k_j).
+
+    Without a mask the d_k×d_v summary φ(K)ᵀ·V is built once and never a T×S matrix. With a mask
+    the hidden keys drop out of each query's sums, which needs the T×S kernel matrix.
+    """
+    phi_q, phi_k = elu_plus_one(q), elu_plus_one(k)  # (T, d_k), (S, d_k)
+    kv = phi_k.T @ v  # (d_k, d_v)
+    kernel = phi_q @ phi_k.T  # (T, S) φ(q_i)·φ(k_j), for reading and for masks
+    if mask is None:
+        z = phi_q @ phi_k.sum(axis=0)  # (T,)
+        output = (phi_q @ kv) / z[:, None]  # (T, d_v)
+    else:
+        kernel = np.where(mask, 0.0, kernel)  # (T, S)
+        z = kernel.sum(axis=1)  # (T,)
+        output = (kernel @ v) / z[:, None]  # (T, d_v)
+    return LinearAttention(phi_q=phi_q, phi_k=phi_k, kv=kv, z=z, weights=kernel / z[:, None], output=output)
 
 
 def sinusoidal_encoding(t: int, d_model: int) -> np.ndarray:
@@ -179,13 +305,33 @@ def seeded_position_table(rows: int, d_model: int, seed: int) -> np.ndarray:
     return np.round(rng.normal(0.0, 0.5, (rows, d_model)), 2)  # (rows, d_model)
 
 
-def seeded_weights(d_model: int, num_heads: int, d_k: int, d_v: int, seed: int) -> Weights:
-    """Draw every projection from ``np.random.default_rng(seed)``, in WEIGHT_NAMES order.
+def position_encoding(
+    mode: str, rows: int, d_model: int, seed: int, position_table: np.ndarray | None = None
+) -> np.ndarray | None:
+    """The table added to the embeddings: sinusoidal, learned (given or seeded), else None."""
+    if mode == "sinusoidal":
+        return sinusoidal_encoding(rows, d_model)  # (rows, d_model)
+    if mode != "learned":
+        return None
+    table = seeded_position_table(rows, d_model, seed) if position_table is None else (
+        np.asarray(position_table, dtype=np.float64))
+    if table.ndim != 2 or table.shape[0] < rows or table.shape[1] != d_model:
+        raise ValueError(f"position_table must have at least {rows} rows of d_model = {d_model}")
+    return table[:rows]  # (rows, d_model)
 
-    Entries are N(0, 1/d_model) so that Q, K, V keep the scale of X, rounded to two decimals so
+
+def seeded_weights(
+    d_model: int, num_heads: int, d_k: int, d_v: int, seed: int, d_a: int | None = None, block: int = 0
+) -> Weights:
+    """Draw every projection from ``np.random.default_rng(seed)``, in WEIGHT_NAMES order, then the
+    score functions' weights from their own stream ``default_rng([seed, 3])``. Blocks after the
+    first (``block`` >= 1) draw theirs from streams of their own.
+
+    Entries are N(0, 1/fan_in) so that Q, K, V keep the scale of X, rounded to two decimals so
     that a student can read and retype them.
     """
-    rng = np.random.default_rng(seed)
+    d_a = d_k if d_a is None else d_a
+    rng = np.random.default_rng(seed if block == 0 else [seed, 10 + block])
     std = 1.0 / math.sqrt(d_model)
     shapes = {
         "w_q": (num_heads, d_model, d_k),
@@ -194,7 +340,26 @@ def seeded_weights(d_model: int, num_heads: int, d_k: int, d_v: int, seed: int) 
         "w_o": (num_heads * d_v, d_model),
     }
     drawn = {name: np.round(rng.normal(0.0, std, shapes[name]), 2) for name in WEIGHT_NAMES}
+    extra = np.random.default_rng([seed, 3] if block == 0 else [seed, 20 + block])
+    std_k = 1.0 / math.sqrt(d_k)
+    drawn["w_a"] = np.round(extra.normal(0.0, std_k, (num_heads, d_k, d_k)), 2)
+    drawn["w_1"] = np.round(extra.normal(0.0, std_k, (num_heads, d_k, d_a)), 2)
+    drawn["w_2"] = np.round(extra.normal(0.0, std_k, (num_heads, d_k, d_a)), 2)
+    drawn["v_a"] = np.round(extra.normal(0.0, 1.0 / math.sqrt(d_a), (num_heads, d_a)), 2)
     return Weights(**drawn)
+
+
+def resolve_weights(seeded: Weights, given: dict[str, np.ndarray] | None) -> Weights:
+    """The seeded weights with any given matrix in place of its seeded one (shapes checked)."""
+    used = {}
+    for name in ALL_WEIGHT_NAMES:
+        default = getattr(seeded, name)
+        value = (given or {}).get(name)
+        value = default if value is None else np.asarray(value, dtype=np.float64)
+        if value.shape != default.shape:
+            raise ValueError(f"{name} must have shape {default.shape}, got {value.shape}")
+        used[name] = value
+    return Weights(**used)
 
 
 def run_attention(
@@ -211,14 +376,20 @@ def run_attention(
     positional_encoding: str = "none",
     position_table: np.ndarray | None = None,
     temperature: float = 1.0,
+    score: str = "dot",
+    attention: str = "softmax",
+    window: int | None = None,
 ) -> AttentionRun:
     """MultiHead(X) = Concat(head₁, …, head_h)·W_O, headᵢ = Attention(X·W_Qⁱ, C·W_Kⁱ, C·W_Vⁱ).
 
     C is X itself (self-attention) or ``context`` (cross-attention: S tokens, same d_model).
-    ``weights`` may give any of w_q, w_k, w_v, w_o; the rest are seeded (see seeded_weights).
-    ``mask`` is "none", "causal" or a T×S boolean array (True hides key j from query i).
+    ``weights`` may give any of ALL_WEIGHT_NAMES; the rest are seeded (see seeded_weights).
+    ``mask`` is "none", "causal", "local", "strided" (with ``window``) or a T×S boolean array
+    (True hides key j from query i).
     ``positional_encoding``: "none", "sinusoidal" or "learned" (added to X and to C),
     "rope" (rotates q and k) or "alibi" (adds −m_h·|i − j| to head h's scaled scores).
+    ``score``: "dot" (q·k), "general" (qᵀ·W_a·k) or "additive" (v_aᵀ·tanh(W₁ᵀq + W₂ᵀk), never ÷√d_k).
+    ``attention``: "softmax", or "linear" (φ = elu + 1; the softmax intermediates are kept to compare).
     Shapes are the caller's to validate; a mismatch raises ValueError naming the array.
     """
     x_input = np.asarray(x, dtype=np.float64)  # (T, d_model)
@@ -233,49 +404,28 @@ def run_attention(
         raise ValueError("d_k and d_v must be at least 1 (d_model // num_heads is 0)")
     if positional_encoding not in POSITIONAL_ENCODINGS:
         raise ValueError(f"positional_encoding must be one of {', '.join(POSITIONAL_ENCODINGS)}")
+    if score not in SCORE_FUNCTIONS:
+        raise ValueError(f"score must be one of {', '.join(SCORE_FUNCTIONS)}")
+    if attention not in ATTENTION_MODES:
+        raise ValueError(f"attention must be one of {', '.join(ATTENTION_MODES)}")
     if not temperature > 0:
         raise ValueError("temperature must be positive")
     c_input = None if context is None else np.asarray(context, dtype=np.float64)  # (S, d_model)
     if c_input is not None and (c_input.ndim != 2 or c_input.shape[0] < 1 or c_input.shape[1] != d_model):
         raise ValueError("context.x must be a non-empty S×d_model matrix with the same d_model as x")
     s_len = t if c_input is None else c_input.shape[0]
-
-    seeded = seeded_weights(d_model, num_heads, d_k, d_v, seed)
-    given = weights or {}
-    used = {}
-    for name in WEIGHT_NAMES:
-        default = getattr(seeded, name)
-        value = given.get(name)
-        value = default if value is None else np.asarray(value, dtype=np.float64)
-        if value.shape != default.shape:
-            raise ValueError(f"{name} must have shape {default.shape}, got {value.shape}")
-        used[name] = value
-    w = Weights(**used)
+    w = resolve_weights(seeded_weights(d_model, num_heads, d_k, d_v, seed), weights)
 
     # 0) Positions: sinusoidal or learned encodings are added to the embeddings.
-    pe = None
-    if positional_encoding == "sinusoidal":
-        pe = sinusoidal_encoding(max(t, s_len), d_model)  # (max(T, S), d_model)
-    elif positional_encoding == "learned":
-        table = seeded_position_table(max(t, s_len), d_model, seed) if position_table is None else (
-            np.asarray(position_table, dtype=np.float64))
-        if table.ndim != 2 or table.shape[0] < max(t, s_len) or table.shape[1] != d_model:
-            raise ValueError(f"position_table must have at least {max(t, s_len)} rows of d_model = {d_model}")
-        pe = table[: max(t, s_len)]
+    pe = position_encoding(positional_encoding, max(t, s_len), d_model, seed, position_table)  # (max(T, S), d_model)
     x_used = x_input if pe is None else x_input + pe[:t]  # (T, d_model)
     c_used = None if c_input is None else (c_input if pe is None else c_input + pe[:s_len])  # (S, d_model)
     source = x_used if c_used is None else c_used  # (S, d_model)
 
-    if mask is None or (isinstance(mask, str) and mask == "none"):
-        hidden = None
-    elif isinstance(mask, str):
-        if mask != "causal":
-            raise ValueError(f"mask must be one of {', '.join(MASK_MODES)} or a T×S array of booleans")
-        hidden = causal_mask(t, s_len)
-    else:
-        hidden = np.asarray(mask, dtype=bool)
-        if hidden.shape != (t, s_len):
-            raise ValueError(f"mask must have shape {t}×{s_len}, got {'×'.join(map(str, hidden.shape))}")
+    if isinstance(mask, str) and mask in ("local", "strided") and window is None:
+        window = default_window(mask, s_len)
+    hidden = build_mask(mask, t, s_len, window)
+    mask_mode = "custom" if mask is not None and not isinstance(mask, str) else (mask or "none")
 
     # 1) Project X into each head's queries, and the source into keys and values (all heads at once).
     q = np.einsum("td,hdk->htk", x_used, w.w_q)  # (h, T, d_k)
@@ -286,22 +436,39 @@ def run_attention(
         q_rot, k_rot = rope_rotate(q), rope_rotate(k)  # (h, T, d_k), (h, S, d_k)
     if positional_encoding == "alibi":
         bias = alibi_bias(num_heads, t, s_len)  # (h, T, S)
-    # 2) Scores, 3) scaling, 4) mask and softmax, 5) weighted sum of values, per head.
-    scores, scaled, masked, attn, head_out = scaled_dot_product_attention(
-        q if q_rot is None else q_rot, k if k_rot is None else k_rot, v,
-        scale=scale, mask=hidden, temperature=temperature, bias=bias,
-    )
+    q_s = q if q_rot is None else q_rot  # what the score function compares
+    k_s = k if k_rot is None else k_rot
+    # 2) Scores: q·k, or one of the older score functions.
+    q_w = q_1 = k_2 = None
+    if score == "dot":
+        scores = q_s @ k_s.swapaxes(-2, -1)  # (h, T, S)
+    elif score == "general":
+        q_w, scores = general_scores(q_s, k_s, w.w_a)  # (h, T, d_k), (h, T, S)
+    else:
+        q_1, k_2, scores = additive_scores(q_s, k_s, w.w_1, w.w_2, w.v_a)  # (h, T, d_a), (h, S, d_a), (h, T, S, 1)
+        scores = scores[..., 0]  # (h, T, S)
+    # 3) Scaling (dot products only), temperature and ALiBi; 4) mask and softmax; 5) A·V.
+    divisor = (math.sqrt(d_k) if scale and score != "additive" else 1.0) * temperature
+    scaled, masked, attn, head_out = attend(scores, v, divisor=divisor, mask=hidden, bias=bias)  # (h, T, S) ×3
+    linear = None
+    if attention == "linear":
+        linear = [linear_attention(q_s[i], k_s[i], v[i], hidden) for i in range(num_heads)]
+        softmax_out, head_out = head_out, np.stack([lin.output for lin in linear])  # (h, T, d_v) twice
     # 6) Concatenate the heads in order and project back to d_model.
     concat = head_out.transpose(1, 0, 2).reshape(t, num_heads * d_v)  # (T, h·d_v)
     output = concat @ w.w_o  # (T, d_model)
+
+    def pick(a: np.ndarray | None, i: int) -> np.ndarray | None:
+        return None if a is None else a[i]
 
     heads = tuple(
         HeadResult(
             q=q[i], k=k[i], v=v[i], scores=scores[i], scaled=scaled[i], masked=masked[i],
             softmax=attn[i], output=head_out[i],
-            q_rot=None if q_rot is None else q_rot[i],
-            k_rot=None if k_rot is None else k_rot[i],
-            bias=None if bias is None else bias[i],
+            q_rot=pick(q_rot, i), k_rot=pick(k_rot, i), bias=pick(bias, i),
+            q_w=pick(q_w, i), q_1=pick(q_1, i), k_2=pick(k_2, i),
+            linear=None if linear is None else linear[i],
+            softmax_output=None if linear is None else softmax_out[i],
         )
         for i in range(num_heads)
     )
@@ -309,4 +476,230 @@ def run_attention(
         x=x_used, heads=heads, concat=concat, output=output, weights=w, d_k=d_k, d_v=d_v, scale=scale,
         temperature=temperature, x_input=x_input, pe=None if pe is None else pe[:t],
         positional_encoding=positional_encoding, context=c_used, mask=hidden,
+        score=score, attention=attention, mask_mode=mask_mode, window=window,
     )
+
+
+# --- the transformer block around attention (seeds 002, 003) -----------------------------------
+
+BLOCK_WEIGHT_NAMES = ("ffn_w1", "ffn_b1", "ffn_w2", "ffn_b2", "ln1_gamma", "ln1_beta", "ln2_gamma", "ln2_beta")
+ACTIVATIONS = ("relu", "gelu")
+NORM_PLACEMENTS = ("post", "pre")
+LAYER_NORM_EPS = 1e-5
+
+
+@dataclass(frozen=True)
+class BlockWeights:
+    """A block's position-wise FFN and its two LayerNorms' gain and bias."""
+
+    ffn_w1: np.ndarray  # (d_model, d_ff)
+    ffn_b1: np.ndarray  # (d_ff,)
+    ffn_w2: np.ndarray  # (d_ff, d_model)
+    ffn_b2: np.ndarray  # (d_model,)
+    ln1_gamma: np.ndarray  # (d_model,)
+    ln1_beta: np.ndarray  # (d_model,)
+    ln2_gamma: np.ndarray  # (d_model,)
+    ln2_beta: np.ndarray  # (d_model,)
+
+
+@dataclass(frozen=True)
+class LayerNormResult:
+    """LayerNorm(z)_i = γ ⊙ (z_i − μ_i) / √(σ²_i + ε) + β, each row over its d_model features."""
+
+    input: np.ndarray  # (T, d_model)
+    mean: np.ndarray  # (T,) μ_i
+    var: np.ndarray  # (T,) σ²_i (population variance)
+    normalized: np.ndarray  # (T, d_model) (z − μ)/√(σ² + ε): mean 0, variance ≈ 1 per row
+    output: np.ndarray  # (T, d_model) γ ⊙ normalized + β
+
+
+@dataclass(frozen=True)
+class BlockResult:
+    """One transformer block. Post-norm (the seeds, the original paper):
+        h = LayerNorm₁(x + MultiHead(x)),   out = LayerNorm₂(h + FFN(h)).
+    Pre-norm (GPT-2 and most recent models):
+        h = x + MultiHead(LayerNorm₁(x)),   out = h + FFN(LayerNorm₂(h)).
+    """
+
+    norm: str  # "post" or "pre"
+    activation: str  # "relu" or "gelu"
+    x: np.ndarray  # (T, d_model) the block's input
+    attention: AttentionRun  # its x is what the heads see: x (post) or LayerNorm₁(x) (pre)
+    residual1: np.ndarray  # (T, d_model) x + MultiHead(·)
+    ln1: LayerNormResult  # of residual1 (post) or of x (pre)
+    h: np.ndarray  # (T, d_model) after the first sub-layer
+    ffn_in: np.ndarray  # (T, d_model) h (post) or LayerNorm₂(h) (pre)
+    ffn_hidden: np.ndarray  # (T, d_ff) ffn_in·W₁ + b₁
+    ffn_act: np.ndarray  # (T, d_ff) ReLU or GELU of it
+    ffn_out: np.ndarray  # (T, d_model) ffn_act·W₂ + b₂
+    residual2: np.ndarray  # (T, d_model) h + FFN(·)
+    ln2: LayerNormResult  # of residual2 (post) or of h (pre)
+    output: np.ndarray  # (T, d_model)
+    weights: BlockWeights
+
+    @property
+    def d_ff(self) -> int:
+        return int(self.ffn_hidden.shape[1])
+
+
+@dataclass(frozen=True)
+class TransformerRun:
+    """A stack of blocks. The first block's input is the embeddings plus their positional encoding."""
+
+    x_input: np.ndarray  # (T, d_model) the embeddings as given
+    pe: np.ndarray | None  # (T, d_model) added to them (sinusoidal, learned)
+    blocks: tuple[BlockResult, ...]
+
+    @property
+    def output(self) -> np.ndarray:
+        return self.blocks[-1].output  # (T, d_model)
+
+
+def layer_norm(z: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = LAYER_NORM_EPS) -> LayerNormResult:
+    """LayerNorm over the last axis: each token's features get mean 0 and variance 1, then γ, β."""
+    mean = z.mean(axis=-1)  # (T,)
+    var = z.var(axis=-1)  # (T,)
+    normalized = (z - mean[:, None]) / np.sqrt(var[:, None] + eps)  # (T, d_model)
+    return LayerNormResult(input=z, mean=mean, var=var, normalized=normalized, output=gamma * normalized + beta)
+
+
+def relu(x: np.ndarray) -> np.ndarray:
+    """ReLU(x) = max(0, x)."""
+    return np.maximum(x, 0.0)
+
+
+def gelu(x: np.ndarray) -> np.ndarray:
+    """GELU(x) ≈ ½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), the tanh form used by GPT-2 and BERT."""
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+
+
+def seeded_block_weights(d_model: int, d_ff: int, seed: int, block: int = 0) -> BlockWeights:
+    """W₁ ~ N(0, 1/d_model), W₂ ~ N(0, 1/d_ff) from ``default_rng([seed, 4, block])``, rounded to
+    two decimals; biases 0, LayerNorm gains 1 and biases 0, as a fresh model starts."""
+    rng = np.random.default_rng([seed, 4, block])
+    return BlockWeights(
+        ffn_w1=np.round(rng.normal(0.0, 1.0 / math.sqrt(d_model), (d_model, d_ff)), 2),
+        ffn_b1=np.zeros(d_ff),
+        ffn_w2=np.round(rng.normal(0.0, 1.0 / math.sqrt(d_ff), (d_ff, d_model)), 2),
+        ffn_b2=np.zeros(d_model),
+        ln1_gamma=np.ones(d_model), ln1_beta=np.zeros(d_model),
+        ln2_gamma=np.ones(d_model), ln2_beta=np.zeros(d_model),
+    )
+
+
+def resolve_block_weights(seeded: BlockWeights, given: dict[str, np.ndarray] | None) -> BlockWeights:
+    used = {}
+    for name in BLOCK_WEIGHT_NAMES:
+        default = getattr(seeded, name)
+        value = (given or {}).get(name)
+        value = default if value is None else np.asarray(value, dtype=np.float64)
+        if value.shape != default.shape:
+            raise ValueError(f"{name} must have shape {default.shape}, got {value.shape}")
+        used[name] = value
+    return BlockWeights(**used)
+
+
+def transformer_block(
+    x: np.ndarray, bw: BlockWeights, *, norm: str, activation: str, attend_fn
+) -> BlockResult:
+    """One block around ``attend_fn``, which maps what the heads see (T, d_model) to an AttentionRun."""
+    if norm == "post":
+        attention = attend_fn(x)
+        residual1 = x + attention.output  # (T, d_model)
+        ln1 = layer_norm(residual1, bw.ln1_gamma, bw.ln1_beta)
+        h = ln1.output  # (T, d_model)
+        ffn_in = h
+    else:
+        ln1 = layer_norm(x, bw.ln1_gamma, bw.ln1_beta)
+        attention = attend_fn(ln1.output)
+        residual1 = x + attention.output  # (T, d_model)
+        h = residual1
+        ln2_pre = layer_norm(h, bw.ln2_gamma, bw.ln2_beta)
+        ffn_in = ln2_pre.output  # (T, d_model)
+    ffn_hidden = ffn_in @ bw.ffn_w1 + bw.ffn_b1  # (T, d_ff)
+    ffn_act = relu(ffn_hidden) if activation == "relu" else gelu(ffn_hidden)  # (T, d_ff)
+    ffn_out = ffn_act @ bw.ffn_w2 + bw.ffn_b2  # (T, d_model)
+    residual2 = h + ffn_out  # (T, d_model)
+    if norm == "post":
+        ln2 = layer_norm(residual2, bw.ln2_gamma, bw.ln2_beta)
+        output = ln2.output
+    else:
+        ln2 = ln2_pre
+        output = residual2
+    return BlockResult(
+        norm=norm, activation=activation, x=x, attention=attention, residual1=residual1, ln1=ln1, h=h,
+        ffn_in=ffn_in, ffn_hidden=ffn_hidden, ffn_act=ffn_act, ffn_out=ffn_out, residual2=residual2,
+        ln2=ln2, output=output, weights=bw,
+    )
+
+
+def run_transformer(
+    x: np.ndarray,
+    *,
+    blocks: int = 1,
+    d_ff: int | None = None,
+    activation: str = "relu",
+    norm: str = "post",
+    block_weights: dict[str, np.ndarray] | None = None,
+    seed: int = 0,
+    positional_encoding: str = "none",
+    position_table: np.ndarray | None = None,
+    context: np.ndarray | None = None,
+    **attention_options,
+) -> TransformerRun:
+    """A stack of ``blocks`` transformer blocks: positions are added once, before the first block.
+
+    The first block uses the given ``weights`` (in ``attention_options``) and ``block_weights``;
+    later blocks draw all of theirs from their own seeded streams. RoPE and ALiBi act inside every
+    block's attention. With a ``context``, every block's attention reads keys and values from it
+    (cross-attention only; a full decoder block would also have self-attention).
+    ``attention_options`` are run_attention's: num_heads, d_k, d_v, weights, scale, mask, …
+    """
+    if not 1 <= blocks:
+        raise ValueError("blocks must be at least 1")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}")
+    if norm not in NORM_PLACEMENTS:
+        raise ValueError(f"norm must be one of {', '.join(NORM_PLACEMENTS)}")
+    if positional_encoding not in POSITIONAL_ENCODINGS:
+        raise ValueError(f"positional_encoding must be one of {', '.join(POSITIONAL_ENCODINGS)}")
+    x_input = np.asarray(x, dtype=np.float64)  # (T, d_model)
+    if x_input.ndim != 2 or x_input.shape[0] < 1 or x_input.shape[1] < 1:
+        raise ValueError("x must be a non-empty T×d_model matrix")
+    t, d_model = x_input.shape
+    d_ff = 4 * d_model if d_ff is None else d_ff
+    if d_ff < 1:
+        raise ValueError("d_ff must be at least 1")
+    c_input = None if context is None else np.asarray(context, dtype=np.float64)  # (S, d_model)
+    s_len = t if c_input is None else c_input.shape[0]
+    # 0) Positions, once: sinusoidal or learned tables are added here; RoPE and ALiBi act per block.
+    pe = position_encoding(positional_encoding, max(t, s_len), d_model, seed, position_table)
+    x0 = x_input if pe is None else x_input + pe[:t]  # (T, d_model)
+    c0 = None if c_input is None or pe is None else c_input + pe[:s_len]
+    c0 = c_input if c0 is None else c0  # (S, d_model) or None
+    inner_pe = positional_encoding if positional_encoding in ("rope", "alibi") else "none"
+    given = attention_options.pop("weights", None)
+
+    results: list[BlockResult] = []
+    current = x0
+    for b in range(blocks):
+        bw = seeded_block_weights(d_model, d_ff, seed, b)
+        bw = resolve_block_weights(bw, block_weights if b == 0 else None)
+
+        def attend_fn(seen: np.ndarray, b: int = b) -> AttentionRun:
+            if b == 0:
+                return run_attention(seen, weights=given, seed=seed, context=c0,
+                                     positional_encoding=inner_pe, **attention_options)
+            opts = dict(attention_options)
+            h = opts.get("num_heads", 1)
+            d_k = opts.get("d_k") or d_model // h
+            d_v = opts.get("d_v") or d_k
+            w = seeded_weights(d_model, h, d_k, d_v, seed, block=b)
+            own = {name: getattr(w, name) for name in ALL_WEIGHT_NAMES}
+            return run_attention(seen, weights=own, seed=seed, context=c0,
+                                 positional_encoding=inner_pe, **opts)
+
+        block = transformer_block(current, bw, norm=norm, activation=activation, attend_fn=attend_fn)
+        results.append(block)
+        current = block.output
+    return TransformerRun(x_input=x_input, pe=None if pe is None else pe[:t], blocks=tuple(results))
