@@ -1,0 +1,251 @@
+"""Score functions, sparse masks, linear attention and the transformer block, against plain loops
+and hand-computed values (no vectorised helper from the app in the references)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import numpy as np
+import pytest
+
+from app.pipeline import (
+    elu_plus_one,
+    gelu,
+    layer_norm,
+    local_mask,
+    relu,
+    run_attention,
+    run_transformer,
+    seeded_weights,
+    sinusoidal_encoding,
+    strided_mask,
+)
+
+RNG = np.random.default_rng(11)
+
+
+def weights_dict(run) -> dict[str, np.ndarray]:
+    return {name: getattr(run.weights, name) for name in ("w_q", "w_k", "w_v", "w_o")}
+
+
+# --- score functions -----------------------------------------------------------------------------
+
+
+def test_general_score_is_q_transpose_w_k_per_pair() -> None:
+    x = RNG.normal(size=(4, 6))
+    run = run_attention(x, num_heads=2, score="general", seed=3)
+    for h, head in enumerate(run.heads):
+        w_a = run.weights.w_a[h]
+        for i in range(4):
+            for j in range(4):
+                expected = sum(head.q[i, a] * w_a[a, b] * head.k[j, b] for a in range(3) for b in range(3))
+                assert head.scores[i, j] == pytest.approx(expected)
+        np.testing.assert_allclose(head.scaled, head.scores / math.sqrt(3))  # still a dot product: scaled
+
+
+def test_additive_score_is_a_one_layer_network_per_pair_and_is_not_scaled() -> None:
+    x = RNG.normal(size=(3, 4))
+    run = run_attention(x, num_heads=1, score="additive", seed=5, scale=True)
+    head, w = run.heads[0], run.weights
+    for i in range(3):
+        for j in range(3):
+            hidden = [math.tanh(sum(head.q[i, a] * w.w_1[0, a, m] + head.k[j, a] * w.w_2[0, a, m] for a in range(4)))
+                      for m in range(4)]
+            assert head.scores[i, j] == pytest.approx(sum(w.v_a[0, m] * hidden[m] for m in range(4)))
+    np.testing.assert_array_equal(head.scaled, head.scores)  # Bahdanau's score is never divided by √d_k
+    assert run.scale_factor == 1.0
+    np.testing.assert_allclose(head.q_1, head.q @ w.w_1[0])
+    np.testing.assert_allclose(head.k_2, head.k @ w.w_2[0])
+
+
+def test_additive_scores_are_bounded_by_the_l1_norm_of_v() -> None:
+    run = run_attention(RNG.normal(size=(5, 4)) * 50, score="additive")
+    bound = np.abs(run.weights.v_a[0]).sum()
+    assert np.all(np.abs(run.heads[0].scores) <= bound + 1e-12)
+
+
+def test_score_weights_do_not_change_the_projections_drawn_before_them() -> None:
+    """The score functions' weights have their own stream: W_Q … W_O are what seed 0 always gave."""
+    w = seeded_weights(4, 1, 4, 4, seed=0)
+    rng = np.random.default_rng(0)
+    np.testing.assert_array_equal(w.w_q, np.round(rng.normal(0.0, 0.5, (1, 4, 4)), 2))
+    assert w.w_a.shape == (1, 4, 4) and w.w_1.shape == (1, 4, 4) and w.v_a.shape == (1, 4)
+
+
+def test_given_score_weights_are_used() -> None:
+    w_a = np.eye(2)[None]
+    run = run_attention(np.eye(2), d_k=2, score="general", weights={"w_a": w_a})
+    head = run.heads[0]
+    np.testing.assert_allclose(head.scores, head.q @ head.k.T)  # W_a = I: general = dot
+
+
+# --- sparse masks ----------------------------------------------------------------------------------
+
+
+def test_local_window_hides_keys_further_than_the_window() -> None:
+    m = local_mask(5, 5, 1)
+    for i in range(5):
+        for j in range(5):
+            assert m[i, j] == (abs(i - j) > 1)
+
+
+def test_strided_pattern_is_neighbourhood_or_every_stride_th_token() -> None:
+    m = strided_mask(9, 9, 3)
+    for i in range(9):
+        for j in range(9):
+            assert m[i, j] == (not (abs(i - j) < 3 or (i - j) % 3 == 0))
+    assert m.sum(axis=1).min() > 0  # every query hides something at T = 9, stride 3
+
+
+@pytest.mark.parametrize(("mode", "window"), [("local", 1), ("strided", 2), ("strided", None)])
+def test_sparse_masks_give_exact_zeros_where_hidden(mode: str, window: int | None) -> None:
+    run = run_attention(RNG.normal(size=(7, 4)), mask=mode, window=window)
+    assert run.mask_mode == mode
+    assert run.window == (window or 3)  # strided default: ⌈√7⌉ = 3
+    for head in run.heads:
+        assert np.all(head.softmax[run.mask] == 0.0)
+        np.testing.assert_allclose(head.softmax.sum(axis=1), 1.0)
+
+
+# --- linear attention -----------------------------------------------------------------------------
+
+
+def test_elu_plus_one_is_positive_and_matches_its_definition() -> None:
+    z = np.array([-3.0, -0.5, 0.0, 0.5, 2.0])
+    np.testing.assert_allclose(elu_plus_one(z), [math.exp(-3), math.exp(-0.5), 1.0, 1.5, 3.0])
+
+
+def test_linear_attention_matches_a_per_query_loop() -> None:
+    x = RNG.normal(size=(4, 4))
+    run = run_attention(x, num_heads=2, attention="linear", seed=2)
+    for head in run.heads:
+        phi = lambda a: np.array([v + 1 if v > 0 else math.exp(v) for v in a])  # noqa: E731
+        for i in range(4):
+            num = sum(phi(head.q[i]) @ phi(head.k[j]) * head.v[j] for j in range(4))
+            den = sum(phi(head.q[i]) @ phi(head.k[j]) for j in range(4))
+            np.testing.assert_allclose(head.output[i], num / den)
+        lin = head.linear
+        np.testing.assert_allclose(lin.weights.sum(axis=1), 1.0)
+        np.testing.assert_allclose(lin.weights @ head.v, head.output)  # the implied T×S matrix agrees
+        np.testing.assert_allclose(head.softmax_output, head.softmax @ head.v)  # softmax kept to compare
+    concat = np.concatenate([h.output for h in run.heads], axis=1)
+    np.testing.assert_allclose(run.output, concat @ run.weights.w_o)
+
+
+def test_linear_attention_with_a_causal_mask_ignores_later_keys() -> None:
+    run = run_attention(RNG.normal(size=(5, 3)), attention="linear", mask="causal")
+    lin = run.heads[0].linear
+    assert np.all(lin.weights[np.triu_indices(5, k=1)] == 0.0)
+    np.testing.assert_allclose(run.heads[0].output[0], run.heads[0].v[0])  # token 0 sees only itself
+
+
+def test_linear_attention_differs_from_softmax() -> None:
+    run = run_attention(RNG.normal(size=(5, 4)) * 2, attention="linear")
+    assert np.abs(run.heads[0].output - run.heads[0].softmax_output).max() > 1e-3
+
+
+# --- transformer block ----------------------------------------------------------------------------
+
+
+def test_layer_norm_rows_have_mean_0_and_variance_1() -> None:
+    z = RNG.normal(3.0, 5.0, size=(4, 6))
+    ln = layer_norm(z, np.ones(6), np.zeros(6))
+    np.testing.assert_allclose(ln.normalized.mean(axis=1), 0.0, atol=1e-12)
+    np.testing.assert_allclose(ln.normalized.var(axis=1), 1.0, rtol=1e-5)
+    for r in range(4):  # the statistics module as an independent reference
+        row = list(z[r])
+        mu, var = statistics.fmean(row), statistics.pvariance(row)
+        expected = [(v - mu) / math.sqrt(var + 1e-5) for v in row]
+        np.testing.assert_allclose(ln.output[r], expected)
+
+
+def test_layer_norm_applies_gain_and_bias() -> None:
+    z = np.array([[1.0, 2.0, 3.0]])
+    ln = layer_norm(z, np.array([2.0, 2.0, 2.0]), np.array([0.5, 0.5, 0.5]))
+    # hand: μ = 2, σ² = 2/3, (z − μ)/√σ² = [−1.2247, 0, 1.2247]
+    np.testing.assert_allclose(ln.output, [[0.5 - 2 * 1.2247357, 0.5, 0.5 + 2 * 1.2247357]], rtol=1e-6)
+
+
+def test_relu_and_gelu() -> None:
+    z = np.linspace(-4, 4, 81)
+    np.testing.assert_array_equal(relu(z), np.where(z > 0, z, 0.0))
+    exact = np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in z])
+    np.testing.assert_allclose(gelu(z), exact, atol=1e-3)  # the tanh form is within 1e-3 of the erf form
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_post_norm_block_is_layernorm_of_residuals(activation: str) -> None:
+    x = RNG.normal(size=(4, 4))
+    trun = run_transformer(x, blocks=1, d_ff=8, activation=activation, num_heads=2, seed=1)
+    block = trun.blocks[0]
+    attn = run_attention(x, num_heads=2, seed=1).output  # the same seeded attention, run alone
+    act = relu if activation == "relu" else gelu
+
+    def ln(z: np.ndarray) -> np.ndarray:
+        return (z - z.mean(1, keepdims=True)) / np.sqrt(z.var(1, keepdims=True) + 1e-5)
+
+    bw = block.weights
+    h = ln(x + attn)
+    out = ln(h + act(h @ bw.ffn_w1 + bw.ffn_b1) @ bw.ffn_w2 + bw.ffn_b2)
+    np.testing.assert_allclose(block.h, h)
+    np.testing.assert_allclose(block.output, out)
+    assert block.d_ff == 8
+    np.testing.assert_allclose(block.output.mean(axis=1), 0.0, atol=1e-12)
+
+
+def test_pre_norm_block_adds_the_residual_after_the_sub_layers() -> None:
+    x = RNG.normal(size=(3, 4))
+    block = run_transformer(x, blocks=1, norm="pre", seed=4).blocks[0]
+
+    def ln(z: np.ndarray) -> np.ndarray:
+        return (z - z.mean(1, keepdims=True)) / np.sqrt(z.var(1, keepdims=True) + 1e-5)
+
+    attn = run_attention(ln(x), seed=4).output
+    h = x + attn
+    bw = block.weights
+    out = h + relu(ln(h) @ bw.ffn_w1 + bw.ffn_b1) @ bw.ffn_w2 + bw.ffn_b2
+    np.testing.assert_allclose(block.output, out)
+    np.testing.assert_allclose(block.attention.x, ln(x))
+
+
+def test_blocks_stack_with_their_own_weights() -> None:
+    x = RNG.normal(size=(4, 4))
+    trun = run_transformer(x, blocks=3, seed=2)
+    assert len(trun.blocks) == 3
+    for a, b in zip(trun.blocks, trun.blocks[1:], strict=False):
+        np.testing.assert_array_equal(b.x, a.output)
+        assert not np.array_equal(a.attention.weights.w_q, b.attention.weights.w_q)
+        assert not np.array_equal(a.weights.ffn_w1, b.weights.ffn_w1)
+    np.testing.assert_array_equal(trun.output, trun.blocks[-1].output)
+    again = run_transformer(x, blocks=3, seed=2)
+    np.testing.assert_array_equal(again.output, trun.output)
+
+
+def test_positions_are_added_once_before_the_first_block() -> None:
+    x = RNG.normal(size=(3, 4))
+    trun = run_transformer(x, blocks=2, positional_encoding="sinusoidal")
+    pe = sinusoidal_encoding(3, 4)
+    np.testing.assert_allclose(trun.pe, pe)
+    np.testing.assert_allclose(trun.blocks[0].x, x + pe)
+    np.testing.assert_array_equal(trun.blocks[1].x, trun.blocks[0].output)
+    assert trun.blocks[1].attention.pe is None
+
+
+def test_first_block_uses_given_weights() -> None:
+    x = np.eye(3)
+    w = seeded_weights(3, 1, 3, 3, seed=9)
+    given = {"w_q": w.w_q, "w_k": w.w_k, "w_v": w.w_v, "w_o": w.w_o}
+    ffn = {"ffn_w1": np.ones((3, 2)), "ffn_w2": np.ones((2, 3))}
+    block = run_transformer(x, blocks=1, d_ff=2, weights=given, block_weights=ffn).blocks[0]
+    np.testing.assert_array_equal(block.attention.weights.w_q, w.w_q)
+    np.testing.assert_array_equal(block.weights.ffn_w1, np.ones((3, 2)))
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"blocks": 0}, "blocks"), ({"activation": "tanh"}, "activation"), ({"norm": "middle"}, "norm"),
+    ({"d_ff": 0}, "d_ff"), ({"block_weights": {"ffn_w1": np.ones((2, 2))}}, "ffn_w1"),
+])
+def test_block_errors_name_the_argument(kwargs: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        run_transformer(np.eye(3), **kwargs)
