@@ -8,7 +8,17 @@ import numpy as np
 from fastapi import APIRouter
 from fastapi.responses import Response
 
-from app.pipeline import AttentionRun, run_attention
+from app.pipeline import (
+    ALL_WEIGHT_NAMES,
+    BLOCK_WEIGHT_NAMES,
+    AttentionRun,
+    BlockResult,
+    LayerNormResult,
+    TransformerRun,
+    Weights,
+    run_attention,
+    run_transformer,
+)
 from app.schemas import AttentionRequest, AttentionResponse, Health
 
 router = APIRouter()
@@ -24,53 +34,114 @@ def _hidden_as_null(scaled: np.ndarray, mask: np.ndarray | None) -> list:
     return np.where(mask, None, scaled).tolist()  # object array: None where the key is hidden
 
 
-def run_to_json(run: AttentionRun, tokens: list[str]) -> dict:
-    """The response body: NumPy arrays become nested lists in C (ndarray.tolist), not per element."""
-    w = run.weights
+def _layer_norm_json(ln: LayerNormResult) -> dict:
+    return {"mean": ln.mean.tolist(), "var": ln.var.tolist(), "normalized": ln.normalized.tolist(),
+            "output": ln.output.tolist()}
+
+
+def _heads_json(run: AttentionRun) -> list[dict]:
+    heads = []
+    for h in run.heads:
+        lin = h.linear
+        heads.append({
+            "q": h.q.tolist(), "k": h.k.tolist(), "v": h.v.tolist(),
+            "scores": h.scores.tolist(), "scaled": _hidden_as_null(h.scaled, run.mask),
+            "softmax": h.softmax.tolist(), "output": h.output.tolist(),
+            "q_rot": _opt(h.q_rot), "k_rot": _opt(h.k_rot), "bias": _opt(h.bias),
+            "q_w": _opt(h.q_w), "q_1": _opt(h.q_1), "k_2": _opt(h.k_2),
+            "linear": None if lin is None else {
+                "phi_q": lin.phi_q.tolist(), "phi_k": lin.phi_k.tolist(), "kv": lin.kv.tolist(),
+                "z": lin.z.tolist(), "weights": lin.weights.tolist(), "output": lin.output.tolist(),
+            },
+            "softmax_output": _opt(h.softmax_output),
+        })
+    return heads
+
+
+def _weights_json(w: Weights) -> dict:
+    return {name: getattr(w, name).tolist() for name in ALL_WEIGHT_NAMES}
+
+
+def _block_json(block: BlockResult, first: bool) -> dict:
+    attn = block.attention
+    return {
+        "x": block.x.tolist(),
+        "attention": None if first else {
+            "heads": _heads_json(attn), "concat": attn.concat.tolist(), "output": attn.output.tolist(),
+            "weights": _weights_json(attn.weights),
+        },
+        "residual1": block.residual1.tolist(), "ln1": _layer_norm_json(block.ln1), "h": block.h.tolist(),
+        "ffn_hidden": block.ffn_hidden.tolist(), "ffn_act": block.ffn_act.tolist(),
+        "ffn_out": block.ffn_out.tolist(), "residual2": block.residual2.tolist(),
+        "ln2": _layer_norm_json(block.ln2), "output": block.output.tolist(),
+        "weights": {name: getattr(block.weights, name).tolist() for name in BLOCK_WEIGHT_NAMES},
+    }
+
+
+def run_to_json(run: AttentionRun, tokens: list[str], transformer: TransformerRun | None = None) -> dict:
+    """The response body: NumPy arrays become nested lists in C (ndarray.tolist), not per element.
+
+    With transformer blocks, ``run`` is the first block's attention and ``transformer`` the stack.
+    """
+    x_input = transformer.x_input if transformer else (run.x_input if run.x_input is not None else run.x)
+    pe = transformer.pe if transformer else run.pe
     return {
         "tokens": tokens,
         "x": run.x.tolist(),
-        "x_input": run.x_input.tolist() if run.x_input is not None else run.x.tolist(),
-        "pe": _opt(run.pe),
+        "x_input": x_input.tolist(),
+        "pe": _opt(pe),
         "context": _opt(run.context),
         "mask": _opt(run.mask),
-        "positional_encoding": run.positional_encoding,
+        "mask_mode": run.mask_mode,
+        "window": run.window,
+        "positional_encoding": transformer.positional_encoding if transformer else run.positional_encoding,
         "temperature": run.temperature,
-        "heads": [
-            {
-                "q": h.q.tolist(), "k": h.k.tolist(), "v": h.v.tolist(),
-                "scores": h.scores.tolist(), "scaled": _hidden_as_null(h.scaled, run.mask),
-                "softmax": h.softmax.tolist(), "output": h.output.tolist(),
-                "q_rot": _opt(h.q_rot), "k_rot": _opt(h.k_rot), "bias": _opt(h.bias),
-            }
-            for h in run.heads
-        ],
+        "score": run.score,
+        "attention": run.attention,
+        "scale_factor": run.scale_factor,
+        "heads": _heads_json(run),
         "concat": run.concat.tolist(),
         "output": run.output.tolist(),
-        "weights": {"w_q": w.w_q.tolist(), "w_k": w.w_k.tolist(), "w_v": w.w_v.tolist(), "w_o": w.w_o.tolist()},
+        "weights": _weights_json(run.weights),
         "num_heads": run.num_heads,
         "d_k": run.d_k,
         "d_v": run.d_v,
         "scale": run.scale,
+        "blocks": [_block_json(b, i == 0) for i, b in enumerate(transformer.blocks)] if transformer else [],
+        "final": (transformer.output if transformer else run.output).tolist(),
     }
 
 
 @router.post("/api/attention", response_model=AttentionResponse, tags=["attention"])
 def attention(req: AttentionRequest) -> Response:
-    """Run multi-head scaled dot-product attention and return X, every head's Q, K, V, scores,
-    scaled scores, softmax weights and output, the concatenation, the final output, and the
-    weights used (given or drawn from `seed`). Optional: a mask, a context sequence for
-    cross-attention, a positional encoding, and a softmax temperature."""
+    """Run multi-head attention and return X, every head's Q, K, V, scores, scaled scores, softmax
+    weights and output, the concatenation, the output, and the weights used (given or drawn from
+    `seed`). Optional: a mask (causal, sparse or explicit), a context sequence for cross-attention,
+    a positional encoding, a temperature, the general or additive score, linear attention, and
+    1–4 transformer blocks around it (then `blocks` holds each block's intermediates)."""
     given = req.weights.model_dump(exclude_none=True) if req.weights else {}
-    run = run_attention(
-        req.x, num_heads=req.num_heads, d_k=req.d_k, d_v=req.d_v,
-        weights=given, seed=req.seed, scale=req.scale, mask=req.mask,
-        context=req.context.x if req.context else None,
-        positional_encoding=req.positional_encoding, position_table=req.position_table,
-        temperature=req.temperature,
+    options = dict(
+        num_heads=req.num_heads, d_k=req.d_k, d_v=req.d_v, scale=req.scale, mask=req.mask,
+        temperature=req.temperature, score=req.score, attention=req.attention, window=req.window,
     )
+    context = req.context.x if req.context else None
+    attention_weights = {k: v for k, v in given.items() if k in ALL_WEIGHT_NAMES}
+    transformer = None
+    if req.blocks:
+        transformer = run_transformer(
+            req.x, blocks=req.blocks, d_ff=req.d_ff, activation=req.activation, norm=req.norm,
+            block_weights={k: v for k, v in given.items() if k in BLOCK_WEIGHT_NAMES},
+            weights=attention_weights, seed=req.seed, positional_encoding=req.positional_encoding,
+            position_table=req.position_table, context=context, **options,
+        )
+        run = transformer.blocks[0].attention
+    else:
+        run = run_attention(
+            req.x, weights=attention_weights, seed=req.seed, context=context,
+            positional_encoding=req.positional_encoding, position_table=req.position_table, **options,
+        )
     # Serialised directly: the arrays are finite by construction and already plain lists.
-    body = json.dumps(run_to_json(run, req.tokens), separators=(",", ":"), allow_nan=False)
+    body = json.dumps(run_to_json(run, req.tokens, transformer), separators=(",", ":"), allow_nan=False)
     return Response(body, media_type="application/json")
 
 

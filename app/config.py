@@ -16,12 +16,17 @@ class Settings(BaseSettings):
     max_abs_value: float = 1000.0  # |every number a client sends| at most
     max_token_chars: int = 40
     max_seed: int = 2**32 - 1
+    max_blocks: int = 4  # transformer blocks stacked
+    max_d_ff: int = 256  # the FFN's hidden size
 
     @property
     def max_body_bytes(self) -> int:
         """The largest valid JSON request, with room to spare: 32 bytes a number plus 64 KiB."""
-        h, d, t, dh = self.max_heads, self.max_d_model, self.max_tokens, self.max_d_head
-        numbers = 3 * t * d + t * t + 3 * h * d * dh + h * dh * d  # x, context, position table, mask, weights
+        h, d, t, dh, ff = self.max_heads, self.max_d_model, self.max_tokens, self.max_d_head, self.max_d_ff
+        numbers = (3 * t * d + t * t  # x, context, position table, mask
+                   + 3 * h * d * dh + h * dh * d  # W_Q, W_K, W_V, W_O
+                   + 3 * h * dh * dh + h * dh  # W_a, W₁, W₂, v_a
+                   + 2 * d * ff + ff + 5 * d)  # the first block's FFN and LayerNorms
         return numbers * 32 + 64 * 1024
 
 

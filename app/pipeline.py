@@ -549,6 +549,7 @@ class TransformerRun:
     x_input: np.ndarray  # (T, d_model) the embeddings as given
     pe: np.ndarray | None  # (T, d_model) added to them (sinusoidal, learned)
     blocks: tuple[BlockResult, ...]
+    positional_encoding: str = "none"
 
     @property
     def output(self) -> np.ndarray:
@@ -702,4 +703,5 @@ def run_transformer(
         block = transformer_block(current, bw, norm=norm, activation=activation, attend_fn=attend_fn)
         results.append(block)
         current = block.output
-    return TransformerRun(x_input=x_input, pe=None if pe is None else pe[:t], blocks=tuple(results))
+    return TransformerRun(x_input=x_input, pe=None if pe is None else pe[:t], blocks=tuple(results),
+                          positional_encoding=positional_encoding)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from app.config import settings
+from app.pipeline import build_mask
 
 Value = Annotated[
     float,
@@ -27,10 +29,17 @@ OutProjection = Annotated[
     list[ModelRow], Field(min_length=1, max_length=settings.max_heads * settings.max_d_head)
 ]
 Token = Annotated[str, StringConstraints(strict=True, max_length=settings.max_token_chars)]
+ModelVector = Annotated[list[Value], Field(min_length=1, max_length=settings.max_d_model)]  # d_model long
+HiddenRow = Annotated[list[Value], Field(min_length=1, max_length=settings.max_d_ff)]  # d_ff wide
+HiddenVector = HiddenRow
+HeadVectors = Annotated[list[HeadRow], Field(min_length=1, max_length=settings.max_heads)]  # h × d_a
+SquareStack = Annotated[list[Annotated[list[HeadRow], Field(min_length=1, max_length=settings.max_d_head)]],
+                        Field(min_length=1, max_length=settings.max_heads)]  # h × d_k × (d_k or d_a)
 
 
 class AttentionWeights(BaseModel):
-    """Any of the four projections; those left out are drawn from the seed."""
+    """Any of the projections, score weights and (first block's) FFN and LayerNorm weights; those
+    left out are drawn from the seed."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -38,6 +47,22 @@ class AttentionWeights(BaseModel):
     w_k: HeadStack | None = Field(None, description="h × d_model × d_k.")
     w_v: HeadStack | None = Field(None, description="h × d_model × d_v.")
     w_o: OutProjection | None = Field(None, description="(h·d_v) × d_model: output = concat·w_o.")
+    w_a: SquareStack | None = Field(None, description='h × d_k × d_k: the "general" score qᵀ·w_a[i]·k.')
+    w_1: SquareStack | None = Field(None, description='h × d_k × d_a (d_a = d_k): the "additive" score\'s W₁.')
+    w_2: SquareStack | None = Field(None, description="h × d_k × d_a: the additive score's W₂.")
+    v_a: HeadVectors | None = Field(None, description="h × d_a: the additive score's v_a.")
+    ffn_w1: Annotated[list[HiddenRow], Field(min_length=1, max_length=settings.max_d_model)] | None = Field(
+        None, description="d_model × d_ff: the first block's FFN, first layer."
+    )
+    ffn_b1: HiddenVector | None = Field(None, description="d_ff")
+    ffn_w2: Annotated[list[ModelRow], Field(min_length=1, max_length=settings.max_d_ff)] | None = Field(
+        None, description="d_ff × d_model: the first block's FFN, second layer."
+    )
+    ffn_b2: ModelVector | None = Field(None, description="d_model")
+    ln1_gamma: ModelVector | None = Field(None, description="d_model: the first LayerNorm's gain (default 1).")
+    ln1_beta: ModelVector | None = Field(None, description="d_model: its bias (default 0).")
+    ln2_gamma: ModelVector | None = Field(None, description="d_model: the second LayerNorm's gain.")
+    ln2_beta: ModelVector | None = Field(None, description="d_model: its bias.")
 
 
 def _shape(value: list) -> tuple[int, ...]:
@@ -107,8 +132,38 @@ class AttentionRequest(BaseModel):
         1.0, strict=True, allow_inf_nan=False, ge=0.05, le=20.0,
         description="Divide the scaled scores by this too: below 1 sharpens the softmax, above 1 flattens it.",
     )
-    mask: Literal["none", "causal"] | Annotated[list[MaskRow], Field(min_length=1, max_length=settings.max_tokens)] = (
-        Field("none", description='"none", "causal", or a T×S list of booleans: true hides key j from query i.')
+    mask: Literal["none", "causal", "local", "strided"] | Annotated[
+        list[MaskRow], Field(min_length=1, max_length=settings.max_tokens)
+    ] = Field(
+        "none",
+        description='"none", "causal", "local" (keys within ±window), "strided" (|i − j| < window or '
+        "(i − j) mod window = 0), or a T×S list of booleans: true hides key j from query i.",
+    )
+    window: int | None = Field(
+        None, strict=True, ge=1, le=settings.max_tokens,
+        description="local: the window half-width (default 2); strided: the stride (default ⌈√S⌉).",
+    )
+    score: Literal["dot", "general", "additive"] = Field(
+        "dot",
+        description="dot: q·k (÷√d_k when scale); general (Luong): qᵀ·W_a·k (÷√d_k when scale); "
+        "additive (Bahdanau): v_aᵀ·tanh(W₁ᵀq + W₂ᵀk), never scaled.",
+    )
+    attention: Literal["softmax", "linear"] = Field(
+        "softmax",
+        description="linear: φ(q)ᵀ(φ(K)ᵀV)/φ(q)ᵀΣφ(k) with φ = elu + 1; each head's output is linear "
+        "attention's, and softmax_output keeps softmax's for comparison.",
+    )
+    blocks: int = Field(
+        0, strict=True, ge=0, le=settings.max_blocks,
+        description="0: attention only. 1–4: transformer blocks (attention, Add & Norm, FFN, Add & Norm); "
+        "the top-level fields describe the first block's attention.",
+    )
+    d_ff: int | None = Field(
+        None, strict=True, ge=1, le=settings.max_d_ff, description="FFN hidden size; default 4·d_model."
+    )
+    activation: Literal["relu", "gelu"] = Field("relu", description="The FFN's activation.")
+    norm: Literal["post", "pre"] = Field(
+        "post", description="post: LayerNorm(x + sublayer(x)) as in the paper; pre: x + sublayer(LayerNorm(x))."
     )
     context: Context | None = Field(
         None, description="Cross-attention: keys and values come from this sequence of S tokens."
@@ -146,9 +201,10 @@ class AttentionRequest(BaseModel):
             if len(self.mask) != t:
                 raise ValueError(f"mask has {len(self.mask)} rows; expected T = {t}")
             _check_rectangular("mask", self.mask, s_len)
-            for i, row in enumerate(self.mask):
-                if all(row):
-                    raise ValueError(f"mask[{i}] hides every key; a query must see at least one key")
+        hidden = build_mask(self.mask, t, s_len, self.window)
+        if hidden is not None and hidden.all(axis=1).any():
+            i = int(np.argmax(hidden.all(axis=1)))
+            raise ValueError(f"mask[{i}] hides every key; a query must see at least one key")
         if self.position_table is not None:
             need = max(t, s_len)
             if len(self.position_table) < need:
@@ -157,70 +213,154 @@ class AttentionRequest(BaseModel):
         if self.weights is None:
             return self
         h = self.num_heads
+        d_ff = self.d_ff if self.d_ff is not None else 4 * d_model
         expected = {
             "w_q": (h, d_model, d_k),
             "w_k": (h, d_model, d_k),
             "w_v": (h, d_model, d_v),
             "w_o": (h * d_v, d_model),
+            "w_a": (h, d_k, d_k),
+            "w_1": (h, d_k, d_k),
+            "w_2": (h, d_k, d_k),
+            "v_a": (h, d_k),
+            "ffn_w1": (d_model, d_ff),
+            "ffn_b1": (d_ff,),
+            "ffn_w2": (d_ff, d_model),
+            "ffn_b2": (d_model,),
+            **{name: (d_model,) for name in ("ln1_gamma", "ln1_beta", "ln2_gamma", "ln2_beta")},
         }
         for name, want in expected.items():
             value = getattr(self.weights, name)
             if value is None:
                 continue
-            matrices = value if len(want) == 3 else [value]
-            for m, matrix in enumerate(matrices):
-                label = f"weights.{name}[{m}]" if len(want) == 3 else f"weights.{name}"
-                _check_rectangular(label, matrix, len(matrix[0]))
+            if len(want) > 1:
+                matrices = value if len(want) == 3 else [value]
+                for m, matrix in enumerate(matrices):
+                    label = f"weights.{name}[{m}]" if len(want) == 3 else f"weights.{name}"
+                    _check_rectangular(label, matrix, len(matrix[0]))
             got = _shape(value)
             if got != want:
                 raise ValueError(
-                    f"weights.{name} has shape {'×'.join(map(str, got))}; "
-                    f"expected {'×'.join(map(str, want))} for h={h}, d_model={d_model}, d_k={d_k}, d_v={d_v}"
+                    f"weights.{name} has shape {'×'.join(map(str, got))}; expected {'×'.join(map(str, want))} "
+                    f"for h={h}, d_model={d_model}, d_k={d_k}, d_v={d_v}, d_ff={d_ff}"
                 )
         return self
 
 
+Matrix = list[list[float]]
+
+
+class LinearOut(BaseModel):
+    phi_q: Matrix = Field(description="T × d_k: elu(Q) + 1")
+    phi_k: Matrix = Field(description="S × d_k: elu(K) + 1")
+    kv: Matrix = Field(description="d_k × d_v: φ(K)ᵀ·V, built once")
+    z: list[float] = Field(description="T: the normaliser φ(q_i)·Σ_j φ(k_j)")
+    weights: Matrix = Field(description="T × S: the weights linear attention implies (never built by it)")
+    output: Matrix = Field(description="T × d_v")
+
+
 class HeadOut(BaseModel):
-    q: list[list[float]] = Field(description="T × d_k")
-    k: list[list[float]] = Field(description="T × d_k")
-    v: list[list[float]] = Field(description="T × d_v")
-    scores: list[list[float]] = Field(description="T × S: Q·Kᵀ (S = T unless cross-attention)")
+    q: Matrix = Field(description="T × d_k")
+    k: Matrix = Field(description="S × d_k")
+    v: Matrix = Field(description="S × d_v")
+    scores: Matrix = Field(description="T × S: Q·Kᵀ, or the general or additive score (S = T unless cross-attention)")
     scaled: list[list[float | None]] = Field(
-        description="T × S: scores ÷ √d_k ÷ temperature (+ ALiBi bias); null where the mask hides the key"
+        description="T × S: scores ÷ scale_factor (+ ALiBi bias); null where the mask hides the key"
     )
-    softmax: list[list[float]] = Field(description="T × S: row-wise softmax, the attention weights (0 where hidden)")
-    output: list[list[float]] = Field(description="T × d_v: softmax·V")
-    q_rot: list[list[float]] | None = Field(None, description="RoPE only: Q rotated by position")
-    k_rot: list[list[float]] | None = Field(None, description="RoPE only: K rotated by position")
-    bias: list[list[float]] | None = Field(None, description="ALiBi only: −m_h·|i − j|")
+    softmax: Matrix = Field(description="T × S: row-wise softmax, the attention weights (0 where hidden)")
+    output: Matrix = Field(description="T × d_v: softmax·V, or linear attention's output")
+    q_rot: Matrix | None = Field(None, description="RoPE only: Q rotated by position")
+    k_rot: Matrix | None = Field(None, description="RoPE only: K rotated by position")
+    bias: Matrix | None = Field(None, description="ALiBi only: −m_h·|i − j|")
+    q_w: Matrix | None = Field(None, description="general score only: Q·W_a")
+    q_1: Matrix | None = Field(None, description="additive score only: Q·W₁")
+    k_2: Matrix | None = Field(None, description="additive score only: K·W₂")
+    linear: LinearOut | None = Field(None, description="linear attention only")
+    softmax_output: Matrix | None = Field(None, description="linear attention only: softmax·V, to compare")
 
 
 class WeightsOut(BaseModel):
-    w_q: list[list[list[float]]]
-    w_k: list[list[list[float]]]
-    w_v: list[list[list[float]]]
-    w_o: list[list[float]]
+    w_q: list[Matrix]
+    w_k: list[Matrix]
+    w_v: list[Matrix]
+    w_o: Matrix
+    w_a: list[Matrix]
+    w_1: list[Matrix]
+    w_2: list[Matrix]
+    v_a: Matrix
+
+
+class AttentionOut(BaseModel):
+    heads: list[HeadOut]
+    concat: Matrix
+    output: Matrix
+    weights: WeightsOut
+
+
+class LayerNormOut(BaseModel):
+    mean: list[float] = Field(description="T: each row's mean")
+    var: list[float] = Field(description="T: each row's variance")
+    normalized: Matrix = Field(description="T × d_model: (z − mean)/√(var + 1e-5)")
+    output: Matrix = Field(description="T × d_model: γ·normalized + β")
+
+
+class BlockWeightsOut(BaseModel):
+    ffn_w1: Matrix
+    ffn_b1: list[float]
+    ffn_w2: Matrix
+    ffn_b2: list[float]
+    ln1_gamma: list[float]
+    ln1_beta: list[float]
+    ln2_gamma: list[float]
+    ln2_beta: list[float]
+
+
+class BlockOut(BaseModel):
+    x: Matrix = Field(description="T × d_model: the block's input")
+    attention: AttentionOut | None = Field(
+        None, description="The block's attention; null for the first block, whose attention is the top level"
+    )
+    residual1: Matrix = Field(description="x + MultiHead(·)")
+    ln1: LayerNormOut = Field(description="post-norm: of residual1; pre-norm: of x")
+    h: Matrix = Field(description="after the first sub-layer")
+    ffn_hidden: Matrix = Field(description="T × d_ff: ffn_in·W₁ + b₁")
+    ffn_act: Matrix = Field(description="T × d_ff: ReLU or GELU of it")
+    ffn_out: Matrix = Field(description="T × d_model: ffn_act·W₂ + b₂")
+    residual2: Matrix = Field(description="h + FFN(·)")
+    ln2: LayerNormOut = Field(description="post-norm: of residual2; pre-norm: of h")
+    output: Matrix = Field(description="T × d_model: the block's output")
+    weights: BlockWeightsOut
 
 
 class AttentionResponse(BaseModel):
     """Every intermediate of the run, and the weights it used, so a client can reproduce it."""
 
     tokens: list[str]
-    x: list[list[float]] = Field(description="T × d_model, with the positional encoding added when there is one")
-    x_input: list[list[float]] = Field(description="T × d_model, as given")
-    pe: list[list[float]] | None = Field(None, description="T × d_model: the encoding added (sinusoidal, learned)")
-    context: list[list[float]] | None = Field(None, description="S × d_model, cross-attention only")
+    x: Matrix = Field(
+        description="T × d_model: what the heads see: the input plus its positional encoding "
+        "(pre-norm blocks: LayerNorm₁ of that)"
+    )
+    x_input: Matrix = Field(description="T × d_model, as given")
+    pe: Matrix | None = Field(None, description="T × d_model: the encoding added (sinusoidal, learned)")
+    context: Matrix | None = Field(None, description="S × d_model, cross-attention only")
     mask: list[list[bool]] | None = Field(None, description="T × S, true = hidden")
+    mask_mode: str = Field(description='"none", "causal", "local", "strided" or "custom"')
+    window: int | None
     positional_encoding: str
     temperature: float
+    score: str
+    attention: str
+    scale_factor: float = Field(description="What the scores were divided by: √d_k·τ, or τ when not scaling")
     heads: list[HeadOut]
-    concat: list[list[float]] = Field(description="T × (h·d_v)")
-    output: list[list[float]] = Field(description="T × d_model: concat·w_o")
+    concat: Matrix = Field(description="T × (h·d_v)")
+    output: Matrix = Field(description="T × d_model: concat·w_o")
     weights: WeightsOut
     num_heads: int
     d_k: int
     d_v: int
     scale: bool
+    blocks: list[BlockOut] = Field(description="One entry per transformer block; empty when blocks = 0")
+    final: Matrix = Field(description="T × d_model: the last block's output, or the attention output")
 
 
 class Health(BaseModel):
