@@ -12,10 +12,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.pipeline import AttentionRun
+from app.pipeline import LAYER_NORM_EPS, AttentionRun, TransformerRun
 
-REF_RE = re.compile(r"^(q|k|v|scores|scaled|softmax|output|final)\.(\d+)\.(\d+)\.(\d+)$")
-INSPECTABLE = ("q", "k", "v", "scores", "scaled", "softmax", "output", "final")
+ATTENTION_CELLS = ("q", "k", "v", "scores", "scaled", "softmax", "output", "final")
+# A block's matrices: the second number of their reference is the block, not a head.
+BLOCK_CELLS = ("residual1", "ln1", "ffn_hidden", "ffn_act", "ffn_out", "residual2", "ln2")
+INSPECTABLE = ATTENTION_CELLS + BLOCK_CELLS
+REF_RE = re.compile(rf"^({'|'.join(INSPECTABLE)})\.(\d+)\.(\d+)\.(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,8 @@ class DotProduct:
     left_name: str
     right_name: str
     terms: tuple[Term, ...]
-    total: float
+    total: float  # includes the bias
+    bias: float | None = None  # added after the sum (the FFN's b₁, b₂)
 
 
 @dataclass(frozen=True)
@@ -103,45 +107,143 @@ class WeightedSum:
     result: tuple[float, ...]
 
 
-Explanation = DotProduct | Division | SoftmaxRow | WeightedSum
+@dataclass(frozen=True)
+class AdditiveTerm:
+    v: float  # v_a[a]
+    q: float  # (Q·W₁)[i][a]
+    k: float  # (K·W₂)[j][a]
+    tanh: float  # tanh(q + k)
+    product: float  # v · tanh
 
 
-def parse_ref(text: str, run: AttentionRun) -> CellRef | None:
-    """A reference that names a real cell of this run, or None."""
+@dataclass(frozen=True)
+class AdditiveScore:
+    """Bahdanau: score_ij = Σ_a v_a[a] · tanh((Q·W₁)[i][a] + (K·W₂)[j][a])."""
+
+    kind = "additive"
+    ref: CellRef
+    title: str
+    terms: tuple[AdditiveTerm, ...]
+    total: float
+
+
+@dataclass(frozen=True)
+class LayerNormCell:
+    """out_ij = γ_j · (z_ij − μ_i) / √(σ²_i + ε) + β_j, with μ_i and σ²_i over row i."""
+
+    kind = "layernorm"
+    ref: CellRef
+    title: str
+    input_name: str
+    row: tuple[float, ...]
+    mean: float
+    var: float
+    eps: float
+    value: float  # z_ij
+    normalized: float
+    gamma: float
+    beta: float
+    result: float
+
+
+@dataclass(frozen=True)
+class Elementwise:
+    """One cell from one or two others: a residual sum, or an activation."""
+
+    kind = "elementwise"
+    ref: CellRef
+    title: str
+    formula: str  # with the numbers in
+    result: float
+
+
+Explanation = DotProduct | Division | SoftmaxRow | WeightedSum | AdditiveScore | LayerNormCell | Elementwise
+
+
+def parse_ref(text: str, run: AttentionRun, stack: TransformerRun | None = None) -> CellRef | None:
+    """A reference that names a real cell of this run (or of a block of ``stack``), or None."""
     m = REF_RE.match(text or "")
     if not m:
         return None
     ref = CellRef(m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4)))
-    if ref.head >= run.num_heads:
+    if ref.matrix in BLOCK_CELLS:
+        if stack is None or ref.head >= len(stack.blocks):
+            return None
+    elif ref.head >= run.num_heads:
         return None
-    rows, cols = _shape(run, ref)
+    rows, cols = _shape(run, ref, stack)
     return ref if ref.row < rows and ref.col < cols else None
 
 
-def _shape(run: AttentionRun, ref: CellRef) -> tuple[int, int]:
+def _shape(run: AttentionRun, ref: CellRef, stack: TransformerRun | None) -> tuple[int, int]:
     if ref.matrix == "final":
         return run.output.shape
+    if ref.matrix in BLOCK_CELLS:
+        value = getattr(stack.blocks[ref.head], ref.matrix)
+        return (value.output if ref.matrix in ("ln1", "ln2") else value).shape
     return getattr(run.heads[ref.head], ref.matrix).shape
 
 
 def _dot(ref: CellRef, title: str, left_name: str, right_name: str, a: np.ndarray, b: np.ndarray,
-         labels: list[str]) -> DotProduct:
+         labels: list[str], bias: float | None = None) -> DotProduct:
     products = a * b
     terms = tuple(
         Term(float(x), float(y), float(p), lab)
         for x, y, p, lab in zip(a.tolist(), b.tolist(), products.tolist(), labels, strict=True)
     )
-    return DotProduct(ref, title, left_name, right_name, terms, float(products.sum()))
+    total = float(products.sum()) + (0.0 if bias is None else bias)
+    return DotProduct(ref, title, left_name, right_name, terms, total, bias)
+
+
+def _explain_block(stack: TransformerRun, ref: CellRef, tokens: list[str], dim_labels: list[str]) -> Explanation:
+    block = stack.blocks[ref.head]
+    i, j = ref.row, ref.col
+    bn = f" (block {ref.head + 1})" if len(stack.blocks) > 1 else ""
+    post = block.norm == "post"
+    if ref.matrix in ("ln1", "ln2"):
+        ln = getattr(block, ref.matrix)
+        n = ref.matrix[2]
+        gamma = getattr(block.weights, f"ln{n}_gamma")[j]
+        beta = getattr(block.weights, f"ln{n}_beta")[j]
+        source = {"ln1": "X + MultiHead" if post else "X", "ln2": "H + FFN" if post else "H"}[ref.matrix]
+        return LayerNormCell(
+            ref, f"LayerNorm{'₁' if n == '1' else '₂'}[{i}][{j}] ({tokens[i]}, {dim_labels[j]}){bn}", source,
+            tuple(ln.input[i].tolist()), float(ln.mean[i]), float(ln.var[i]), LAYER_NORM_EPS,
+            float(ln.input[i, j]), float(ln.normalized[i, j]), float(gamma), float(beta), float(ln.output[i, j]),
+        )
+    if ref.matrix == "ffn_hidden":
+        return _dot(ref, f"FFN hidden[{i}][{j}] = ffn_in[{i}] · W₁[:, {j}] + b₁[{j}]{bn}", "ffn_in", "W₁",
+                    block.ffn_in[i], block.weights.ffn_w1[:, j], dim_labels, float(block.weights.ffn_b1[j]))
+    if ref.matrix == "ffn_out":
+        hidden = [f"f{m + 1}" for m in range(block.d_ff)]
+        return _dot(ref, f"FFN out[{i}][{j}] = act[{i}] · W₂[:, {j}] + b₂[{j}]{bn}", "act", "W₂",
+                    block.ffn_act[i], block.weights.ffn_w2[:, j], hidden, float(block.weights.ffn_b2[j]))
+    if ref.matrix == "ffn_act":
+        z = float(block.ffn_hidden[i, j])
+        a = float(block.ffn_act[i, j])
+        formula = (f"ReLU({z:.4g}) = max(0, {z:.4g})" if block.activation == "relu"
+                   else f"GELU({z:.4g}) = ½·{z:.4g}·(1 + tanh(√(2/π)·({z:.4g} + 0.044715·{z:.4g}³)))")
+        return Elementwise(ref, f"act[{i}][{j}]{bn}", formula, a)
+    # residual1, residual2
+    if ref.matrix == "residual1":
+        left, right, names = block.x[i, j], block.attention.output[i, j], ("X", "MultiHead")
+    else:
+        left, right, names = block.h[i, j], block.ffn_out[i, j], ("H", "FFN")
+    value = float(getattr(block, ref.matrix)[i, j])
+    return Elementwise(ref, f"{names[0]} + {names[1]} at [{i}][{j}]{bn}",
+                       f"{float(left):.4g} + {float(right):.4g}", value)
 
 
 def explain(run: AttentionRun, ref: CellRef, tokens: list[str], dim_labels: list[str],
-            key_tokens: list[str] | None = None) -> Explanation:
+            key_tokens: list[str] | None = None, stack: TransformerRun | None = None) -> Explanation:
     """The explanation of one cell; ``ref`` comes from parse_ref, so it is in range.
 
     ``key_tokens`` name the keys (the source sentence in cross-attention; ``tokens`` otherwise).
     """
     i, j = ref.row, ref.col
     keys = tokens if key_tokens is None else key_tokens
+    if ref.matrix in BLOCK_CELLS and stack is not None:
+        return _explain_block(stack, ref, tokens, dim_labels)
     if ref.matrix == "final":
         a = run.concat[i]
         b = run.weights.w_o[:, j]
@@ -161,11 +263,24 @@ def explain(run: AttentionRun, ref: CellRef, tokens: list[str], dim_labels: list
         q = head.q if head.q_rot is None else head.q_rot
         k = head.k if head.k_rot is None else head.k_rot
         qn, kn = ("Q_rot", "K_rot") if rope else ("Q", "K")
+        if run.score == "general":
+            return _dot(ref, f"scores[{i}][{j}] = ({qn}·W_a)[{i}] · {kn}[{j}]{hn}", f"{qn}·W_a", kn,
+                        head.q_w[i], k[j], [f"k={k}" for k in range(q.shape[1])])
+        if run.score == "additive":
+            v_a = run.weights.v_a[ref.head]
+            pre = head.q_1[i] + head.k_2[j]
+            terms = tuple(
+                AdditiveTerm(float(va), float(a), float(b), float(t), float(va * t))
+                for va, a, b, t in zip(v_a, head.q_1[i], head.k_2[j], np.tanh(pre), strict=True)
+            )
+            return AdditiveScore(ref, f"scores[{i}][{j}] = Σₐ v_a[a] · tanh(({qn}·W₁)[{i}][a] + ({kn}·W₂)[{j}][a])"
+                                      f"{hn}", terms, float(sum(t.product for t in terms)))
         return _dot(ref, f"scores[{i}][{j}] = Σₖ {qn}[{i}][k] · {kn}[{j}][k]{hn}", qn, kn,
                     q[i], k[j], [f"k={k}" for k in range(q.shape[1])])
     if ref.matrix == "scaled":
         divisor = run.scale_factor
-        text = f"√{run.d_k} ≈ {math.sqrt(run.d_k):.3f}" if run.scale else "1 (÷√d_k is off)"
+        text = f"√{run.d_k} ≈ {math.sqrt(run.d_k):.3f}" if run.scales else (
+            "1 (additive scores are not scaled)" if run.score == "additive" else "1 (÷√d_k is off)")
         if run.temperature != 1.0:
             text += f" × τ {run.temperature:g} = {divisor:.3f}"
         bias = None if head.bias is None else float(head.bias[i, j])
@@ -184,11 +299,12 @@ def explain(run: AttentionRun, ref: CellRef, tokens: list[str], dim_labels: list
             for jj, (tok, s, x) in enumerate(zip(keys, row.tolist(), e.tolist(), strict=True))
         )
         return SoftmaxRow(ref, f"softmax row {i} ({tokens[i]}){hn}", entries, shift, total)
-    # output: a weighted sum of value rows
-    weights = head.softmax[i]
+    # output: a weighted sum of value rows (linear attention's implied weights in its mode)
+    weights = head.softmax[i] if head.linear is None else head.linear.weights[i]
     rows = tuple(
         WeightedRow(float(a), tok, tuple(v), tuple((a * np.asarray(v)).tolist()))
         for a, tok, v in zip(weights.tolist(), keys, head.v.tolist(), strict=True)
     )
     result = tuple(float(s) for s in (weights @ head.v))
-    return WeightedSum(ref, f"output[{i}] = Σⱼ A[{i}][j] · V[j]{hn}", rows, result)
+    name = "A" if head.linear is None else "A_linear"
+    return WeightedSum(ref, f"output[{i}] = Σⱼ {name}[{i}][j] · V[j]{hn}", rows, result)

@@ -18,7 +18,6 @@ heads of d_k (queries, keys) and d_v (values). Pure Python: counts are exact int
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -35,7 +34,11 @@ class StageCost:
     macs: int
     elementwise_formula: str  # "" when the stage is only matrix products
     elementwise: int
-    quadratic: bool  # ∝ T·S: grows as T² in self-attention; otherwise ∝ T or S
+    grows: str  # "T·S" (T² in self-attention), or "T", "S", "T + S" (linear)
+
+    @property
+    def quadratic(self) -> bool:
+        return self.grows == "T·S"
 
 
 @dataclass(frozen=True)
@@ -137,32 +140,32 @@ def _softmax_stages(t: int, s: int, h: int, d_k: int, d_v: int, score: str, d_a:
     """2) scores, 3) scaling, 4) softmax, 5) A·V, per the score function."""
     rows: list[StageCost] = []
     if score == "dot":
-        rows.append(StageCost("Scores Q·Kᵀ", "h·T·S·d_k", h * t * s * d_k, "", 0, True))
-        rows.append(StageCost("Scaling ÷ √d_k", "", 0, "h·T·S", h * t * s, True))
+        rows.append(StageCost("Scores Q·Kᵀ", "h·T·S·d_k", h * t * s * d_k, "", 0, "T·S"))
+        rows.append(StageCost("Scaling ÷ √d_k", "", 0, "h·T·S", h * t * s, "T·S"))
     elif score == "general":
-        rows.append(StageCost("General: Q·W", "h·T·d_k²", h * t * d_k * d_k, "", 0, False))
-        rows.append(StageCost("Scores (Q·W)·Kᵀ", "h·T·S·d_k", h * t * s * d_k, "", 0, True))
+        rows.append(StageCost("General: Q·W", "h·T·d_k²", h * t * d_k * d_k, "", 0, "T"))
+        rows.append(StageCost("Scores (Q·W)·Kᵀ", "h·T·S·d_k", h * t * s * d_k, "", 0, "T·S"))
     else:
-        rows.append(StageCost("Additive: W₁·q", "h·T·d_k·d_a", h * t * d_k * d_a, "", 0, False))
-        rows.append(StageCost("Additive: W₂·k", "h·S·d_k·d_a", h * s * d_k * d_a, "", 0, False))
+        rows.append(StageCost("Additive: W₁·q", "h·T·d_k·d_a", h * t * d_k * d_a, "", 0, "T"))
+        rows.append(StageCost("Additive: W₂·k", "h·S·d_k·d_a", h * s * d_k * d_a, "", 0, "S"))
         # For every (query, key) pair: add the two d_a vectors, tanh, then a dot product with v.
         rows.append(StageCost(
             "Scores vᵀ·tanh(W₁q + W₂k)", "h·T·S·d_a", h * t * s * d_a, "2·h·T·S·d_a", 2 * h * t * s * d_a, True,
         ))
-    rows.append(StageCost("Softmax (exp, sum, divide)", "", 0, "h·T·(3·S − 1)", h * t * (3 * s - 1), True))
-    rows.append(StageCost("A·V", "h·T·S·d_v", h * t * s * d_v, "", 0, True))
+    rows.append(StageCost("Softmax (exp, sum, divide)", "", 0, "h·T·(3·S − 1)", h * t * (3 * s - 1), "T·S"))
+    rows.append(StageCost("A·V", "h·T·S·d_v", h * t * s * d_v, "", 0, "T·S"))
     return rows
 
 
 def _linear_stages(t: int, s: int, h: int, d_k: int, d_v: int) -> list[StageCost]:
     """φ(x) = elu(x) + 1;  outᵢ = φ(qᵢ)ᵀ(Σⱼ φ(kⱼ)·vⱼᵀ) / φ(qᵢ)ᵀ(Σⱼ φ(kⱼ)): no T×S matrix at all."""
     return [
-        StageCost("φ(Q), φ(K) = elu + 1", "", 0, "2·h·(T + S)·d_k", 2 * h * (t + s) * d_k, False),
-        StageCost("φ(K)ᵀ·V", "h·S·d_k·d_v", h * s * d_k * d_v, "", 0, False),
-        StageCost("Normaliser Σⱼ φ(kⱼ)", "", 0, "h·(S − 1)·d_k", h * (s - 1) * d_k, False),
-        StageCost("Numerators φ(Q)·(φ(K)ᵀ·V)", "h·T·d_k·d_v", h * t * d_k * d_v, "", 0, False),
-        StageCost("Denominators φ(Q)·Σφ(k)", "h·T·d_k", h * t * d_k, "", 0, False),
-        StageCost("Divide", "", 0, "h·T·d_v", h * t * d_v, False),
+        StageCost("φ(Q), φ(K) = elu + 1", "", 0, "2·h·(T + S)·d_k", 2 * h * (t + s) * d_k, "T + S"),
+        StageCost("φ(K)ᵀ·V", "h·S·d_k·d_v", h * s * d_k * d_v, "", 0, "S"),
+        StageCost("Normaliser Σⱼ φ(kⱼ)", "", 0, "h·(S − 1)·d_k", h * (s - 1) * d_k, "S"),
+        StageCost("Numerators φ(Q)·(φ(K)ᵀ·V)", "h·T·d_k·d_v", h * t * d_k * d_v, "", 0, "T"),
+        StageCost("Denominators φ(Q)·Σφ(k)", "h·T·d_k", h * t * d_k, "", 0, "T"),
+        StageCost("Divide", "", 0, "h·T·d_v", h * t * d_v, "T"),
     ]
 
 
@@ -175,11 +178,11 @@ def _block_stages(t: int, d_model: int, d_ff: int) -> tuple[StageCost, list[Stag
     """
 
     def add_norm(n: int) -> StageCost:
-        return StageCost(f"Add & Norm {n}", "", 0, "T·(8·d_model + 2)", t * (8 * d_model + 2), False)
+        return StageCost(f"Add & Norm {n}", "", 0, "T·(8·d_model + 2)", t * (8 * d_model + 2), "T")
 
     ffn = [
-        StageCost("FFN: X·W₁ + b₁, ReLU", "T·d_model·d_ff", t * d_model * d_ff, "2·T·d_ff", 2 * t * d_ff, False),
-        StageCost("FFN: ·W₂ + b₂", "T·d_ff·d_model", t * d_ff * d_model, "T·d_model", t * d_model, False),
+        StageCost("FFN: X·W₁ + b₁, ReLU", "T·d_model·d_ff", t * d_model * d_ff, "2·T·d_ff", 2 * t * d_ff, "T"),
+        StageCost("FFN: ·W₂ + b₂", "T·d_ff·d_model", t * d_ff * d_model, "T·d_model", t * d_model, "T"),
     ]
     return add_norm(1), ffn, add_norm(2)
 
@@ -237,9 +240,9 @@ def attention_cost(
     a = d_k if d_a is None else d_a
     # 1) Projections: queries from the T query tokens, keys and values from the S source tokens.
     stages = [
-        StageCost("Q projection X·W_Q", "h·T·d_model·d_k", h * t * d_model * d_k, "", 0, False),
-        StageCost("K projection C·W_K", "h·S·d_model·d_k", h * s * d_model * d_k, "", 0, False),
-        StageCost("V projection C·W_V", "h·S·d_model·d_v", h * s * d_model * d_v, "", 0, False),
+        StageCost("Q projection X·W_Q", "h·T·d_model·d_k", h * t * d_model * d_k, "", 0, "T"),
+        StageCost("K projection C·W_K", "h·S·d_model·d_k", h * s * d_model * d_k, "", 0, "S"),
+        StageCost("V projection C·W_V", "h·S·d_model·d_v", h * s * d_model * d_v, "", 0, "S"),
     ]
     # 2)–5) The scores, softmax and weighted sum, or their linear-attention replacement.
     if attention == "softmax":
@@ -247,7 +250,7 @@ def attention_cost(
     else:
         stages += _linear_stages(t, s, h, d_k, d_v)
     # 6) Concatenate the heads and project back to d_model.
-    stages.append(StageCost("Concat·W_O", "T·h·d_v·d_model", t * h * d_v * d_model, "", 0, False))
+    stages.append(StageCost("Concat·W_O", "T·h·d_v·d_model", t * h * d_v * d_model, "", 0, "T"))
     if blocks >= 1:
         norm1, ffn, norm2 = _block_stages(t, d_model, d_ff)
         stages += [norm1, *ffn, norm2]
@@ -293,9 +296,3 @@ def cost_growth(
         crossover=crossover(score=score, d_a=d_a, **sizes),
     )
 
-
-def growth_ts(current_t: int, crossover_t: int | None, points_per_octave: int = 1) -> tuple[int, ...]:
-    """Powers of two from 1 past both the current T and the crossover (×8), for a log–log chart."""
-    top = max(current_t, crossover_t or 1, 64) * 8
-    steps = math.ceil(math.log2(top)) * points_per_octave
-    return tuple(sorted({round(2 ** (i / points_per_octave)) for i in range(steps + 1)}))

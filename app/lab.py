@@ -196,7 +196,3 @@ def softmax_example(z: tuple[float, ...] | list[float] | np.ndarray) -> SoftmaxE
         jacobian_norm=float(np.linalg.norm(jac)),
     )
 
-
-def uniform_jacobian_norm(n_keys: int) -> float:
-    """‖diag(p) − p·pᵀ‖_F for uniform weights p = 1/n: √(n − 1)/n (one-hot weights give 0)."""
-    return math.sqrt(n_keys - 1) / n_keys

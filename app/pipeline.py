@@ -236,7 +236,7 @@ def additive_scores(
     q_1 = q @ w_1  # (..., T, d_a)
     k_2 = k @ w_2  # (..., S, d_a)
     hidden = np.tanh(q_1[..., :, None, :] + k_2[..., None, :, :])  # (..., T, S, d_a)
-    return q_1, k_2, hidden @ v_a[..., :, None]  # last: (..., T, S, 1) → squeezed below
+    return q_1, k_2, np.einsum("...tsa,...a->...ts", hidden, v_a)  # (..., T, S)
 
 
 def elu_plus_one(x: np.ndarray) -> np.ndarray:
@@ -445,8 +445,7 @@ def run_attention(
     elif score == "general":
         q_w, scores = general_scores(q_s, k_s, w.w_a)  # (h, T, d_k), (h, T, S)
     else:
-        q_1, k_2, scores = additive_scores(q_s, k_s, w.w_1, w.w_2, w.v_a)  # (h, T, d_a), (h, S, d_a), (h, T, S, 1)
-        scores = scores[..., 0]  # (h, T, S)
+        q_1, k_2, scores = additive_scores(q_s, k_s, w.w_1, w.w_2, w.v_a)  # (h, T, d_a), (h, S, d_a), (h, T, S)
     # 3) Scaling (dot products only), temperature and ALiBi; 4) mask and softmax; 5) A·V.
     divisor = (math.sqrt(d_k) if scale and score != "additive" else 1.0) * temperature
     scaled, masked, attn, head_out = attend(scores, v, divisor=divisor, mask=hidden, bias=bias)  # (h, T, S) ×3

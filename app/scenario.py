@@ -19,18 +19,31 @@ import numpy as np
 
 from app.config import settings
 from app.pipeline import (
+    ACTIVATIONS,
+    ALL_WEIGHT_NAMES,
+    ATTENTION_MODES,
+    BLOCK_WEIGHT_NAMES,
     MASK_MODES,
+    NORM_PLACEMENTS,
     POSITIONAL_ENCODINGS,
-    WEIGHT_NAMES,
+    SCORE_FUNCTIONS,
     AttentionRun,
-    causal_mask,
+    TransformerRun,
+    build_mask,
+    default_window,
     run_attention,
+    run_transformer,
+    seeded_block_weights,
     seeded_position_table,
     seeded_weights,
 )
 from app.presets import DEFAULT_PRESET, PRESETS, Preset
 
-EDIT_RE = re.compile(r"^(w_q|w_k|w_v|w_o)\.(\d+)\.(\d+)\.(\d+)=(\S+)$")
+EDITABLE = ALL_WEIGHT_NAMES + BLOCK_WEIGHT_NAMES
+EDIT_RE = re.compile(rf"^({'|'.join(EDITABLE)})\.(\d+)\.(\d+)\.(\d+)=(\S+)$")
+# Per-head matrices: edits carry the head. The rest (W_O, the FFN, the LayerNorms) use head 0;
+# vectors use row 0.
+PER_HEAD = ("w_q", "w_k", "w_v", "w_a", "w_1", "w_2", "v_a")
 DECIMALS = (1, 2, 3, 4)
 
 
@@ -53,9 +66,9 @@ class Scenario:
     d_v: int
     seed: int
     scale: bool
-    # Edited weights relative to the base: (name, head, row, col) → value. For w_o, head is 0.
+    # Edited weights relative to the base: (name, head, row, col) → value. See PER_HEAD.
     edits: dict[tuple[str, int, int, int], float] = field(default_factory=dict)
-    mask_mode: str = "none"  # "none" or "causal"
+    mask_mode: str = "none"  # one of MASK_MODES
     blocked: frozenset[tuple[int, int]] = frozenset()  # (query, key) cells the student hid
     padding: frozenset[int] = frozenset()  # key positions marked as padding: hidden from every query
     positional_encoding: str = "none"
@@ -63,6 +76,17 @@ class Scenario:
     context_tokens: tuple[str, ...] = ()  # cross-attention when not empty
     context_x: np.ndarray | None = None  # (S, d_model)
     position_table: np.ndarray | None = None  # (max(T, S), d_model), learned encodings only
+    window: int = 2  # local: ±window keys; strided: the stride
+    score: str = "dot"
+    attention: str = "softmax"
+    blocks: int = 0  # 0: attention only; 1–4 transformer blocks
+    d_ff: int = 0  # the FFN's hidden size (0: 4·d_model)
+    activation: str = "relu"
+    norm: str = "post"
+
+    @property
+    def ffn_size(self) -> int:
+        return self.d_ff or 4 * self.d_model
 
     @property
     def cross(self) -> bool:
@@ -74,11 +98,13 @@ class Scenario:
         return self.context_tokens if self.cross else self.tokens
 
     def mask_array(self) -> np.ndarray | None:
-        """(T, S) booleans, True = hidden: causal ∪ the clicked cells ∪ the padding columns."""
+        """(T, S) booleans, True = hidden: the pattern (causal, local, strided) ∪ the clicked cells ∪
+        the padding columns."""
         t, s = len(self.tokens), len(self.key_tokens)
         if self.mask_mode == "none" and not self.blocked and not self.padding:
             return None
-        hidden = causal_mask(t, s) if self.mask_mode == "causal" else np.zeros((t, s), dtype=bool)
+        pattern = build_mask(self.mask_mode, t, s, self.window)
+        hidden = np.zeros((t, s), dtype=bool) if pattern is None else pattern
         for i, j in self.blocked:
             if i < t and j < s:
                 hidden[i, j] = True
@@ -96,39 +122,67 @@ class Scenario:
         return PRESETS.get(self.preset)
 
     def base_weights(self) -> dict[str, np.ndarray]:
-        """The preset's weights when the sizes still fit it, else the seeded ones."""
+        """The preset's weights when the sizes still fit it, else the seeded ones; with blocks,
+        the first block's FFN and LayerNorm weights too."""
         seeded = seeded_weights(self.d_model, self.num_heads, self.d_k, self.d_v, self.seed)
-        base = {name: getattr(seeded, name).copy() for name in WEIGHT_NAMES}
+        base = {name: getattr(seeded, name).copy() for name in ALL_WEIGHT_NAMES}
         p = self.preset_obj
         if p is not None and p.weights:
             given = p.weight_arrays()
             for name, value in given.items():
                 if value.shape == base[name].shape:
                     base[name] = value.copy()
+        if self.blocks:
+            block = seeded_block_weights(self.d_model, self.ffn_size, self.seed)
+            base.update({name: getattr(block, name).copy() for name in BLOCK_WEIGHT_NAMES})
         return base
 
     def weights(self) -> dict[str, np.ndarray]:
         w = self.base_weights()
         for (name, h, r, c), value in self.edits.items():
-            target = w[name] if name == "w_o" else w[name][h]
-            if r < target.shape[0] and c < target.shape[1]:
-                target[r, c] = value
+            if name not in w:
+                continue
+            stack = as_stack(name, w[name])
+            if h < stack.shape[0] and r < stack.shape[1] and c < stack.shape[2]:
+                stack[h, r, c] = value
         return w
 
-    def run(self) -> AttentionRun:
-        """Raises FormError when the mask hides every key of some query."""
+    def compute(self) -> tuple[AttentionRun, TransformerRun | None]:
+        """The first block's attention (or the attention alone) and, with blocks, the stack.
+
+        Raises FormError when the mask hides every key of some query."""
         mask = self.mask_array()
         if mask is not None and mask.all(axis=1).any():
             row = int(np.argmax(mask.all(axis=1)))
             raise FormError("mask", f"mask: query {row} ({self.tokens[row]}) would see no key at all; "
-                                    "unhide at least one key in its row")
-        return run_attention(
-            self.x, num_heads=self.num_heads, d_k=self.d_k, d_v=self.d_v,
-            weights=self.weights(), seed=self.seed, scale=self.scale, mask=mask,
-            context=self.context_x if self.cross else None,
+                                    "unhide at least one key in its row, or widen the window")
+        w = self.weights()
+        options = dict(
+            num_heads=self.num_heads, d_k=self.d_k, d_v=self.d_v, scale=self.scale, mask=mask,
+            temperature=self.temperature, score=self.score, attention=self.attention,
+            context=self.context_x if self.cross else None, seed=self.seed,
             positional_encoding=self.positional_encoding, position_table=self.position_table,
-            temperature=self.temperature,
+            weights={name: w[name] for name in ALL_WEIGHT_NAMES},
         )
+        if not self.blocks:
+            return run_attention(self.x, **options), None
+        stack = run_transformer(
+            self.x, blocks=self.blocks, d_ff=self.ffn_size, activation=self.activation, norm=self.norm,
+            block_weights={name: w[name] for name in BLOCK_WEIGHT_NAMES}, **options,
+        )
+        return stack.blocks[0].attention, stack
+
+    def run(self) -> AttentionRun:
+        return self.compute()[0]
+
+
+def as_stack(name: str, m: np.ndarray) -> np.ndarray:
+    """A (stacks, rows, cols) view of any weight, so edits address every cell as (head, row, col)."""
+    if m.ndim == 1:
+        return m[None, None, :]
+    if m.ndim == 2:
+        return m[:, None, :] if name == "v_a" else m[None]
+    return m
 
 
 @dataclass(frozen=True)
@@ -140,6 +194,7 @@ class View:
     show_all: bool = False
     decimals: int = 3
     inspect: str = ""  # "<matrix>.<head>.<row>.<col>", e.g. "softmax.0.2.1"
+    block: int = 0  # which transformer block the stages show
 
 
 def from_preset(key: str) -> tuple[Scenario, View]:
@@ -183,10 +238,8 @@ def encode_edits(edits: Mapping[tuple[str, int, int, int], float]) -> str:
 def diff_edits(weights: Mapping[str, np.ndarray], base: Mapping[str, np.ndarray]) -> dict:
     """Every cell of ``weights`` that differs from ``base``, as edits."""
     edits: dict[tuple[str, int, int, int], float] = {}
-    for name in WEIGHT_NAMES:
-        w, b = weights[name], base[name]
-        if name == "w_o":
-            w, b = w[None], b[None]
+    for name in base:
+        w, b = as_stack(name, weights[name]), as_stack(name, base[name])
         for h, r, c in zip(*np.nonzero(w != b), strict=True):
             edits[(name, int(h), int(r), int(c))] = float(w[h, r, c])
     return edits
@@ -295,22 +348,33 @@ def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
     tokens = _tokens(form)
     t = len(tokens)
     try:
-        r_d_model, r_heads, r_d_k, r_d_v, r_head = (int(v) for v in form.get("shape", "").split(","))
+        shape = [int(v) for v in form.get("shape", "").split(",")]
+        r_d_model, r_heads, r_d_k, r_d_v, r_head = shape[:5]
+        r_d_ff = shape[5] if len(shape) > 5 else 0  # the FFN grid's width, 0 when none was rendered
     except ValueError:
         raise FormError("shape", "shape: the form is incomplete; reload the page") from None
     s = settings
     if not (1 <= r_d_model <= s.max_d_model and 1 <= r_heads <= s.max_heads and 0 <= r_head < r_heads
-            and 1 <= r_d_k <= s.max_d_head and 1 <= r_d_v <= s.max_d_head):
+            and 1 <= r_d_k <= s.max_d_head and 1 <= r_d_v <= s.max_d_head and 0 <= r_d_ff <= s.max_d_ff):
         raise FormError("shape", "shape: out of range; reload the page")
     x = _matrix(form, "x", t, r_d_model, "X")
     seed = _int(form, "seed", 0, s.max_seed, default=0)
     scale = form.get("scale") in ("on", "true", "1")
     edits = _parse_edits(form.get("edits", ""))
-    # The inputs of the head on screen win over the hidden edits.
-    for name, rows, cols in (("w_q", r_d_model, r_d_k), ("w_k", r_d_model, r_d_k), ("w_v", r_d_model, r_d_v)):
-        if f"{name}-0-0" in form:
-            m = _matrix(form, name, rows, cols, f"W_{name[2].upper()}[head {r_head + 1}]")
-            _put(edits, name, r_head, m)
+    # The inputs on screen (the selected head's matrices, the first block's) win over the hidden edits.
+    hn = f"[head {r_head + 1}]"
+    on_screen = (
+        ("w_q", r_d_model, r_d_k, f"W_Q{hn}"), ("w_k", r_d_model, r_d_k, f"W_K{hn}"),
+        ("w_v", r_d_model, r_d_v, f"W_V{hn}"), ("w_a", r_d_k, r_d_k, f"W_a{hn}"),
+        ("w_1", r_d_k, r_d_k, f"W₁{hn}"), ("w_2", r_d_k, r_d_k, f"W₂{hn}"), ("v_a", 1, r_d_k, f"v_a{hn}"),
+        ("ffn_w1", r_d_model, r_d_ff, "FFN W₁"), ("ffn_b1", 1, r_d_ff, "FFN b₁"),
+        ("ffn_w2", r_d_ff, r_d_model, "FFN W₂"), ("ffn_b2", 1, r_d_model, "FFN b₂"),
+        ("ln1_gamma", 1, r_d_model, "LayerNorm₁ γ"), ("ln1_beta", 1, r_d_model, "LayerNorm₁ β"),
+        ("ln2_gamma", 1, r_d_model, "LayerNorm₂ γ"), ("ln2_beta", 1, r_d_model, "LayerNorm₂ β"),
+    )
+    for name, rows, cols, label in on_screen:
+        if f"{name}-0-0" in form and rows and cols:
+            _put(edits, name, r_head if name in PER_HEAD else 0, _matrix(form, name, rows, cols, label))
     if "w_o-0-0" in form:
         m = _matrix(form, "w_o", r_d_v, r_d_model, f"W_O[head {r_head + 1} rows]")
         for r in range(r_d_v):
@@ -348,11 +412,24 @@ def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
     temperature = _float(form.get("temperature") or "1", "temperature", "temperature")
     if not 0.05 <= temperature <= 20:
         raise FormError("temperature", "temperature: choose a value from 0.05 to 20")
+    mask_mode = _choice(form, "mask", MASK_MODES, "none")
+    window = _int(form, "window", 1, s.max_tokens, default=default_window(mask_mode, s_len))
+    blocks = _int(form, "blocks", 0, s.max_blocks, default=0)
+    d_ff = _int(form, "d_ff", 1, s.max_d_ff, default=r_d_ff or 4 * d_model)
+    if d_ff == r_d_ff and d_model != r_d_model:
+        d_ff = 4 * d_model  # d_ff follows d_model unless the student set it
 
     rendered = Scenario(
         preset=preset, tokens=tuple(tokens), x=x, num_heads=r_heads, d_k=r_d_k, d_v=r_d_v,
         seed=seed, scale=scale, edits=edits,
-        mask_mode=_choice(form, "mask", MASK_MODES, "none"),
+        mask_mode=mask_mode,
+        window=window,
+        score=_choice(form, "score", SCORE_FUNCTIONS, "dot"),
+        attention=_choice(form, "attention", ATTENTION_MODES, "softmax"),
+        blocks=blocks,
+        d_ff=r_d_ff or d_ff,
+        activation=_choice(form, "activation", ACTIVATIONS, "relu"),
+        norm=_choice(form, "norm", NORM_PLACEMENTS, "post"),
         blocked=blocked,
         padding=frozenset(j for j in range(s_len) if f"pad-{j}" in form),
         positional_encoding=positional_encoding,
@@ -361,7 +438,8 @@ def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
         context_x=context_x,
         position_table=position_table,
     )
-    scenario = with_position_table(resize(rendered, d_model=d_model, num_heads=num_heads, d_k=d_k, d_v=d_v))
+    resized = resize(rendered, d_model=d_model, num_heads=num_heads, d_k=d_k, d_v=d_v)
+    scenario = with_position_table(normalise(replace(resized, d_ff=d_ff)) if d_ff != resized.d_ff else resized)
     head = min(_int(form, "head", 0, s.max_heads - 1, default=r_head), scenario.num_heads - 1)
     inspect = form.get("inspect", "")[:40]
     if form.get("action") == "inspect":  # the row/column form, for keyboards and no JavaScript
@@ -375,6 +453,7 @@ def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
         show_all=form.get("show_all") in ("on", "true", "1"),
         decimals=_int(form, "decimals", DECIMALS[0], DECIMALS[-1], default=3),
         inspect=inspect,
+        block=min(_int(form, "block", 0, s.max_blocks - 1, default=0), max(0, scenario.blocks - 1)),
     )
     return scenario, view
 

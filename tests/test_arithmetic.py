@@ -8,17 +8,21 @@ import numpy as np
 import pytest
 
 from app.arithmetic import (
-    INSPECTABLE,
+    ATTENTION_CELLS,
+    BLOCK_CELLS,
+    AdditiveScore,
     CellRef,
     Division,
     DotProduct,
+    Elementwise,
     Explanation,
+    LayerNormCell,
     SoftmaxRow,
     WeightedSum,
     explain,
     parse_ref,
 )
-from app.pipeline import AttentionRun, run_attention
+from app.pipeline import AttentionRun, run_attention, run_transformer
 
 T, D_MODEL, H, D_K, D_V = 4, 5, 2, 3, 2
 TOKENS = [f"t{i}" for i in range(T)]
@@ -115,7 +119,7 @@ def test_weighted_sum_adds_up_to_the_stored_output_row(run: AttentionRun) -> Non
 
 
 def test_every_inspectable_matrix_is_explained(run: AttentionRun) -> None:
-    kinds = {m: explained(run, CellRef(m, 0, 0, 0)).kind for m in INSPECTABLE}
+    kinds = {m: explained(run, CellRef(m, 0, 0, 0)).kind for m in ATTENTION_CELLS}
     assert kinds == {"q": "dot", "k": "dot", "v": "dot", "scores": "dot", "final": "dot",
                      "scaled": "division", "softmax": "softmax", "output": "weighted"}
 
@@ -196,3 +200,67 @@ def test_parse_ref_accepts_the_last_cell_of_each_matrix(run: AttentionRun) -> No
     assert parse_ref(f"v.1.{T - 1}.{D_V - 1}", run) == CellRef("v", 1, T - 1, D_V - 1)
     assert parse_ref(f"final.0.{T - 1}.{D_MODEL - 1}", run) == CellRef("final", 0, T - 1, D_MODEL - 1)
     assert str(CellRef("q", 1, 2, 0)) == "q.1.2.0"
+
+
+# --- score functions, linear attention, transformer blocks ----------------------------------------
+
+X = np.random.default_rng(5).normal(0.0, 1.0, (T, D_MODEL))
+
+
+def test_general_score_terms_add_up() -> None:
+    run = run_attention(X, num_heads=H, d_k=D_K, score="general", seed=3)
+    for ref in every_ref(run, "scores"):
+        e = explained(run, ref)
+        assert isinstance(e, DotProduct) and "W_a" in e.title
+        assert np.isclose(e.total, stored(run, ref)[ref.row, ref.col])
+
+
+def test_additive_score_terms_add_up_and_show_each_tanh() -> None:
+    run = run_attention(X, num_heads=H, d_k=D_K, score="additive", seed=3)
+    for ref in every_ref(run, "scores"):
+        e = explained(run, ref)
+        assert isinstance(e, AdditiveScore)
+        assert len(e.terms) == D_K
+        for term in e.terms:
+            assert np.isclose(term.tanh, np.tanh(term.q + term.k))
+            assert np.isclose(term.product, term.v * term.tanh)
+        assert np.isclose(e.total, stored(run, ref)[ref.row, ref.col])
+    scaled = explained(run, CellRef("scaled", 0, 0, 0))
+    assert isinstance(scaled, Division) and scaled.divisor == 1.0 and "not scaled" in scaled.divisor_text
+
+
+def test_linear_output_is_a_weighted_sum_with_the_implied_weights() -> None:
+    run = run_attention(X, num_heads=H, d_k=D_K, attention="linear")
+    for ref in every_ref(run, "output"):
+        e = explained(run, ref)
+        assert isinstance(e, WeightedSum) and "A_linear" in e.title
+        assert np.isclose(e.result[ref.col], stored(run, ref)[ref.row, ref.col])
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_block_cells_are_explained_and_add_up(norm: str, activation: str) -> None:
+    stack = run_transformer(X, blocks=2, d_ff=6, num_heads=H, d_k=D_K, norm=norm, activation=activation, seed=8)
+    run = stack.blocks[0].attention
+    for b, block in enumerate(stack.blocks):
+        for matrix in BLOCK_CELLS:
+            value = getattr(block, matrix)
+            m = value.output if matrix in ("ln1", "ln2") else value
+            for i, j in itertools.product(range(m.shape[0]), range(m.shape[1])):
+                ref = parse_ref(f"{matrix}.{b}.{i}.{j}", run, stack)
+                assert ref == CellRef(matrix, b, i, j)
+                e = explain(run, ref, TOKENS, DIMS, stack=stack)
+                if matrix in ("ln1", "ln2"):
+                    assert isinstance(e, LayerNormCell)
+                    row = np.array(e.row)
+                    assert np.isclose(e.mean, row.mean()) and np.isclose(e.var, row.var())
+                    by_hand = e.gamma * (e.value - e.mean) / np.sqrt(e.var + e.eps) + e.beta
+                    assert np.isclose(by_hand, e.result) and np.isclose(e.result, m[i, j])
+                elif matrix in ("ffn_hidden", "ffn_out"):
+                    assert isinstance(e, DotProduct) and e.bias is not None
+                    assert np.isclose(sum(t.product for t in e.terms) + e.bias, m[i, j])
+                    assert np.isclose(e.total, m[i, j])
+                else:
+                    assert isinstance(e, Elementwise) and np.isclose(e.result, m[i, j])
+    assert parse_ref("ln1.2.0.0", run, stack) is None  # no third block
+    assert parse_ref("ln1.0.0.0", run, None) is None  # no blocks at all
