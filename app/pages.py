@@ -20,6 +20,7 @@ from app.presets import DEFAULT_PRESET, PRESETS
 from app.render import editor_grids, page_context
 from app.scenario import (
     DECIMALS,
+    EDITABLE,
     FormError,
     Scenario,
     View,
@@ -30,11 +31,10 @@ from app.scenario import (
     read_form,
     remove_token,
 )
-from app.stages import STAGE_KEYS
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 templates = Jinja2Templates(directory=TEMPLATES_DIR)
-templates.env.globals.update(settings=settings, decimals_choices=DECIMALS, stage_keys=STAGE_KEYS)
+templates.env.globals.update(settings=settings, decimals_choices=DECIMALS)
 templates.env.filters["edits"] = encode_edits
 
 router = APIRouter()
@@ -49,9 +49,9 @@ def error_slot(field: str) -> str:
         return "tokens"
     if prefix == "x":
         return "x"
-    if prefix in ("w_q", "w_k", "w_v", "w_o", "edits"):
+    if prefix in EDITABLE or prefix == "edits":
         return "weights"
-    if prefix in ("decimals", "stage", "head", "temperature", "blocked", "mask"):
+    if prefix in ("decimals", "stage", "head", "temperature", "blocked", "mask", "block", "window"):
         return "view"
     if prefix in ("c", "ctoken", "pos"):
         return "x"
@@ -71,7 +71,7 @@ def _respond(request: Request, template: str, context: dict, status: int = 200,
 
 def _workspace_context(sc: Scenario, view: View, error: FormError | None = None) -> dict:
     ctx = page_context(sc, view)
-    ctx["grids"] = editor_grids(sc, view, ctx["run"])
+    ctx["grids"] = editor_grids(sc, view, ctx["first_run"], ctx["stack"])
     ctx["error"] = error
     ctx["error_slot"] = error_slot(error.field) if error else ""
     ctx["error_slots"] = ERROR_SLOTS
@@ -130,7 +130,7 @@ async def stages(request: Request) -> Response:
         return _error_response(request, fields, e)
     ctx["error_slots"] = ERROR_SLOTS
     if not _is_htmx(request):
-        ctx["grids"] = editor_grids(sc, view, ctx["run"])
+        ctx["grids"] = editor_grids(sc, view, ctx["first_run"], ctx["stack"])
         return _respond(request, "index.html", ctx)
     return _respond(request, "partials/stages_response.html", ctx)
 

@@ -11,12 +11,13 @@ from dataclasses import dataclass
 import numpy as np
 from markupsafe import Markup
 
+from app.arithmetic import BLOCK_CELLS as BLOCK_MATRICES
 from app.arithmetic import INSPECTABLE, CellRef, Explanation, explain, parse_ref
 from app.heatmap import LegendStop, heatmap_table, legend
-from app.pipeline import AttentionRun, causal_mask
+from app.pipeline import AttentionRun, TransformerRun, build_mask
 from app.presets import PRESETS
 from app.scenario import Scenario, View, format_input
-from app.stages import STAGES, Stage, neighbours, stage_or_first
+from app.stages import Stage, describe, neighbours, stage_or_first, visible_stages
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,9 @@ class Panel:
 class StageView:
     stage: Stage
     panels: dict[str, Panel]
+    title: str
+    formula: str
+    explanation: str
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,13 @@ def token_labels(tokens: tuple[str, ...]) -> list[str]:
     return [f"{i} {t}" for i, t in enumerate(tokens)]
 
 
+def head_label(sc: Scenario, h: int) -> str:
+    """"head 3", or "head 3: where" when the preset names its heads."""
+    p = PRESETS.get(sc.preset)
+    names = p.head_names if p is not None and len(p.head_names) == sc.num_heads else ()
+    return f"head {h + 1}: {names[h]}" if names else f"head {h + 1}"
+
+
 def dim_labels(sc: Scenario) -> list[str]:
     p = PRESETS.get(sc.preset)
     if p is not None and len(p.dim_names) == sc.d_model:
@@ -57,20 +68,24 @@ def dim_labels(sc: Scenario) -> list[str]:
 
 
 class PanelBuilder:
-    """Builds the heatmaps of one run, each at most once per request."""
+    """Builds the heatmaps of one run, each at most once per request. With transformer blocks,
+    ``run`` is the attention of the block in view and ``stack`` the whole stack."""
 
-    def __init__(self, sc: Scenario, run: AttentionRun, view: View) -> None:
-        self.sc, self.run, self.view = sc, run, view
+    def __init__(self, sc: Scenario, run: AttentionRun, view: View, stack: TransformerRun | None = None) -> None:
+        self.sc, self.run, self.view, self.stack = sc, run, view, stack
+        self.block = None if stack is None else stack.blocks[view.block]
         self.rows = token_labels(sc.tokens)
         self.keys = token_labels(sc.key_tokens)  # the source sentence's tokens in cross-attention
         self.dims = dim_labels(sc)
-        self.selected = parse_ref(view.inspect, run)
+        self.selected = parse_ref(view.inspect, run, stack)
+        self.bn = f" (block {view.block + 1})" if stack is not None and len(stack.blocks) > 1 else ""
 
     def _panel(self, m: np.ndarray, title: str, ref: str, rows: list[str], cols: list[str],
                kind: str = "signed", inspect: str = "", corner: str = "") -> Panel:
         sel = None
         if inspect and self.selected and self.selected.matrix == inspect:
-            if self.selected.head == self.view.head or inspect == "final":
+            owner = self.view.block if inspect in BLOCK_MATRICES else self.view.head
+            if self.selected.head == owner or inspect == "final":
                 sel = (self.selected.row, self.selected.col)
         table, top = heatmap_table(
             m, row_labels=rows, col_labels=cols, kind=kind, decimals=self.view.decimals,
@@ -82,15 +97,24 @@ class PanelBuilder:
     def head_matrix(self, name: str) -> Panel:
         h = self.view.head
         head = self.run.heads[h]
-        m = getattr(head, name)
-        hn = f" (head {h + 1})" if self.run.num_heads > 1 else ""
+        m = {"lin_weights": head.linear.weights if head.linear else None,
+             "phi_q": head.linear.phi_q if head.linear else None,
+             "phi_k": head.linear.phi_k if head.linear else None,
+             "kv": head.linear.kv if head.linear else None,
+             "diff": head.output - head.softmax_output if head.linear else None,
+             }.get(name) if not hasattr(head, name) else getattr(head, name)
+        hn = f" ({head_label(self.sc, h)})" if self.run.num_heads > 1 else ""
         ref = f"{name}.{h}"
         d_cols = lambda p, n: [f"{p}{j + 1}" for j in range(n)]  # noqa: E731
-        scaled_title = "Scaled Q·Kᵀ/√d_k" if self.run.scale else "Scaled (÷√d_k off)"
+        scaled_title = "Scaled Q·Kᵀ/√d_k" if self.run.scales else (
+            "Scaled (additive: not ÷√d_k)" if self.run.score == "additive" else "Scaled (÷√d_k off)")
         if self.run.temperature != 1.0:
             scaled_title += f" ÷ τ={self.run.temperature:g}"
         if head.bias is not None:
             scaled_title += " + ALiBi bias"
+        scores_title = {"dot": "Scores Q·Kᵀ", "general": "Scores (Q·W_a)·Kᵀ",
+                        "additive": "Scores v_aᵀ·tanh(W₁q + W₂k)"}[self.run.score]
+        linear = head.linear is not None
         spec = {
             "q": ("Q", self.rows, d_cols("q", m.shape[1]), "signed"),
             "k": ("K", self.keys, d_cols("k", m.shape[1]), "signed"),
@@ -98,33 +122,70 @@ class PanelBuilder:
             "q_rot": ("Q rotated (RoPE)", self.rows, d_cols("q", m.shape[1]), "signed"),
             "k_rot": ("K rotated (RoPE)", self.keys, d_cols("k", m.shape[1]), "signed"),
             "bias": ("ALiBi bias −m·|i−j|", self.rows, self.keys, "signed"),
-            "scores": ("Scores Q·Kᵀ", self.rows, self.keys, "signed"),
+            "q_w": ("Q·W_a", self.rows, d_cols("q", m.shape[1]), "signed"),
+            "q_1": ("Q·W₁", self.rows, d_cols("a", m.shape[1]), "signed"),
+            "k_2": ("K·W₂", self.keys, d_cols("a", m.shape[1]), "signed"),
+            "scores": (scores_title, self.rows, self.keys, "signed"),
             "scaled": (scaled_title, self.rows, self.keys, "signed"),
-            "softmax": ("Attention weights A", self.rows, self.keys, "weights"),
-            "output": ("Output A·V", self.rows, d_cols("v", m.shape[1]), "signed"),
+            "softmax": ("Attention weights A (softmax)" if linear else "Attention weights A",
+                        self.rows, self.keys, "weights"),
+            "lin_weights": ("Linear attention's implied weights", self.rows, self.keys, "weights"),
+            "phi_q": ("φ(Q) = elu(Q) + 1", self.rows, d_cols("q", m.shape[1]), "signed"),
+            "phi_k": ("φ(K) = elu(K) + 1", self.keys, d_cols("k", m.shape[1]), "signed"),
+            "kv": ("φ(K)ᵀ·V (built once)", d_cols("k", m.shape[0]), d_cols("v", m.shape[1]), "signed"),
+            "output": ("Output (linear attention)" if linear else "Output A·V",
+                       self.rows, d_cols("v", m.shape[1]), "signed"),
+            "softmax_output": ("Softmax attention's output A·V", self.rows, d_cols("v", m.shape[1]), "signed"),
+            "diff": ("Difference: linear − softmax", self.rows, d_cols("v", m.shape[1]), "signed"),
         }[name]
         corner = "query ↓ key →" if spec[2] is self.keys else ""
         inspect = name if name in INSPECTABLE else ""
-        return self._panel(m, spec[0] + hn, ref, spec[1], spec[2], spec[3], inspect=inspect, corner=corner)
+        return self._panel(m, spec[0] + hn + self.bn, ref, spec[1], spec[2], spec[3], inspect=inspect,
+                           corner=corner)
 
     def weight(self, name: str) -> Panel:
         h = self.view.head
         m = getattr(self.run.weights, name)[h]
-        letter = name[2].upper()
-        cols = [f"{letter.lower()}{j + 1}" for j in range(m.shape[1])]
-        hn = f" (head {h + 1})" if self.run.num_heads > 1 else ""
-        return self._panel(m, f"W_{letter}{hn}", f"{name}.{h}", self.dims, cols)
+        if m.ndim == 1:
+            m = m[None, :]  # v_a: one row
+        label = {"w_q": "W_Q", "w_k": "W_K", "w_v": "W_V", "w_a": "W_a", "w_1": "W₁", "w_2": "W₂", "v_a": "v_a"}[name]
+        col = {"w_q": "q", "w_k": "k", "w_v": "v", "w_a": "k", "w_1": "a", "w_2": "a", "v_a": "a"}[name]
+        rows = {"w_q": self.dims, "w_k": self.dims, "w_v": self.dims, "v_a": ["v_a"]}.get(
+            name, [f"{'q' if name in ('w_a', 'w_1') else 'k'}{j + 1}" for j in range(m.shape[0])])
+        cols = [f"{col}{j + 1}" for j in range(m.shape[1])]
+        hn = f" ({head_label(self.sc, h)})" if self.run.num_heads > 1 else ""
+        return self._panel(m, f"{label}{hn}{self.bn}", f"{name}.{h}", rows, cols)
+
+    def block_matrix(self, name: str, title: str, m: np.ndarray, cols: list[str] | None = None,
+                     rows: list[str] | None = None) -> Panel:
+        inspect = name if name in BLOCK_MATRICES else ""
+        return self._panel(m, title + self.bn, f"{name}.{self.view.block}", rows or self.rows,
+                           cols or self.dims, inspect=inspect)
+
+    def stats(self, key: str) -> Panel:
+        ln = getattr(self.block, key)
+        m = np.stack([ln.mean, ln.var], axis=1)  # (T, 2)
+        n = "₁" if key == "ln1" else "₂"
+        return self._panel(m, f"LayerNorm{n} row statistics{self.bn}", f"{key}stats.{self.view.block}",
+                           self.rows, ["mean μ", "variance σ²"])
 
     def stage(self, stage: Stage) -> StageView:
-        run = self.run
+        run, block = self.run, self.block
         p: dict[str, Panel] = {}
+        hidden = [f"f{j + 1}" for j in range(block.d_ff)] if block is not None else []
         if stage.key == "x":
-            if run.pe is not None:
-                p["x_input"] = self._panel(run.x_input, "Embeddings", "x_input", self.rows, self.dims)
-                p["pe"] = self._panel(run.pe, f"PE ({run.positional_encoding})", "pe", self.rows, self.dims)
-                p["x"] = self._panel(run.x, "X = embeddings + PE", "x", self.rows, self.dims)
+            b = self.view.block
+            pe = self.stack.pe if self.stack is not None else run.pe
+            x_input = self.stack.x_input if self.stack is not None else run.x_input
+            x = block.x if block is not None else run.x
+            if pe is not None and b == 0:
+                p["x_input"] = self._panel(x_input, "Embeddings", "x_input", self.rows, self.dims)
+                p["pe"] = self._panel(pe, f"PE ({self.sc.positional_encoding})", "pe", self.rows, self.dims)
+                p["x"] = self._panel(x, "X = embeddings + PE", "x", self.rows, self.dims)
             else:
-                p["x"] = self._panel(run.x, "X", "x", self.rows, self.dims)
+                p["x"] = self._panel(x, f"X = output of block {b}" if b else "X", "x", self.rows, self.dims)
+            if block is not None and block.norm == "pre":
+                p["ln1"] = self.block_matrix("ln1", "LayerNorm₁(X): what the heads see", block.ln1.output)
             if run.context is not None:
                 p["context"] = self._panel(run.context, "Source sentence C (keys and values)", "context",
                                            self.keys, self.dims)
@@ -133,8 +194,16 @@ class PanelBuilder:
                 p[f"w_{name}"] = self.weight(f"w_{name}")
                 p[name] = self.head_matrix(name)
         elif stage.key == "scores":
-            names = ("q_rot", "k_rot", "scores") if run.heads[0].q_rot is not None else ("q", "k", "scores")
-            p["q"], p["k"], p["scores"] = (self.head_matrix(n) for n in names)
+            rope = run.heads[0].q_rot is not None
+            p["q"] = self.head_matrix("q_rot" if rope else "q")
+            p["k"] = self.head_matrix("k_rot" if rope else "k")
+            if run.score == "general":
+                p["w_a"], p["q_w"] = self.weight("w_a"), self.head_matrix("q_w")
+            elif run.score == "additive":
+                p["w_1"], p["q_1"] = self.weight("w_1"), self.head_matrix("q_1")
+                p["w_2"], p["k_2"] = self.weight("w_2"), self.head_matrix("k_2")
+                p["v_a"] = self.weight("v_a")
+            p["scores"] = self.head_matrix("scores")
         elif stage.key == "scaled":
             p["scores"], p["scaled"] = self.head_matrix("scores"), self.head_matrix("scaled")
             if run.heads[0].bias is not None:
@@ -143,48 +212,96 @@ class PanelBuilder:
             p["scaled"] = self.head_matrix("scaled")
         elif stage.key == "softmax":
             p["scaled"], p["softmax"] = self.head_matrix("scaled"), self.head_matrix("softmax")
+            if run.attention == "linear":
+                p["lin_weights"] = self.head_matrix("lin_weights")
         elif stage.key == "output":
-            p["softmax"], p["v"], p["output"] = (self.head_matrix(n) for n in ("softmax", "v", "output"))
+            if run.attention == "linear":
+                for name in ("phi_q", "phi_k", "v", "kv", "output", "softmax_output", "diff"):
+                    p[name] = self.head_matrix(name)
+            else:
+                p["softmax"], p["v"], p["output"] = (self.head_matrix(n) for n in ("softmax", "v", "output"))
         elif stage.key == "multihead":
             d_v = run.d_v
             concat_cols = [f"h{h + 1}·v{j + 1}" for h in range(run.num_heads) for j in range(d_v)]
-            p["concat"] = self._panel(run.concat, "Concat(head₁ … head_h)", "concat", self.rows, concat_cols)
-            p["w_o"] = self._panel(run.weights.w_o, "W_O", "w_o", concat_cols, self.dims)
-            p["final"] = self._panel(run.output, "MultiHead(X) = Concat·W_O", "final", self.rows, self.dims,
-                                     inspect="final")
-        return StageView(stage, p)
+            p["concat"] = self._panel(run.concat, "Concat(head₁ … head_h)" + self.bn, "concat", self.rows,
+                                      concat_cols)
+            p["w_o"] = self._panel(run.weights.w_o, "W_O" + self.bn, "w_o", concat_cols, self.dims)
+            p["final"] = self._panel(run.output, "MultiHead(X) = Concat·W_O" + self.bn, "final", self.rows,
+                                     self.dims, inspect="final")
+        elif stage.key == "addnorm1" and block is not None:
+            p["x"] = self.block_matrix("x", "X", block.x)
+            p["mha"] = self.block_matrix("mha", "MultiHead(LN₁(X))" if block.norm == "pre" else "MultiHead(X)",
+                                         block.attention.output)
+            p["residual1"] = self.block_matrix("residual1", "X + MultiHead" + (" = H" if block.norm == "pre" else ""),
+                                               block.residual1)
+            if block.norm == "post":
+                p["ln1"] = self.block_matrix("ln1", "H = LayerNorm₁(X + MultiHead)", block.ln1.output)
+                p["stats"] = self.stats("ln1")
+        elif stage.key == "ffn" and block is not None:
+            if block.norm == "pre":
+                p["ffn_in"] = self.block_matrix("ln2", "LayerNorm₂(H)", block.ln2.output)
+                p["stats"] = self.stats("ln2")
+            else:
+                p["ffn_in"] = self.block_matrix("h", "H", block.h)
+            p["ffn_w1"] = self.block_matrix("ffn_w1", "W₁", block.weights.ffn_w1, hidden, self.dims)
+            p["ffn_hidden"] = self.block_matrix("ffn_hidden", "H·W₁ + b₁", block.ffn_hidden, hidden)
+            act = "ReLU" if block.activation == "relu" else "GELU"
+            p["ffn_act"] = self.block_matrix("ffn_act", f"{act}(H·W₁ + b₁)", block.ffn_act, hidden)
+            p["ffn_w2"] = self.block_matrix("ffn_w2", "W₂", block.weights.ffn_w2, self.dims, hidden)
+            p["ffn_out"] = self.block_matrix("ffn_out", "FFN = act·W₂ + b₂", block.ffn_out)
+        elif stage.key == "addnorm2" and block is not None:
+            p["h"] = self.block_matrix("h", "H", block.h)
+            p["ffn_out"] = self.block_matrix("ffn_out", "FFN", block.ffn_out)
+            last = self.view.block + 1 == len(self.stack.blocks)
+            nxt = "the final output" if last else f"block {self.view.block + 2}'s input"
+            if block.norm == "post":
+                p["residual2"] = self.block_matrix("residual2", "H + FFN", block.residual2)
+                p["ln2"] = self.block_matrix("ln2", f"LayerNorm₂(H + FFN): {nxt}", block.ln2.output)
+                p["stats"] = self.stats("ln2")
+            else:
+                p["residual2"] = self.block_matrix("residual2", f"H + FFN: {nxt}", block.residual2)
+        title, formula, explanation = describe(stage, score=run.score, attention=run.attention, norm=self.sc.norm)
+        return StageView(stage, p, title, formula, explanation)
 
 
 def stage_views(builder: PanelBuilder, view: View) -> list[StageView]:
+    stages = visible_stages(builder.sc.blocks)
     if view.show_all:
-        return [builder.stage(s) for s in STAGES]
-    return [builder.stage(stage_or_first(view.stage))]
+        return [builder.stage(s) for s in stages]
+    return [builder.stage(stage_or_first(view.stage, stages))]
 
 
 def inspector(builder: PanelBuilder) -> Explanation | None:
     ref: CellRef | None = builder.selected
     if ref is None:
         return None
-    return explain(builder.run, ref, list(builder.sc.tokens), builder.dims, list(builder.sc.key_tokens))
+    return explain(builder.run, ref, list(builder.sc.tokens), builder.dims, list(builder.sc.key_tokens),
+                   builder.stack)
 
 
-def editor_grids(sc: Scenario, view: View, run: AttentionRun) -> dict:
-    """X (and the source sentence, and the learned position table), and the selected head's
-    W_Q, W_K, W_V and its rows of W_O, as grids of inputs. The weights are the run's, so they
-    are not rebuilt from the base and the edits a second time per request."""
-    w = {name: getattr(run.weights, name) for name in ("w_q", "w_k", "w_v", "w_o")}
+def editor_grids(sc: Scenario, view: View, run: AttentionRun, stack: TransformerRun | None = None) -> dict:
+    """X (and the source sentence, and the learned position table), the selected head's W_Q, W_K,
+    W_V, its rows of W_O and its score weights, and the first block's FFN and LayerNorms, as grids
+    of inputs. The weights are the run's (the first block's), so they are not rebuilt from the
+    base and the edits a second time per request."""
+    w = run.weights
     h = view.head
-    hn = f" (head {h + 1})" if sc.num_heads > 1 else ""
+    hn = f" ({head_label(sc, h)})" if sc.num_heads > 1 else ""
     dims = dim_labels(sc)
 
     def grid(key: str, title: str, m: np.ndarray, row_labels: list[str], col_labels: list[str],
              aria: str) -> EditorGrid:
+        if m.ndim == 1:
+            m = m[None, :]
         body = [
             (rl, [(f"{key}-{i}-{j}", format_input(v), f"{aria} row {rl}, column {col_labels[j]}")
                   for j, v in enumerate(row)])
             for i, (rl, row) in enumerate(zip(row_labels, m.tolist(), strict=True))
         ]
         return EditorGrid(key, title, f"{m.shape[0]}×{m.shape[1]}", col_labels, body)
+
+    def cols(prefix: str, n: int) -> list[str]:
+        return [f"{prefix}{j + 1}" for j in range(n)]
 
     d_v = sc.d_v
     o_rows = [f"h{h + 1}·v{j + 1}" for j in range(d_v)]
@@ -193,12 +310,35 @@ def editor_grids(sc: Scenario, view: View, run: AttentionRun) -> dict:
         "c": None,
         "pos": None,
         "weights": [
-            grid("w_q", f"W_Q{hn}", w["w_q"][h], dims, [f"q{j + 1}" for j in range(sc.d_k)], f"W_Q{hn}"),
-            grid("w_k", f"W_K{hn}", w["w_k"][h], dims, [f"k{j + 1}" for j in range(sc.d_k)], f"W_K{hn}"),
-            grid("w_v", f"W_V{hn}", w["w_v"][h], dims, [f"v{j + 1}" for j in range(d_v)], f"W_V{hn}"),
-            grid("w_o", f"W_O rows of head {h + 1}", w["w_o"][h * d_v:(h + 1) * d_v], o_rows, dims, "W_O"),
+            grid("w_q", f"W_Q{hn}", w.w_q[h], dims, cols("q", sc.d_k), f"W_Q{hn}"),
+            grid("w_k", f"W_K{hn}", w.w_k[h], dims, cols("k", sc.d_k), f"W_K{hn}"),
+            grid("w_v", f"W_V{hn}", w.w_v[h], dims, cols("v", d_v), f"W_V{hn}"),
+            grid("w_o", f"W_O rows of head {h + 1}", w.w_o[h * d_v:(h + 1) * d_v], o_rows, dims, "W_O"),
         ],
+        "score": [],
+        "block": [],
     }
+    if sc.score == "general":
+        grids["score"] = [grid("w_a", f"W_a{hn}", w.w_a[h], cols("q", sc.d_k), cols("k", sc.d_k), f"W_a{hn}")]
+    elif sc.score == "additive":
+        grids["score"] = [
+            grid("w_1", f"W₁{hn}", w.w_1[h], cols("q", sc.d_k), cols("a", sc.d_k), f"W₁{hn}"),
+            grid("w_2", f"W₂{hn}", w.w_2[h], cols("k", sc.d_k), cols("a", sc.d_k), f"W₂{hn}"),
+            grid("v_a", f"v_a{hn}", w.v_a[h], ["v_a"], cols("a", sc.d_k), f"v_a{hn}"),
+        ]
+    if stack is not None:
+        bw = stack.blocks[0].weights
+        hidden = cols("f", stack.blocks[0].d_ff)
+        grids["block"] = [
+            grid("ffn_w1", "FFN W₁", bw.ffn_w1, dims, hidden, "FFN W₁"),
+            grid("ffn_b1", "FFN b₁", bw.ffn_b1, ["b₁"], hidden, "FFN b₁"),
+            grid("ffn_w2", "FFN W₂", bw.ffn_w2, hidden, dims, "FFN W₂"),
+            grid("ffn_b2", "FFN b₂", bw.ffn_b2, ["b₂"], dims, "FFN b₂"),
+            grid("ln1_gamma", "LayerNorm₁ γ", bw.ln1_gamma, ["γ₁"], dims, "LayerNorm₁ γ"),
+            grid("ln1_beta", "LayerNorm₁ β", bw.ln1_beta, ["β₁"], dims, "LayerNorm₁ β"),
+            grid("ln2_gamma", "LayerNorm₂ γ", bw.ln2_gamma, ["γ₂"], dims, "LayerNorm₂ γ"),
+            grid("ln2_beta", "LayerNorm₂ β", bw.ln2_beta, ["β₂"], dims, "LayerNorm₂ β"),
+        ]
     if sc.cross and sc.context_x is not None:
         grids["c"] = grid("c", "C (source sentence)", sc.context_x, token_labels(sc.context_tokens), dims, "C")
     if sc.position_table is not None:
@@ -211,21 +351,22 @@ def editor_grids(sc: Scenario, view: View, run: AttentionRun) -> dict:
 class MaskCell:
     name: str
     hidden: bool
-    reason: str  # "causal", "padding", "" (hidden by hand or visible)
+    reason: str  # "causal", "local", "strided", "padding", "" (hidden by hand or visible)
     text: str
 
 
 def mask_grid(sc: Scenario, run: AttentionRun, view: View) -> list[tuple[str, list[MaskCell]]]:
     """The mask stage's checkboxes: one per (query, key), labelled with the scaled score."""
     t, s = len(sc.tokens), len(sc.key_tokens)
-    causal = causal_mask(t, s) if sc.mask_mode == "causal" else np.zeros((t, s), dtype=bool)
+    pattern = build_mask(sc.mask_mode, t, s, sc.window)
+    pattern = np.zeros((t, s), dtype=bool) if pattern is None else pattern
     scaled = run.heads[view.head].scaled
     fmt = f"{{:.{view.decimals}f}}".format
     rows = []
     for i, label in enumerate(token_labels(sc.tokens)):
         cells = []
         for j in range(s):
-            reason = "causal" if causal[i, j] else ("padding" if j in sc.padding else "")
+            reason = sc.mask_mode if pattern[i, j] else ("padding" if j in sc.padding else "")
             hidden = bool(reason) or (i, j) in sc.blocked
             cells.append(MaskCell(f"block-{i}-{j}", hidden, reason, fmt(scaled[i, j] + 0.0)))
         rows.append((label, cells))
@@ -234,18 +375,22 @@ def mask_grid(sc: Scenario, run: AttentionRun, view: View) -> list[tuple[str, li
 
 def page_context(sc: Scenario, view: View) -> dict:
     """Everything the workspace templates need for one scenario."""
-    run = sc.run()
-    builder = PanelBuilder(sc, run, view)
-    current = stage_or_first(view.stage)
-    prev, nxt = neighbours(current.key)
+    first, stack = sc.compute()
+    run = first if stack is None else stack.blocks[view.block].attention  # the block in view
+    builder = PanelBuilder(sc, run, view, stack)
+    stages = visible_stages(sc.blocks)
+    current = stage_or_first(view.stage, stages)
+    prev, nxt = neighbours(current.key, stages)
     ctx_views = stage_views(builder, view)
     return {
         "sc": sc,
         "view": view,
         "run": run,
+        "first_run": first,
+        "stack": stack,
         "preset": PRESETS.get(sc.preset),
         "presets": PRESETS,
-        "stages": STAGES,
+        "stages": stages,
         "current": current,
         "prev": prev,
         "next": nxt,
@@ -254,5 +399,6 @@ def page_context(sc: Scenario, view: View) -> dict:
         "dims": builder.dims,
         "token_rows": builder.rows,
         "key_rows": builder.keys,
+        "head_labels": [head_label(sc, h) for h in range(sc.num_heads)],
         "mask_rows": mask_grid(sc, run, view) if any(v.stage.key == "mask" for v in ctx_views) else [],
     }

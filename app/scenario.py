@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from app.arithmetic import BLOCK_CELLS
 from app.config import settings
 from app.pipeline import (
     ACTIVATIONS,
@@ -442,18 +443,20 @@ def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
     scenario = with_position_table(normalise(replace(resized, d_ff=d_ff)) if d_ff != resized.d_ff else resized)
     head = min(_int(form, "head", 0, s.max_heads - 1, default=r_head), scenario.num_heads - 1)
     inspect = form.get("inspect", "")[:40]
+    block = min(_int(form, "block", 0, s.max_blocks - 1, default=0), max(0, scenario.blocks - 1))
     if form.get("action") == "inspect":  # the row/column form, for keyboards and no JavaScript
         matrix = form.get("inspect_matrix", "")
         row = _int(form, "inspect_row", 0, s.max_tokens * 8)
         col = _int(form, "inspect_col", 0, s.max_tokens * 8)
-        inspect = f"{matrix}.{0 if matrix == 'final' else head}.{row}.{col}"
+        owner = 0 if matrix == "final" else (block if matrix in BLOCK_CELLS else head)
+        inspect = f"{matrix}.{owner}.{row}.{col}"
     view = View(
         stage=form.get("goto") or form.get("stage") or "x",
         head=head,
         show_all=form.get("show_all") in ("on", "true", "1"),
         decimals=_int(form, "decimals", DECIMALS[0], DECIMALS[-1], default=3),
         inspect=inspect,
-        block=min(_int(form, "block", 0, s.max_blocks - 1, default=0), max(0, scenario.blocks - 1)),
+        block=block,
     )
     return scenario, view
 

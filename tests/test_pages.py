@@ -13,12 +13,12 @@ from markupsafe import escape
 
 from app.config import settings
 from app.scenario import from_preset
-from app.stages import STAGES
+from app.stages import STAGES, visible_stages
 from tests.conftest import form_fields
 from tests.test_pipeline import POOL_A_AT, POOL_OUTPUT, S003_A, S003_OUTPUT
 
 HTMX = {"HX-Request": "true"}
-STAGE_KEYS = [s.key for s in STAGES]
+STAGE_KEYS = [s.key for s in visible_stages(blocks=0)]  # without transformer blocks
 EVIL_TOKENS = ["<script>alert(1)</script>", '"><img src=x onerror=alert(1)>']
 
 
@@ -471,7 +471,7 @@ def test_weight_edit_survives_switching_heads(client: TestClient) -> None:
     other = client.post("/", data={**form, "w_q-0-0": "0.99", "head": "1"}, headers=HTMX)
     assert other.status_code == 200
     shown = form_fields(other.text)
-    assert shown["shape"].endswith(",1")
+    assert shown["shape"].split(",")[4] == "1"  # the head on screen
     assert "w_q.0.0.0=0.99" in shown["edits"].split()
     back = client.post("/", data={**shown, "head": "0"}, headers=HTMX)
     assert back.status_code == 200
@@ -510,7 +510,7 @@ def test_more_heads_resize_d_k_and_offer_a_head_choice(client: TestClient) -> No
     r = client.post("/", data={**form, "d_model": "4", "num_heads": "2"}, headers=HTMX)
     assert r.status_code == 200
     after = form_fields(r.text)
-    assert after["shape"] == "4,2,2,2,0"
+    assert after["shape"] == "4,2,2,2,0,0"  # d_model, h, d_k, d_v, head, d_ff (0: no block)
     assert (after["d_k"], after["d_v"]) == ("2", "2")
     assert '<select name="head">' in r.text
     for i in range(5):
