@@ -6,6 +6,7 @@ that the pipeline reproduces the seed's results from them.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,6 +34,11 @@ class Preset:
     context_tokens: tuple[str, ...] = ()  # a source sentence: cross-attention
     context_x: tuple[tuple[float, ...], ...] = ()
     stage: str = "x"  # the stage the preset opens on
+    window: int | None = None  # local / strided masks: the window or stride
+    score: str = "dot"
+    attention: str = "softmax"
+    blocks: int = 0  # transformer blocks around attention
+    d_ff: int = 0  # 0: 4·d_model
 
     @property
     def d_model(self) -> int:
@@ -58,6 +64,11 @@ _POOL_A = ((0.5, 0.1, 0.1, 0.2), (0.1, 0.5, 0.2, 0.1), (0.5, 0.1, 0.2, 0.1))
 _S003_Q = ((1.0, 0.0), (0.0, 1.0), (1.0, 1.0))
 _S003_K = ((1.0, 1.0), (0.0, 1.0), (1.0, 0.0))
 _S003_V = ((1.0, 0.0), (0.0, 1.0), (0.0, 0.0))
+
+# Sixteen tokens for the sparse patterns: with T = 16 a stride of √T = 4 is visibly sparse.
+_SPARSE_TOKENS = ("the", "quick", "brown", "fox", "jumps", "over", "the", "lazy",
+                  "dog", "while", "the", "old", "cat", "sleeps", "on", "mats")
+_SPARSE_X = tuple(tuple(round(math.sin(1.7 * i + 0.9 * j), 2) for j in range(4)) for i in range(16))
 
 # Seed 000's homonym "bank", with its three heads: who, when and where. Every dimension has a name
 # and every weight is 0, 1 or 4, so each head's W_Q and W_K read as "who asks for what":
@@ -299,6 +310,66 @@ PRESETS: dict[str, Preset] = {
             tokens=("pos 0", "pos 1", "pos 2"),
             x=((0.0, 0.0, 0.0, 0.0),) * 3,
             positional_encoding="sinusoidal",
+        ),
+        Preset(
+            key="additive",
+            title="Older score functions: Bahdanau (additive) and Luong (general)",
+            source="Seed 003: from Bahdanau's small network to the dot product",
+            summary=(
+                "Seed 003's three tokens, scored by Bahdanau's small network v_aᵀ·tanh(W₁q + W₂k) "
+                "instead of a dot product. Select a score to see each tanh; switch the score to "
+                "general (Luong) or dot in Mechanisms to compare."
+            ),
+            tokens=("token 1", "token 2", "token 3"),
+            x=_identity(3),
+            d_k=2,
+            weights={"w_q": (_S003_Q,), "w_k": (_S003_K,), "w_v": (_S003_V,),
+                     "w_o": ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0))},
+            score="additive",
+            stage="scores",
+        ),
+        Preset(
+            key="sparse",
+            title="Sparse attention: a strided pattern on 16 tokens",
+            source="Seed 003: the variants table (sparse attention, O(n√n))",
+            summary=(
+                "With a stride of 4 = √16, each query sees its 3 neighbours on each side and every "
+                "4th token: about 2√T keys instead of T. Switch the mask to a local window to compare, "
+                "and open the Cost panel to see what it saves as T grows."
+            ),
+            tokens=_SPARSE_TOKENS,
+            x=_SPARSE_X,
+            mask="strided",
+            window=4,
+            stage="mask",
+        ),
+        Preset(
+            key="linear",
+            title="Linear attention (φ = elu + 1) against softmax",
+            source="Seed 003: the variants table (linear attention, O(n·d²))",
+            summary=(
+                "Each head's output comes from φ(Q)·(φ(K)ᵀ·V), a d_k×d_v summary built once, instead "
+                "of a T×T weight matrix. The Output stage shows the result, softmax's, and their "
+                "difference; the Softmax stage shows the weights linear attention implies."
+            ),
+            tokens=_DEFAULT_TOKENS,
+            x=_DEFAULT_X,
+            attention="linear",
+            stage="output",
+        ),
+        Preset(
+            key="block",
+            title="Transformer blocks: Add & Norm, FFN, Add & Norm, stacked twice",
+            source="Seeds 002, 003: the transformer block",
+            summary=(
+                "Multi-head attention, then LayerNorm(X + MultiHead(X)), a position-wise FFN with "
+                "d_ff = 12, and LayerNorm(H + FFN(H)): steps 8–10. The second block takes the "
+                "first one's output; choose it with “show block”. Try pre-norm in Transformer block."
+            ),
+            tokens=_DEFAULT_TOKENS,
+            x=_DEFAULT_X,
+            blocks=2,
+            stage="addnorm1",
         ),
     )
 }

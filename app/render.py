@@ -78,7 +78,6 @@ class PanelBuilder:
         self.keys = token_labels(sc.key_tokens)  # the source sentence's tokens in cross-attention
         self.dims = dim_labels(sc)
         self.selected = parse_ref(view.inspect, run, stack)
-        self.bn = f" (block {view.block + 1})" if stack is not None and len(stack.blocks) > 1 else ""
 
     def _panel(self, m: np.ndarray, title: str, ref: str, rows: list[str], cols: list[str],
                kind: str = "signed", inspect: str = "", corner: str = "") -> Panel:
@@ -140,7 +139,7 @@ class PanelBuilder:
         }[name]
         corner = "query ↓ key →" if spec[2] is self.keys else ""
         inspect = name if name in INSPECTABLE else ""
-        return self._panel(m, spec[0] + hn + self.bn, ref, spec[1], spec[2], spec[3], inspect=inspect,
+        return self._panel(m, spec[0] + hn, ref, spec[1], spec[2], spec[3], inspect=inspect,
                            corner=corner)
 
     def weight(self, name: str) -> Panel:
@@ -154,19 +153,19 @@ class PanelBuilder:
             name, [f"{'q' if name in ('w_a', 'w_1') else 'k'}{j + 1}" for j in range(m.shape[0])])
         cols = [f"{col}{j + 1}" for j in range(m.shape[1])]
         hn = f" ({head_label(self.sc, h)})" if self.run.num_heads > 1 else ""
-        return self._panel(m, f"{label}{hn}{self.bn}", f"{name}.{h}", rows, cols)
+        return self._panel(m, f"{label}{hn}", f"{name}.{h}", rows, cols)
 
     def block_matrix(self, name: str, title: str, m: np.ndarray, cols: list[str] | None = None,
                      rows: list[str] | None = None) -> Panel:
         inspect = name if name in BLOCK_MATRICES else ""
-        return self._panel(m, title + self.bn, f"{name}.{self.view.block}", rows or self.rows,
+        return self._panel(m, title, f"{name}.{self.view.block}", rows or self.rows,
                            cols or self.dims, inspect=inspect)
 
     def stats(self, key: str) -> Panel:
         ln = getattr(self.block, key)
         m = np.stack([ln.mean, ln.var], axis=1)  # (T, 2)
         n = "₁" if key == "ln1" else "₂"
-        return self._panel(m, f"LayerNorm{n} row statistics{self.bn}", f"{key}stats.{self.view.block}",
+        return self._panel(m, f"LayerNorm{n} row statistics", f"{key}stats.{self.view.block}",
                            self.rows, ["mean μ", "variance σ²"])
 
     def stage(self, stage: Stage) -> StageView:
@@ -223,10 +222,10 @@ class PanelBuilder:
         elif stage.key == "multihead":
             d_v = run.d_v
             concat_cols = [f"h{h + 1}·v{j + 1}" for h in range(run.num_heads) for j in range(d_v)]
-            p["concat"] = self._panel(run.concat, "Concat(head₁ … head_h)" + self.bn, "concat", self.rows,
+            p["concat"] = self._panel(run.concat, "Concat(head₁ … head_h)", "concat", self.rows,
                                       concat_cols)
-            p["w_o"] = self._panel(run.weights.w_o, "W_O" + self.bn, "w_o", concat_cols, self.dims)
-            p["final"] = self._panel(run.output, "MultiHead(X) = Concat·W_O" + self.bn, "final", self.rows,
+            p["w_o"] = self._panel(run.weights.w_o, "W_O", "w_o", concat_cols, self.dims)
+            p["final"] = self._panel(run.output, "MultiHead(X) = Concat·W_O", "final", self.rows,
                                      self.dims, inspect="final")
         elif stage.key == "addnorm1" and block is not None:
             p["x"] = self.block_matrix("x", "X", block.x)

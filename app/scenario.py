@@ -209,6 +209,8 @@ def from_preset(key: str) -> tuple[Scenario, View]:
         positional_encoding=p.positional_encoding,
         context_tokens=p.context_tokens,
         context_x=np.array(p.context_x, dtype=np.float64) if p.context_tokens else None,
+        window=p.window if p.window is not None else default_window(p.mask, len(p.context_tokens or p.tokens)),
+        score=p.score, attention=p.attention, blocks=p.blocks, d_ff=p.d_ff,
     )
     return with_position_table(scenario), View(decimals=p.decimals, stage=p.stage)
 
