@@ -18,7 +18,7 @@ import pytest
 from app.pipeline import AttentionRun
 from app.presets import PRESETS
 from app.scenario import from_preset
-from app.stages import STAGE_KEYS, STAGES
+from app.stages import visible_stages
 
 try:
     from playwright.sync_api import expect
@@ -35,7 +35,8 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.browser
 
-STAGE_ORDER = STAGE_KEYS  # x, qkv, scores, scaled, mask, softmax, output, multihead
+STAGES = visible_stages(blocks=0)  # the presets without transformer blocks
+STAGE_ORDER = tuple(s.key for s in STAGES)  # x, qkv, scores, scaled, mask, softmax, output, multihead
 CORE_STAGES = ("x", "qkv", "scores", "scaled", "softmax", "output", "multihead")  # in this order, at least
 DOCS_SCREENSHOT_MAX_BYTES = 1_500_000
 
