@@ -136,12 +136,13 @@ def _check(
         raise ValueError("a transformer block needs d_ff ≥ 1 (its feed-forward hidden size)")
 
 
-def _softmax_stages(t: int, s: int, h: int, d_k: int, d_v: int, score: str, d_a: int) -> list[StageCost]:
-    """2) scores, 3) scaling, 4) softmax, 5) A·V, per the score function."""
+def _softmax_stages(
+    t: int, s: int, h: int, d_k: int, d_v: int, score: str, d_a: int, scale: bool,
+) -> list[StageCost]:
+    """2) scores, 3) scaling (dot and general scores; never additive), 4) softmax, 5) A·V."""
     rows: list[StageCost] = []
     if score == "dot":
         rows.append(StageCost("Scores Q·Kᵀ", "h·T·S·d_k", h * t * s * d_k, "", 0, "T·S"))
-        rows.append(StageCost("Scaling ÷ √d_k", "", 0, "h·T·S", h * t * s, "T·S"))
     elif score == "general":
         rows.append(StageCost("General: Q·W", "h·T·d_k²", h * t * d_k * d_k, "", 0, "T"))
         rows.append(StageCost("Scores (Q·W)·Kᵀ", "h·T·S·d_k", h * t * s * d_k, "", 0, "T·S"))
@@ -150,8 +151,10 @@ def _softmax_stages(t: int, s: int, h: int, d_k: int, d_v: int, score: str, d_a:
         rows.append(StageCost("Additive: W₂·k", "h·S·d_k·d_a", h * s * d_k * d_a, "", 0, "S"))
         # For every (query, key) pair: add the two d_a vectors, tanh, then a dot product with v.
         rows.append(StageCost(
-            "Scores vᵀ·tanh(W₁q + W₂k)", "h·T·S·d_a", h * t * s * d_a, "2·h·T·S·d_a", 2 * h * t * s * d_a, True,
+            "Scores vᵀ·tanh(W₁q + W₂k)", "h·T·S·d_a", h * t * s * d_a, "2·h·T·S·d_a", 2 * h * t * s * d_a, "T·S",
         ))
+    if scale and score != "additive":
+        rows.append(StageCost("Scaling ÷ √d_k", "", 0, "h·T·S", h * t * s, "T·S"))
     rows.append(StageCost("Softmax (exp, sum, divide)", "", 0, "h·T·(3·S − 1)", h * t * (3 * s - 1), "T·S"))
     rows.append(StageCost("A·V", "h·T·S·d_v", h * t * s * d_v, "", 0, "T·S"))
     return rows
@@ -181,7 +184,7 @@ def _block_stages(t: int, d_model: int, d_ff: int) -> tuple[StageCost, list[Stag
         return StageCost(f"Add & Norm {n}", "", 0, "T·(8·d_model + 2)", t * (8 * d_model + 2), "T")
 
     ffn = [
-        StageCost("FFN: X·W₁ + b₁, ReLU", "T·d_model·d_ff", t * d_model * d_ff, "2·T·d_ff", 2 * t * d_ff, "T"),
+        StageCost("FFN: X·W₁ + b₁, activation", "T·d_model·d_ff", t * d_model * d_ff, "2·T·d_ff", 2 * t * d_ff, "T"),
         StageCost("FFN: ·W₂ + b₂", "T·d_ff·d_model", t * d_ff * d_model, "T·d_model", t * d_model, "T"),
     ]
     return add_norm(1), ffn, add_norm(2)
@@ -227,13 +230,15 @@ def attention_cost(
     attention: str = "softmax",
     d_ff: int = 0,
     blocks: int = 0,
+    scale: bool = True,
 ) -> Cost:
     """MACs and elementwise operations per stage, and parameters, of one attention layer or block.
 
-    score: "dot" (scaled dot-product qᵀk/√d_k), "general" (Luong qᵀ·W·k, computed as (Q·W)·Kᵀ), or
-    "additive" (Bahdanau vᵀ·tanh(W₁q + W₂k), d_a defaults to d_k). attention: "softmax", or "linear"
-    (φ(x) = elu(x) + 1, which replaces the score function, its scaling and the softmax). blocks ≥ 1
-    adds, per block, two Add & Norm and the FFN max(0, X·W₁ + b₁)·W₂ + b₂ of hidden size d_ff.
+    score: "dot" (qᵀk), "general" (Luong qᵀ·W·k, computed as (Q·W)·Kᵀ), or "additive" (Bahdanau
+    vᵀ·tanh(W₁q + W₂k), d_a defaults to d_k); ``scale`` divides dot and general scores by √d_k (as the
+    pipeline does; additive scores are never scaled). attention: "softmax", or "linear" (φ(x) = elu(x) + 1,
+    which replaces the score function, its scaling and the softmax). blocks ≥ 1 adds, per block, two
+    Add & Norm and the FFN act(X·W₁ + b₁)·W₂ + b₂ of hidden size d_ff (ReLU or GELU: one operation each).
     """
     _check(t, s, d_model, num_heads, d_k, d_v, score, d_a, attention, d_ff, blocks)
     h = num_heads
@@ -246,7 +251,7 @@ def attention_cost(
     ]
     # 2)–5) The scores, softmax and weighted sum, or their linear-attention replacement.
     if attention == "softmax":
-        stages += _softmax_stages(t, s, h, d_k, d_v, score, a)
+        stages += _softmax_stages(t, s, h, d_k, d_v, score, a, scale)
     else:
         stages += _linear_stages(t, s, h, d_k, d_v)
     # 6) Concatenate the heads and project back to d_model.

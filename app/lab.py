@@ -89,20 +89,25 @@ def softmax_jacobian(p: np.ndarray) -> np.ndarray:
     return p[..., :, None] * eye - p[..., :, None] * p[..., None, :]  # (..., n, n)
 
 
+def row_sums(a: np.ndarray) -> np.ndarray:
+    """Σⱼ aᵢⱼ as a matrix–vector product: several times faster than .sum(axis=-1) over a few columns."""
+    return a @ np.ones(a.shape[-1])  # (...,)
+
+
 def jacobian_frobenius(p: np.ndarray) -> np.ndarray:
     """‖diag(p) − p·pᵀ‖_F per row without building J: √(Σpᵢ² − 2·Σpᵢ³ + (Σpᵢ²)²).
 
     Σᵢ(pᵢ − pᵢ²)² + Σᵢ≠ⱼ pᵢ²pⱼ² = Σpᵢ² − 2Σpᵢ³ + Σpᵢ⁴ + (Σpᵢ²)² − Σpᵢ⁴.
     """
-    p2 = (p * p).sum(axis=-1)  # (...,)
-    p3 = (p * p * p).sum(axis=-1)  # (...,)
+    p2 = row_sums(p * p)  # (...,)
+    p3 = row_sums(p * p * p)  # (...,)
     return np.sqrt(np.maximum(p2 - 2.0 * p3 + p2 * p2, 0.0))  # (...,) rounding can dip below 0 near one-hot
 
 
 def entropy_rows(p: np.ndarray) -> np.ndarray:
     """H(p) = −Σⱼ pⱼ·ln pⱼ per row, with 0·ln 0 = 0 (a weight can underflow to exactly 0)."""
     safe = np.where(p > 0, p, 1.0)  # (..., n) ln 1 = 0 where p = 0
-    return -(p * np.log(safe)).sum(axis=-1)  # (...,)
+    return -row_sums(p * np.log(safe))  # (...,)
 
 
 def softmax_stats(z: np.ndarray) -> SoftmaxStats:

@@ -21,6 +21,8 @@ from app.svg import cost_growth_svg, score_spread_svg
 
 LAB_SAMPLES = 4000
 LAB_N_KEYS = 8
+SCORE_LABELS = {"dot": "dot-product", "general": "general (Luong)", "additive": "additive (Bahdanau)"}
+ATTENTION_LABELS = {"softmax": "softmax", "linear": "linear (φ = elu + 1)"}
 
 
 def seed_number(x: float) -> str:
@@ -143,8 +145,8 @@ def _notes(c: Cost) -> list[str]:
         notes.append(f"Linear attention replaces the score function by φ(q)ᵀφ(k): the {c.score} score is not counted.")
     if c.attention == "linear":
         notes.append("Linear attention never builds the T×S weights, so its stages grow with T and S, not T·S.")
-    if c.score in ("general", "additive") and c.attention == "softmax":
-        notes.append("Luong's general and Bahdanau's additive scores are not divided by √d_k.")
+    if c.score == "additive" and c.attention == "softmax":
+        notes.append("Bahdanau's additive score is never divided by √d_k.")
     return notes
 
 
@@ -161,11 +163,15 @@ def cost_context(
     attention: str = "softmax",
     d_ff: int = 0,
     blocks: int = 0,
+    scale: bool = True,
 ) -> dict:
-    """Everything templates/partials/cost.html shows: stage and parameter tables, the growth chart and its table."""
+    """Everything templates/partials/cost.html shows: stage and parameter tables, the growth chart and its table.
+
+    ``scale`` (the run's ÷√d_k switch) only adds or drops the scaling row's divisions.
+    """
     c = attention_cost(
         t=t, s=s, d_model=d_model, num_heads=num_heads, d_k=d_k, d_v=d_v, score=score, d_a=d_a,
-        attention=attention, d_ff=d_ff, blocks=blocks,
+        attention=attention, d_ff=d_ff, blocks=blocks, scale=scale,
     )
     sizes = {"d_model": d_model, "num_heads": num_heads, "d_k": d_k, "d_v": d_v, "d_ff": d_ff, "blocks": blocks}
     cross = crossover(score=score, d_a=d_a, **sizes)
@@ -182,11 +188,9 @@ def cost_context(
         "s": s,
         "self_attention": t == s,
         "score": score,
-        "score_label": {"dot": "scaled dot-product", "general": "general (Luong)", "additive": "additive (Bahdanau)"}[
-            score
-        ],
+        "score_label": SCORE_LABELS[score] + (" ÷ √d_k" if scale and score != "additive" else ""),
         "attention": attention,
-        "attention_label": {"softmax": "softmax", "linear": "linear (φ = elu + 1)"}[attention],
+        "attention_label": ATTENTION_LABELS[attention],
         "sizes": ", ".join(f"{k} = {v}" for k, v in size_text),
         "layers": c.layers,
         "blocks": blocks,

@@ -14,6 +14,7 @@ from markupsafe import Markup
 from app.arithmetic import BLOCK_CELLS as BLOCK_MATRICES
 from app.arithmetic import INSPECTABLE, CellRef, Explanation, explain, parse_ref
 from app.heatmap import LegendStop, heatmap_table, legend
+from app.panels import cost_context, lab_context
 from app.pipeline import AttentionRun, TransformerRun, build_mask
 from app.presets import PRESETS
 from app.scenario import Scenario, View, format_input
@@ -400,4 +401,21 @@ def page_context(sc: Scenario, view: View) -> dict:
         "key_rows": builder.keys,
         "head_labels": [head_label(sc, h) for h in range(sc.num_heads)],
         "mask_rows": mask_grid(sc, run, view) if any(v.stage.key == "mask" for v in ctx_views) else [],
+        "lab": lab_panel(sc, run) if "lab" in view.panels else None,
+        "cost": cost_panel(sc, run, stack) if "cost" in view.panels else None,
     }
+
+
+def lab_panel(sc: Scenario, run: AttentionRun) -> dict:
+    """The scaling lab, open: samples drawn with the scenario's seed, at its τ, ÷√d_k and d_k."""
+    return {**lab_context(seed=sc.seed, temperature=run.temperature, scale=run.scales, d_k=run.d_k), "open": True}
+
+
+def cost_panel(sc: Scenario, run: AttentionRun, stack: TransformerRun | None) -> dict:
+    """The cost panel, open, for the scenario's sizes and options."""
+    cost = cost_context(
+        t=len(sc.tokens), s=len(sc.key_tokens), d_model=sc.d_model, num_heads=run.num_heads, d_k=run.d_k,
+        d_v=run.d_v, score=run.score, attention=run.attention, scale=run.scale,
+        d_ff=stack.blocks[0].d_ff if stack is not None else 0, blocks=len(stack.blocks) if stack else 0,
+    )
+    return {**cost, "open": True}

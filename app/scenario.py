@@ -46,6 +46,7 @@ EDIT_RE = re.compile(rf"^({'|'.join(EDITABLE)})\.(\d+)\.(\d+)\.(\d+)=(\S+)$")
 # vectors use row 0.
 PER_HEAD = ("w_q", "w_k", "w_v", "w_a", "w_1", "w_2", "v_a")
 DECIMALS = (1, 2, 3, 4)
+PANELS = ("lab", "cost")  # the scaling lab and the cost panel
 
 
 class FormError(ValueError):
@@ -196,6 +197,7 @@ class View:
     decimals: int = 3
     inspect: str = ""  # "<matrix>.<head>.<row>.<col>", e.g. "softmax.0.2.1"
     block: int = 0  # which transformer block the stages show
+    panels: frozenset[str] = frozenset()  # the extra panels open (and so computed): "lab", "cost"
 
 
 def from_preset(key: str) -> tuple[Scenario, View]:
@@ -459,6 +461,7 @@ def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
         decimals=_int(form, "decimals", DECIMALS[0], DECIMALS[-1], default=3),
         inspect=inspect,
         block=block,
+        panels=frozenset(p for p in (*form.get("panels", "").split(), form.get("show_panel", "")) if p in PANELS),
     )
     return scenario, view
 

@@ -84,8 +84,7 @@ def score_spread_svg(lab: ScalingLab, *, current_d_k: int, title: str = "Spread 
     for i, r in enumerate(lab.rows):
         y0 = top + i * group_h
         current = r.d_k == current_d_k
-        group_cls = "dk-group current" if current else "dk-group"
-        parts.append(f'<g class="{group_cls}">')
+        parts.append('<g class="current">' if current else "<g>")
         if current:
             parts.append(
                 f'<rect x="2" y="{_num(y0 - 3)}" width="{width - 4}" height="{2 * row_h + 6}" class="current-bg"/>'
@@ -139,13 +138,13 @@ def cost_growth_svg(
     A marker sits at the current T (on the total, or on linear attention when that is the current
     mechanism) and another where the T² part reaches the T part.
     """
-    width, height, left, right, top, bottom = 640, 340, 64, 520, 24, 290
+    width, height, left, right, top, bottom = 640, 340, 64, 496, 24, 290
     ts = growth.ts
-    series = (
+    series = (  # drawn in this order: linear attention under the T part it often runs close to
+        ("linear-attention", "linear attention", growth.linear_attention),
         ("quadratic", "T² part", growth.quadratic),
         ("linear", "T part", growth.linear),
         ("total", "total (softmax)", growth.total),
-        ("linear-attention", "linear attention total", growth.linear_attention),
     )
     y_lo = min(min(v for v in values if v > 0) for _, _, values in series)
     y_hi = max(max(values) for _, _, values in series)
@@ -185,7 +184,13 @@ def cost_growth_svg(
     if growth.crossover is not None and ts[0] <= growth.crossover <= ts[-1]:
         xc = x_of(growth.crossover)
         parts.append(_line(xc, top, xc, bottom, "marker-crossover"))
-        parts.append(_text(xc - 4, top + 12, f"crossover T = {growth.crossover:,}", "marker-label", "end"))
+        label = f"crossover T = {growth.crossover:,}"
+        # On the side away from the current-T line, where there is room for it.
+        room_left, room_right = xc - left > 120, right - xc > 120
+        if room_right and (current_t < growth.crossover or not room_left):
+            parts.append(_text(xc + 4, top + 12, label, "marker-label"))
+        else:
+            parts.append(_text(xc - 4, top + 12, label, "marker-label", "end"))
     for cls, _label, values in series:
         points = " ".join(f"{_num(x_of(t))},{_num(y_of(v))}" for t, v in zip(ts, values, strict=True) if v > 0)
         parts.append(f'<polyline points="{points}" fill="none" class="series {cls}"/>')
@@ -198,7 +203,13 @@ def cost_growth_svg(
         yt = y_of((growth.linear_attention if current_linear else growth.total)[at])
         parts.append(_line(xt, top, xt, bottom, "marker-current"))
         parts.append(f'<circle cx="{_num(xt)}" cy="{_num(yt)}" r="5" class="marker-dot"/>')
-        parts.append(_text(xt + 6, bottom - 8, f"current T = {current_t}", "marker-label current"))
+        label = f"current T = {current_t}"
+        # Away from the crossover line, where there is room for it.
+        below_crossover = growth.crossover is not None and current_t < growth.crossover
+        if (below_crossover and xt - left > 110) or right - xt < 110:
+            parts.append(_text(xt - 6, bottom - 8, label, "marker-label current", "end"))
+        else:
+            parts.append(_text(xt + 6, bottom - 8, label, "marker-label current"))
     parts.append("</svg>")
     return Markup("".join(parts))
 

@@ -106,6 +106,23 @@
     });
   }
 
+  // Extra panels (scaling lab, cost) are computed only while open: opening one asks the server
+  // for it, closing one drops it from the hidden list so later updates leave it closed.
+  document.addEventListener("toggle", function (ev) {
+    const details = ev.target;
+    if (!details.matches || !details.matches("details[data-panel], details.panel-extra")) return;
+    const field = document.getElementById("open-panels");
+    const key = details.id.replace(/-panel$/, "");
+    if (!field) return;
+    const open = new Set(field.value.split(" ").filter(Boolean));
+    if (details.open) {
+      const show = details.querySelector('button[name="show_panel"]');
+      if (show) show.click();
+    } else if (open.delete(key)) {
+      field.value = Array.from(open).join(" ");
+    }
+  }, true);
+
   document.addEventListener("DOMContentLoaded", function () {
     document.documentElement.classList.add("js");
     prepareTables(document);

@@ -113,3 +113,31 @@ def test_transformer_block_steps_inspects_layernorm_and_follows_an_ffn_edit(page
     goto_stage(page, "x")
     expect(page.locator("#stage-x h3")).to_contain_text("block 2 of 2")
     expect(heatmap(page, "x", "x").locator("caption")).to_contain_text("output of block 1")
+
+
+def test_scaling_lab_and_cost_panels_open_follow_edits_and_stay_open(page: Page) -> None:
+    page.goto("/")
+    page.locator("#lab-panel summary").click()
+    lab = page.locator("#lab-panel")
+    expect(lab.locator("svg")).to_be_visible()
+    expect(lab).to_contain_text("0.881")  # seed 003: softmax([8, −4, 6]) = [0.881, 0.000, 0.119]
+    expect(lab).to_contain_text("0.389")  # softmax([1, −0.5, 0.75]) = [0.500, 0.111, 0.389]
+    page.locator("#cost-panel summary").click()
+    cost = page.locator("#cost-panel")
+    expect(cost.locator("svg")).to_be_visible()
+    expect(cost).to_contain_text("current T")
+    expect(cost).to_contain_text("T = 5")
+    # An edit re-renders the stages: both panels stay open.
+    page.locator('input[name="x-0-0"]').fill("0.7")
+    expect(heatmap(page, "x", "x")).to_contain_text("0.700")
+    expect(lab).to_have_attribute("open", "")
+    expect(cost.locator("svg")).to_be_visible()
+    # A sixth token: the cost panel follows T.
+    page.locator('button[value="add_token"]').click()
+    expect(page.locator('input[name="token-5"]')).to_be_visible()
+    expect(page.locator("#cost-panel")).to_contain_text("T = 6")
+    # Closed, it stays closed on the next edit.
+    page.locator("#lab-panel summary").click()
+    page.locator('input[name="x-0-0"]').fill("0.8")
+    expect(heatmap(page, "x", "x")).to_contain_text("0.800")
+    expect(page.locator("#lab-panel")).not_to_have_attribute("open", "")
