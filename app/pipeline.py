@@ -10,7 +10,8 @@ Notation follows "Attention Is All You Need": T tokens, ``d_model`` embedding si
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import TypeVar
 
 import numpy as np
 
@@ -22,6 +23,7 @@ SCORE_WEIGHT_NAMES = ("w_a", "w_1", "w_2", "v_a")
 ALL_WEIGHT_NAMES = WEIGHT_NAMES + SCORE_WEIGHT_NAMES
 SCORE_FUNCTIONS = ("dot", "general", "additive")
 ATTENTION_MODES = ("softmax", "linear")
+W = TypeVar("W")  # Weights or BlockWeights
 
 
 @dataclass(frozen=True)
@@ -349,17 +351,18 @@ def seeded_weights(
     return Weights(**drawn)
 
 
-def resolve_weights(seeded: Weights, given: dict[str, np.ndarray] | None) -> Weights:
-    """The seeded weights with any given matrix in place of its seeded one (shapes checked)."""
+def resolve_weights(seeded: W, given: dict[str, np.ndarray] | None) -> W:
+    """The seeded weights (Weights or BlockWeights) with any given array in place of its seeded one,
+    shapes checked."""
     used = {}
-    for name in ALL_WEIGHT_NAMES:
+    for name in (f.name for f in fields(seeded)):
         default = getattr(seeded, name)
         value = (given or {}).get(name)
         value = default if value is None else np.asarray(value, dtype=np.float64)
         if value.shape != default.shape:
             raise ValueError(f"{name} must have shape {default.shape}, got {value.shape}")
         used[name] = value
-    return Weights(**used)
+    return type(seeded)(**used)
 
 
 def run_attention(
@@ -587,18 +590,6 @@ def seeded_block_weights(d_model: int, d_ff: int, seed: int, block: int = 0) -> 
     )
 
 
-def resolve_block_weights(seeded: BlockWeights, given: dict[str, np.ndarray] | None) -> BlockWeights:
-    used = {}
-    for name in BLOCK_WEIGHT_NAMES:
-        default = getattr(seeded, name)
-        value = (given or {}).get(name)
-        value = default if value is None else np.asarray(value, dtype=np.float64)
-        if value.shape != default.shape:
-            raise ValueError(f"{name} must have shape {default.shape}, got {value.shape}")
-        used[name] = value
-    return BlockWeights(**used)
-
-
 def transformer_block(
     x: np.ndarray, bw: BlockWeights, *, norm: str, activation: str, attend_fn
 ) -> BlockResult:
@@ -684,7 +675,7 @@ def run_transformer(
     current = x0
     for b in range(blocks):
         bw = seeded_block_weights(d_model, d_ff, seed, b)
-        bw = resolve_block_weights(bw, block_weights if b == 0 else None)
+        bw = resolve_weights(bw, block_weights if b == 0 else None)
 
         def attend_fn(seen: np.ndarray, b: int = b) -> AttentionRun:
             if b == 0:
