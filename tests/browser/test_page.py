@@ -388,7 +388,7 @@ def test_two_heads_show_a_head_selector_and_a_wider_concat(page: Page) -> None:
     head_choice = page.locator('select[name="head"]')
     expect(head_choice).to_be_visible()
     expect(head_choice.locator("option")).to_have_text(["head 1", "head 2"])
-    expect(page.locator("#stages .head-note")).to_contain_text("head 1 of 2")
+    expect(page.locator("#stages .head-note")).to_contain_text("head 1 (of 2")
 
     go_to_stage(page, "multihead")
     d_v = int(page.locator('input[name="d_v"]').input_value())
