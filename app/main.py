@@ -11,7 +11,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.middleware.gzip import GZipMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app import api, pages
+from app import api, export, pages
 from app.config import Settings, settings
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
@@ -97,6 +97,7 @@ def create_app(config: Settings = settings) -> FastAPI:
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.include_router(api.router)
     app.include_router(pages.router)
+    app.include_router(export.router)
     return app
 
 

@@ -249,6 +249,9 @@ def test_keyboard_moves_between_cells_and_enter_inspects(page: Page) -> None:
     scores = heatmap(page, "scores.0")
     expect(scores.locator("td[tabindex='0']")).to_have_count(1)  # one tab stop per table
     heatmap(page, "k.0").locator("td[tabindex='0']").focus()
+    page.keyboard.press("Tab")  # K's export control comes between the two tables
+    expect(page.locator("#stage-scores figure.panel", has=page.locator('table[data-ref="k.0"]'))
+           .locator("details.export summary")).to_be_focused()
     page.keyboard.press("Tab")
     expect(cell(scores, 0, 0)).to_be_focused()
 
