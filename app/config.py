@@ -20,6 +20,15 @@ class Settings(BaseSettings):
     max_d_ff: int = 256  # the FFN's hidden size
 
     @property
+    def max_form_fields(self) -> int:
+        """The most fields the page's form can hold: every matrix of inputs at its largest, the mask
+        grid, tokens, and a hundred settings."""
+        d, t, dh, ff = self.max_d_model, self.max_tokens, self.max_d_head, self.max_d_ff
+        return (3 * t * d + t * t + 2 * t  # x, source, position table; the mask grid; tokens
+                + 4 * d * dh + 3 * dh * dh + dh  # one head's W_Q, W_K, W_V, W_O rows and score weights
+                + 2 * d * ff + ff + 5 * d + 100)  # the first block's FFN and LayerNorms; settings
+
+    @property
     def max_body_bytes(self) -> int:
         """The largest valid JSON request, with room to spare: 32 bytes a number plus 64 KiB."""
         h, d, t, dh, ff = self.max_heads, self.max_d_model, self.max_tokens, self.max_d_head, self.max_d_ff
