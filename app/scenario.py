@@ -198,6 +198,11 @@ class View:
     inspect: str = ""  # "<matrix>.<head>.<row>.<col>", e.g. "softmax.0.2.1"
     block: int = 0  # which transformer block the stages show
     panels: frozenset[str] = frozenset()  # the extra panels open (and so computed): "lab", "cost"
+    present: bool = False  # presenter mode: large type, one stage per screen, no editor
+
+    def __post_init__(self) -> None:
+        if self.present and self.show_all:  # a projector shows one stage at a time
+            object.__setattr__(self, "show_all", False)
 
 
 def from_preset(key: str) -> tuple[Scenario, View]:
@@ -462,6 +467,7 @@ def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
         inspect=inspect,
         block=block,
         panels=frozenset(p for p in (*form.get("panels", "").split(), form.get("show_panel", "")) if p in PANELS),
+        present=form.get("present") in ("on", "true", "1"),
     )
     return scenario, view
 

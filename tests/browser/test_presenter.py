@@ -1,0 +1,154 @@
+"""Presenter mode in a real Chromium: large type, one stage per screen, ←/→ to step, the inspector, exit."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import pytest
+
+from app.stages import visible_stages
+
+try:
+    from playwright.sync_api import expect
+except ImportError:  # conftest's fixtures skip every test (or fail them under REQUIRE_BROWSER=1)
+    expect = None
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from playwright.sync_api import Locator, Page
+
+pytestmark = pytest.mark.browser
+
+STAGE_ORDER = tuple(s.key for s in visible_stages(blocks=0))  # x, qkv, scores, scaled, mask, softmax, output, multihead
+PRESENTING = re.compile(r"\bpresent\b")
+
+
+def current_stage(page: Page) -> Locator:
+    return page.locator("#stages article.stage")
+
+
+def font_px(locator: Locator) -> float:
+    return float(locator.evaluate("el => parseFloat(getComputedStyle(el).fontSize)"))
+
+
+def focus_body(page: Page) -> None:
+    page.evaluate("() => document.activeElement && document.activeElement.blur()")
+
+
+def enter_presenter_mode(page: Page) -> None:
+    page.get_by_role("button", name="Presenter mode").click()
+    expect(page.locator("#workspace")).to_have_class(PRESENTING)
+
+
+def test_presenter_mode_shows_one_large_stage_and_steps_with_the_arrow_keys(
+    page: Page, screenshot: Callable[..., Path]
+) -> None:
+    page.goto("/?preset=three-token")
+    normal_formula = font_px(page.locator("#stage-x .formula"))
+    normal_number = font_px(page.locator('#stage-x table.heatmap[data-ref="x"] tbody td').first)
+    expect(page.locator("#editor")).to_be_visible()
+
+    enter_presenter_mode(page)
+    expect(page.locator("#editor")).to_be_hidden()
+    expect(page.locator("header.top")).to_be_hidden()
+    expect(page.locator("#preset-choice")).to_be_hidden()
+    expect(page.locator("#state input[name='x-0-0']")).to_have_count(1)  # hidden, still posted
+    expect(page.locator("#state input[name='present']")).to_have_value("on")
+    expect(current_stage(page)).to_have_id("stage-x")
+    expect(page.get_by_role("button", name="Exit presenter mode")).to_be_visible()
+
+    formula = page.locator("#stage-x .formula")
+    expect(formula).to_be_visible()
+    assert font_px(formula) >= 2 * normal_formula
+    assert font_px(formula) >= 2.2 * 16
+    number = page.locator('#stage-x table.heatmap[data-ref="x"] tbody td').first
+    assert font_px(number) >= max(1.3 * 16, 1.5 * normal_number)
+    # The title and formula sit above the matrices, which are centred on the screen.
+    title_box = page.locator("#stage-x-h").bounding_box()
+    formula_box = formula.bounding_box()
+    matrix_box = page.locator('#stage-x table.heatmap[data-ref="x"]').bounding_box()
+    assert title_box and formula_box and matrix_box
+    assert title_box["y"] < formula_box["y"] < matrix_box["y"]
+    viewport = page.viewport_size
+    assert viewport
+    assert abs(matrix_box["x"] + matrix_box["width"] / 2 - viewport["width"] / 2) < 40
+
+    focus_body(page)
+    for key in STAGE_ORDER[1:]:
+        page.keyboard.press("ArrowRight")
+        expect(current_stage(page)).to_have_id(f"stage-{key}")
+        expect(current_stage(page)).to_have_count(1)
+        expect(page.locator("#workspace")).to_have_class(PRESENTING)  # survives every swap
+        expect(page.locator(f"#stage-{key} .formula")).to_be_visible()
+    expect(page.locator("#next-stage")).to_be_disabled()
+    for key in reversed(STAGE_ORDER[:-1]):
+        page.keyboard.press("ArrowLeft")
+        expect(current_stage(page)).to_have_id(f"stage-{key}")
+    expect(page.locator("#prev-stage")).to_be_disabled()
+    expect(page.locator("#editor")).to_be_hidden()
+
+    # A teacher selects a weight: the inspector writes out its softmax row, in large type.
+    page.locator('#stages .stage-list button[value="softmax"]').click()
+    expect(current_stage(page)).to_have_id("stage-softmax")
+    page.locator('table.heatmap[data-ref="softmax.0"] tbody tr').nth(2).locator("td").first.click()
+    inspector = page.locator("#inspector")
+    expect(inspector).to_contain_text("softmax row 2")
+    expect(inspector.locator("tr.sel")).to_contain_text("4.113 ÷ 8.169 = 0.503")
+    expect(inspector).to_be_visible()
+    assert font_px(inspector.locator(".arith-table")) >= 1.3 * 16
+    expect(page.locator("#workspace")).to_have_class(PRESENTING)
+    screenshot("presenter-softmax", full_page=False)
+
+    page.get_by_role("button", name="Exit presenter mode").click()
+    expect(page.locator("#workspace")).not_to_have_class(PRESENTING)
+    expect(page.locator("#editor")).to_be_visible()
+    expect(page.locator("header.top")).to_be_visible()
+    expect(current_stage(page)).to_have_id("stage-softmax")
+    expect(page.locator("#inspector")).to_contain_text("softmax row 2")
+    expect(page.locator("#state input[name='present']")).to_have_value("")
+    assert font_px(page.locator("#stage-softmax .formula")) == normal_formula
+
+
+def test_escape_leaves_presenter_mode_opened_by_its_url(page: Page) -> None:
+    page.goto("/?preset=three-token&present=1")
+    expect(page.locator("#workspace")).to_have_class(PRESENTING)
+    expect(page.locator("#editor")).to_be_hidden()
+    focus_body(page)
+    page.keyboard.press("ArrowRight")
+    expect(current_stage(page)).to_have_id("stage-qkv")
+    page.keyboard.press("Escape")
+    expect(page.locator("#workspace")).not_to_have_class(PRESENTING)
+    expect(page.locator("#editor")).to_be_visible()
+    expect(current_stage(page)).to_have_id("stage-qkv")
+
+
+def test_an_edit_made_before_presenting_is_kept_through_presenter_mode(page: Page) -> None:
+    page.goto("/?preset=three-token")
+    x00 = page.locator('input[name="x-0-0"]')
+    with page.expect_response(lambda r: r.url.endswith("/stages") and r.request.method == "POST"):
+        x00.fill("2.5")
+    enter_presenter_mode(page)
+    expect(page.locator('#stage-x table.heatmap[data-ref="x"] tbody td').first).to_have_text("2.500")
+    focus_body(page)
+    page.keyboard.press("ArrowRight")
+    expect(current_stage(page)).to_have_id("stage-qkv")
+    page.get_by_role("button", name="Exit presenter mode").click()
+    expect(page.locator("#editor")).to_be_visible()
+    expect(x00).to_have_value("2.5")
+
+
+@pytest.mark.parametrize("js_enabled", [False])
+def test_presenter_mode_without_javascript(page: Page) -> None:
+    page.goto("/?preset=three-token")
+    page.get_by_role("button", name="Presenter mode").click()
+    expect(page.locator("#workspace")).to_have_class(PRESENTING)
+    expect(page.locator("#editor")).to_be_hidden()
+    page.locator("#next-stage").click()
+    expect(current_stage(page)).to_have_id("stage-qkv")
+    expect(page.locator("#workspace")).to_have_class(PRESENTING)
+    page.get_by_role("button", name="Exit presenter mode").click()
+    expect(page.locator("#editor")).to_be_visible()
+    expect(current_stage(page)).to_have_id("stage-qkv")
