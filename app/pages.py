@@ -9,6 +9,8 @@ Every response varies on HX-Request, since the same URL answers with a fragment 
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 
 from fastapi import APIRouter, Request
@@ -16,6 +18,7 @@ from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from app.config import settings
+from app.permalink import fits_in_url, permalink, state_query
 from app.presets import DEFAULT_PRESET, PRESETS
 from app.render import editor_grids, page_context
 from app.scenario import (
@@ -69,6 +72,13 @@ def _respond(request: Request, template: str, context: dict, status: int = 200,
     return response
 
 
+def _link(request: Request, ctx: dict, sc: Scenario, view: View) -> str | None:
+    """Put the state's permalink in the context; return it when it fits in a URL."""
+    url = permalink(request.url_for("index").path, sc, view)
+    ctx["permalink"] = url if fits_in_url(url) else None
+    return ctx["permalink"]
+
+
 def _workspace_context(sc: Scenario, view: View, error: FormError | None = None) -> dict:
     ctx = page_context(sc, view)
     ctx["grids"] = editor_grids(sc, view, ctx["first_run"], ctx["stack"])
@@ -102,12 +112,15 @@ def index(request: Request, preset: str = DEFAULT_PRESET) -> HTMLResponse:
             return _respond(request, "index.html", _workspace_context(sc, view, e), status=422)
     else:
         sc, view = from_preset(preset if preset in PRESETS else DEFAULT_PRESET)
-    return _respond(request, "index.html", _workspace_context(sc, view))
+        view = replace(view, present=params.get("present") in ("on", "true", "1"))
+    ctx = _workspace_context(sc, view)
+    _link(request, ctx, sc, view)
+    return _respond(request, "index.html", ctx)
 
 
 @router.post("/", response_class=HTMLResponse, include_in_schema=False)
 async def update(request: Request) -> Response:
-    form = await request.form()
+    form = await request.form(max_fields=settings.max_form_fields)
     fields = {k: v for k, v in form.items() if isinstance(v, str)}
     template = "partials/workspace.html" if _is_htmx(request) else "index.html"
     try:
@@ -116,12 +129,13 @@ async def update(request: Request) -> Response:
         ctx = _workspace_context(sc, view)
     except FormError as e:
         return _error_response(request, fields, e)
-    return _respond(request, template, ctx)
+    url = _link(request, ctx, sc, view)
+    return _respond(request, template, ctx, headers={"HX-Push-Url": url} if url else None)
 
 
 @router.post("/stages", response_class=HTMLResponse, include_in_schema=False)
 async def stages(request: Request) -> Response:
-    form = await request.form()
+    form = await request.form(max_fields=settings.max_form_fields)
     fields = {k: v for k, v in form.items() if isinstance(v, str)}
     try:
         sc, view = read_form(fields)
@@ -129,10 +143,13 @@ async def stages(request: Request) -> Response:
     except FormError as e:
         return _error_response(request, fields, e)
     ctx["error_slots"] = ERROR_SLOTS
+    url = _link(request, ctx, sc, view)
     if not _is_htmx(request):
         ctx["grids"] = editor_grids(sc, view, ctx["first_run"], ctx["stack"])
         return _respond(request, "index.html", ctx)
-    return _respond(request, "partials/stages_response.html", ctx)
+    # A step is a place to come back to (history); a value edit only updates the address.
+    header = "HX-Push-Url" if "goto" in fields else "HX-Replace-Url"
+    return _respond(request, "partials/stages_response.html", ctx, headers={header: url} if url else None)
 
 
 def _error_response(request: Request, fields: dict[str, str], error: FormError) -> Response:
@@ -172,3 +189,47 @@ def _lenient_read(fields: dict[str, str]) -> tuple[Scenario, View]:
                 if e.field == "shape":
                     break
     return from_preset(fields.get("preset") if fields.get("preset") in PRESETS else DEFAULT_PRESET)
+
+
+# --- a scenario as a file, for states too large for a link ---------------------------------------
+
+SCENARIO_FORMAT = "attention-scenario/1"
+
+
+@router.post("/scenario", include_in_schema=False)
+async def download_scenario(request: Request) -> Response:
+    """The posted state as a JSON file ("Download scenario"): the permalink's fields, in order."""
+    form = await request.form(max_fields=settings.max_form_fields)
+    fields = {k: v for k, v in form.items() if isinstance(v, str)}
+    try:
+        sc, view = read_form(fields)
+    except FormError as e:
+        return _error_response(request, fields, e)
+    body = json.dumps({"format": SCENARIO_FORMAT, "fields": state_query(sc, view)}, ensure_ascii=False)
+    return Response(body, media_type="application/json",
+                    headers={"Content-Disposition": 'attachment; filename="attention-scenario.json"'})
+
+
+@router.post("/scenario/open", response_class=HTMLResponse, include_in_schema=False)
+async def open_scenario(request: Request) -> Response:
+    """"Open scenario": the page for a file that "Download scenario" wrote."""
+    form = await request.form(max_fields=settings.max_form_fields)
+    upload = form.get("scenario")
+    raw = await upload.read(settings.max_body_bytes + 1) if hasattr(upload, "read") else b""
+    try:
+        data = json.loads(raw)
+        if not isinstance(data, dict) or data.get("format") != SCENARIO_FORMAT:
+            raise ValueError
+        fields = {str(k): str(v) for k, v in data["fields"]}
+        sc, view = read_form(fields)
+        sc.compute()
+    except FormError as e:
+        sc, view = from_preset(DEFAULT_PRESET)
+        return _respond(request, "index.html", _workspace_context(sc, view, e), status=422)
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        sc, view = from_preset(DEFAULT_PRESET)
+        error = FormError("scenario", "scenario: this file is not a scenario saved by this page")
+        return _respond(request, "index.html", _workspace_context(sc, view, error), status=422)
+    ctx = _workspace_context(sc, view)
+    _link(request, ctx, sc, view)
+    return _respond(request, "index.html", ctx)

@@ -6,7 +6,7 @@ inspector's arithmetic (app.arithmetic). This module only chooses labels, format
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from markupsafe import Markup
@@ -28,6 +28,7 @@ class Panel:
     table: Markup
     legend: list[LegendStop]
     kind: str
+    ref: str = ""  # the table's data-ref, e.g. "softmax.0": what the export buttons ask for
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ class PanelBuilder:
             ref=ref, caption=title, corner=corner, inspectable=bool(inspect), selected=sel,
         )
         shape = f"{m.shape[0]}×{m.shape[1]}"
-        return Panel(title, shape, table, legend(kind, top, self.view.decimals), kind)
+        return Panel(title, shape, table, legend(kind, top, self.view.decimals), kind, ref)
 
     def head_matrix(self, name: str) -> Panel:
         h = self.view.head
@@ -419,3 +420,42 @@ def cost_panel(sc: Scenario, run: AttentionRun, stack: TransformerRun | None) ->
         d_ff=stack.blocks[0].d_ff if stack is not None else 0, blocks=len(stack.blocks) if stack else 0,
     )
     return {**cost, "open": True}
+
+
+class _MatrixFinder(PanelBuilder):
+    """A PanelBuilder that also keeps each panel's matrix, labels and title by ref, so an export
+    holds exactly the numbers and labels its panel shows."""
+
+    def __init__(self, sc: Scenario, run: AttentionRun, view: View, stack: TransformerRun | None = None) -> None:
+        super().__init__(sc, run, view, stack)
+        self.found: dict[str, tuple[np.ndarray, list[str], list[str], str]] = {}
+
+    def _panel(self, m: np.ndarray, title: str, ref: str, rows: list[str], cols: list[str],
+               kind: str = "signed", inspect: str = "", corner: str = "") -> Panel:
+        self.found.setdefault(ref, (m, list(rows), list(cols), title))
+        return super()._panel(m, title, ref, rows, cols, kind, inspect, corner)
+
+
+def panel_matrix(sc: Scenario, view: View, ref: str) -> tuple[np.ndarray, list[str], list[str], str] | None:
+    """The matrix, row labels, column labels and title of the panel whose table has data-ref
+    ``ref``, built by the page's own PanelBuilder over every stage; None when no panel has it.
+
+    A ref names the head or block in view ("softmax.0" is head 1 of the block shown); a ref for
+    another head or block ("softmax.1", "ln1.1") is looked up with that head or block in view."""
+    first, stack = sc.compute()
+    views = [view]
+    index = ref.rpartition(".")[2]
+    if index.isdigit():
+        n = int(index)
+        if n < sc.num_heads:
+            views.append(replace(view, head=n))
+        if n < sc.blocks:
+            views.append(replace(view, block=n))
+    for v in views:
+        run = first if stack is None else stack.blocks[v.block].attention
+        finder = _MatrixFinder(sc, run, v, stack)
+        for stage in visible_stages(sc.blocks):
+            finder.stage(stage)
+            if ref in finder.found:
+                return finder.found[ref]
+    return None
