@@ -119,6 +119,11 @@ def test_escape_leaves_presenter_mode_opened_by_its_url(page: Page) -> None:
     focus_body(page)
     page.keyboard.press("ArrowRight")
     expect(current_stage(page)).to_have_id("stage-qkv")
+    expect(page).to_have_url(re.compile(r"[?&]present=on\b"))  # the address keeps the mode
+    page.reload()
+    expect(page.locator("#workspace")).to_have_class(PRESENTING)
+    expect(current_stage(page)).to_have_id("stage-qkv")
+    focus_body(page)
     page.keyboard.press("Escape")
     expect(page.locator("#workspace")).not_to_have_class(PRESENTING)
     expect(page.locator("#editor")).to_be_visible()
