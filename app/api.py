@@ -112,6 +112,12 @@ def run_to_json(run: AttentionRun, tokens: list[str], transformer: TransformerRu
     }
 
 
+def run_json(run: AttentionRun, tokens: list[str], transformer: TransformerRun | None = None) -> str:
+    """The response body as compact JSON, serialised directly: the arrays are finite by construction
+    and already plain lists, so no response model walks them again."""
+    return json.dumps(run_to_json(run, tokens, transformer), separators=(",", ":"), allow_nan=False)
+
+
 @router.post("/api/attention", response_model=AttentionResponse, tags=["attention"])
 def attention(req: AttentionRequest) -> Response:
     """Run multi-head attention and return X, every head's Q, K, V, scores, scaled scores, softmax
@@ -140,9 +146,7 @@ def attention(req: AttentionRequest) -> Response:
             req.x, weights=attention_weights, seed=req.seed, context=context,
             positional_encoding=req.positional_encoding, position_table=req.position_table, **options,
         )
-    # Serialised directly: the arrays are finite by construction and already plain lists.
-    body = json.dumps(run_to_json(run, req.tokens, transformer), separators=(",", ":"), allow_nan=False)
-    return Response(body, media_type="application/json")
+    return Response(run_json(run, req.tokens, transformer), media_type="application/json")
 
 
 @router.get("/healthz", response_model=Health, tags=["health"])

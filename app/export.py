@@ -21,9 +21,9 @@ import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from app.api import run_to_json
-from app.config import settings
+from app.api import run_json
 from app.heatmap import format_numbers
+from app.pages import posted_fields
 from app.render import panel_matrix
 from app.scenario import FormError, read_form
 
@@ -119,15 +119,14 @@ def _attachment(body: str, filename: str, media_type: str) -> Response:
 
 @router.post("/export", include_in_schema=False)
 async def export(request: Request) -> Response:
-    form = await request.form(max_fields=settings.max_form_fields)
-    fields = {k: v for k, v in form.items() if isinstance(v, str)}
+    fields = await posted_fields(request)
     try:
         ref, fmt = export_target(fields)
         sc, view = read_form(fields)
         ext, media_type = FORMATS[fmt]
         if fmt == "run":
             first, stack = sc.compute()
-            body = json.dumps(run_to_json(first, list(sc.tokens), stack), separators=(",", ":"), allow_nan=False)
+            body = run_json(first, list(sc.tokens), stack)
             return _attachment(body, f"{RUN_FILENAME}.{ext}", media_type)
         found = panel_matrix(sc, view, ref)
         if found is None:

@@ -61,6 +61,12 @@ def error_slot(field: str) -> str:
     return "sizes"
 
 
+async def posted_fields(request: Request) -> dict[str, str]:
+    """The posted form's text fields, read whole up to the largest valid form."""
+    form = await request.form(max_fields=settings.max_form_fields)
+    return {k: v for k, v in form.items() if isinstance(v, str)}
+
+
 def _is_htmx(request: Request) -> bool:
     return request.headers.get("HX-Request") == "true"
 
@@ -120,8 +126,7 @@ def index(request: Request, preset: str = DEFAULT_PRESET) -> HTMLResponse:
 
 @router.post("/", response_class=HTMLResponse, include_in_schema=False)
 async def update(request: Request) -> Response:
-    form = await request.form(max_fields=settings.max_form_fields)
-    fields = {k: v for k, v in form.items() if isinstance(v, str)}
+    fields = await posted_fields(request)
     template = "partials/workspace.html" if _is_htmx(request) else "index.html"
     try:
         sc, view = read_form(fields)
@@ -135,8 +140,7 @@ async def update(request: Request) -> Response:
 
 @router.post("/stages", response_class=HTMLResponse, include_in_schema=False)
 async def stages(request: Request) -> Response:
-    form = await request.form(max_fields=settings.max_form_fields)
-    fields = {k: v for k, v in form.items() if isinstance(v, str)}
+    fields = await posted_fields(request)
     try:
         sc, view = read_form(fields)
         ctx = page_context(sc, view)
@@ -199,8 +203,7 @@ SCENARIO_FORMAT = "attention-scenario/1"
 @router.post("/scenario", include_in_schema=False)
 async def download_scenario(request: Request) -> Response:
     """The posted state as a JSON file ("Download scenario"): the permalink's fields, in order."""
-    form = await request.form(max_fields=settings.max_form_fields)
-    fields = {k: v for k, v in form.items() if isinstance(v, str)}
+    fields = await posted_fields(request)
     try:
         sc, view = read_form(fields)
     except FormError as e:

@@ -10,7 +10,8 @@ Notation follows "Attention Is All You Need": T tokens, ``d_model`` embedding si
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
@@ -142,6 +143,11 @@ def softmax_rows(z: np.ndarray) -> np.ndarray:
 
 MASK_MODES = ("none", "causal", "local", "strided")
 POSITIONAL_ENCODINGS = ("none", "sinusoidal", "learned", "rope", "alibi")
+
+
+def check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}")
 
 
 def causal_mask(t: int, s: int | None = None) -> np.ndarray:
@@ -322,6 +328,21 @@ def position_encoding(
     return table[:rows]  # (rows, d_model)
 
 
+def weight_shapes(d_model: int, num_heads: int, d_k: int, d_v: int, d_a: int | None = None) -> dict:
+    """The shape of every attention weight, in ALL_WEIGHT_NAMES order."""
+    d_a = d_k if d_a is None else d_a
+    return {
+        "w_q": (num_heads, d_model, d_k),
+        "w_k": (num_heads, d_model, d_k),
+        "w_v": (num_heads, d_model, d_v),
+        "w_o": (num_heads * d_v, d_model),
+        "w_a": (num_heads, d_k, d_k),
+        "w_1": (num_heads, d_k, d_a),
+        "w_2": (num_heads, d_k, d_a),
+        "v_a": (num_heads, d_a),
+    }
+
+
 def seeded_weights(
     d_model: int, num_heads: int, d_k: int, d_v: int, seed: int, d_a: int | None = None, block: int = 0
 ) -> Weights:
@@ -333,36 +354,36 @@ def seeded_weights(
     that a student can read and retype them.
     """
     d_a = d_k if d_a is None else d_a
+    shapes = weight_shapes(d_model, num_heads, d_k, d_v, d_a)
     rng = np.random.default_rng(seed if block == 0 else [seed, 10 + block])
     std = 1.0 / math.sqrt(d_model)
-    shapes = {
-        "w_q": (num_heads, d_model, d_k),
-        "w_k": (num_heads, d_model, d_k),
-        "w_v": (num_heads, d_model, d_v),
-        "w_o": (num_heads * d_v, d_model),
-    }
     drawn = {name: np.round(rng.normal(0.0, std, shapes[name]), 2) for name in WEIGHT_NAMES}
     extra = np.random.default_rng([seed, 3] if block == 0 else [seed, 20 + block])
-    std_k = 1.0 / math.sqrt(d_k)
-    drawn["w_a"] = np.round(extra.normal(0.0, std_k, (num_heads, d_k, d_k)), 2)
-    drawn["w_1"] = np.round(extra.normal(0.0, std_k, (num_heads, d_k, d_a)), 2)
-    drawn["w_2"] = np.round(extra.normal(0.0, std_k, (num_heads, d_k, d_a)), 2)
-    drawn["v_a"] = np.round(extra.normal(0.0, 1.0 / math.sqrt(d_a), (num_heads, d_a)), 2)
+    for name in SCORE_WEIGHT_NAMES:
+        fan_in = d_a if name == "v_a" else d_k
+        drawn[name] = np.round(extra.normal(0.0, 1.0 / math.sqrt(fan_in), shapes[name]), 2)
     return Weights(**drawn)
 
 
-def resolve_weights(seeded: W, given: dict[str, np.ndarray] | None) -> W:
-    """The seeded weights (Weights or BlockWeights) with any given array in place of its seeded one,
-    shapes checked."""
+def resolve_weights(
+    cls: type[W], shapes: dict, given: dict[str, np.ndarray] | None, draw: Callable[[], W]
+) -> W:
+    """The given arrays, shapes checked, with ``draw()``'s seeded ones for the rest. Nothing is
+    drawn when every array is given (the page always gives them all)."""
+    given = given or {}
     used = {}
-    for name in (f.name for f in fields(seeded)):
-        default = getattr(seeded, name)
-        value = (given or {}).get(name)
-        value = default if value is None else np.asarray(value, dtype=np.float64)
-        if value.shape != default.shape:
-            raise ValueError(f"{name} must have shape {default.shape}, got {value.shape}")
+    for name, shape in shapes.items():
+        value = given.get(name)
+        if value is None:
+            continue
+        value = np.asarray(value, dtype=np.float64)
+        if value.shape != shape:
+            raise ValueError(f"{name} must have shape {shape}, got {value.shape}")
         used[name] = value
-    return type(seeded)(**used)
+    if len(used) < len(shapes):
+        seeded = draw()
+        used = {name: used[name] if name in used else getattr(seeded, name) for name in shapes}
+    return cls(**used)
 
 
 def run_attention(
@@ -382,6 +403,7 @@ def run_attention(
     score: str = "dot",
     attention: str = "softmax",
     window: int | None = None,
+    block: int = 0,
 ) -> AttentionRun:
     """MultiHead(X) = Concat(head₁, …, head_h)·W_O, headᵢ = Attention(X·W_Qⁱ, C·W_Kⁱ, C·W_Vⁱ).
 
@@ -393,6 +415,7 @@ def run_attention(
     "rope" (rotates q and k) or "alibi" (adds −m_h·|i − j| to head h's scaled scores).
     ``score``: "dot" (q·k), "general" (qᵀ·W_a·k) or "additive" (v_aᵀ·tanh(W₁ᵀq + W₂ᵀk), never ÷√d_k).
     ``attention``: "softmax", or "linear" (φ = elu + 1; the softmax intermediates are kept to compare).
+    ``block``: which transformer block's seeded stream fills the weights not given (0: the first).
     Shapes are the caller's to validate; a mismatch raises ValueError naming the array.
     """
     x_input = np.asarray(x, dtype=np.float64)  # (T, d_model)
@@ -405,19 +428,17 @@ def run_attention(
     d_v = d_k if d_v is None else d_v
     if d_k < 1 or d_v < 1:
         raise ValueError("d_k and d_v must be at least 1 (d_model // num_heads is 0)")
-    if positional_encoding not in POSITIONAL_ENCODINGS:
-        raise ValueError(f"positional_encoding must be one of {', '.join(POSITIONAL_ENCODINGS)}")
-    if score not in SCORE_FUNCTIONS:
-        raise ValueError(f"score must be one of {', '.join(SCORE_FUNCTIONS)}")
-    if attention not in ATTENTION_MODES:
-        raise ValueError(f"attention must be one of {', '.join(ATTENTION_MODES)}")
+    check_choice("positional_encoding", positional_encoding, POSITIONAL_ENCODINGS)
+    check_choice("score", score, SCORE_FUNCTIONS)
+    check_choice("attention", attention, ATTENTION_MODES)
     if not temperature > 0:
         raise ValueError("temperature must be positive")
     c_input = None if context is None else np.asarray(context, dtype=np.float64)  # (S, d_model)
     if c_input is not None and (c_input.ndim != 2 or c_input.shape[0] < 1 or c_input.shape[1] != d_model):
         raise ValueError("context.x must be a non-empty S×d_model matrix with the same d_model as x")
     s_len = t if c_input is None else c_input.shape[0]
-    w = resolve_weights(seeded_weights(d_model, num_heads, d_k, d_v, seed), weights)
+    w = resolve_weights(Weights, weight_shapes(d_model, num_heads, d_k, d_v), weights,
+                        lambda: seeded_weights(d_model, num_heads, d_k, d_v, seed, block=block))
 
     # 0) Positions: sinusoidal or learned encodings are added to the embeddings.
     pe = position_encoding(positional_encoding, max(t, s_len), d_model, seed, position_table)  # (max(T, S), d_model)
@@ -576,6 +597,12 @@ def gelu(x: np.ndarray) -> np.ndarray:
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
 
 
+def block_weight_shapes(d_model: int, d_ff: int) -> dict:
+    """The shape of every block weight, in BLOCK_WEIGHT_NAMES order."""
+    return {"ffn_w1": (d_model, d_ff), "ffn_b1": (d_ff,), "ffn_w2": (d_ff, d_model), "ffn_b2": (d_model,),
+            **{name: (d_model,) for name in BLOCK_WEIGHT_NAMES[4:]}}
+
+
 def seeded_block_weights(d_model: int, d_ff: int, seed: int, block: int = 0) -> BlockWeights:
     """W₁ ~ N(0, 1/d_model), W₂ ~ N(0, 1/d_ff) from ``default_rng([seed, 4, block])``, rounded to
     two decimals; biases 0, LayerNorm gains 1 and biases 0, as a fresh model starts."""
@@ -648,12 +675,9 @@ def run_transformer(
     """
     if not 1 <= blocks:
         raise ValueError("blocks must be at least 1")
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}")
-    if norm not in NORM_PLACEMENTS:
-        raise ValueError(f"norm must be one of {', '.join(NORM_PLACEMENTS)}")
-    if positional_encoding not in POSITIONAL_ENCODINGS:
-        raise ValueError(f"positional_encoding must be one of {', '.join(POSITIONAL_ENCODINGS)}")
+    check_choice("activation", activation, ACTIVATIONS)
+    check_choice("norm", norm, NORM_PLACEMENTS)
+    check_choice("positional_encoding", positional_encoding, POSITIONAL_ENCODINGS)
     x_input = np.asarray(x, dtype=np.float64)  # (T, d_model)
     if x_input.ndim != 2 or x_input.shape[0] < 1 or x_input.shape[1] < 1:
         raise ValueError("x must be a non-empty T×d_model matrix")
@@ -674,21 +698,12 @@ def run_transformer(
     results: list[BlockResult] = []
     current = x0
     for b in range(blocks):
-        bw = seeded_block_weights(d_model, d_ff, seed, b)
-        bw = resolve_weights(bw, block_weights if b == 0 else None)
+        bw = resolve_weights(BlockWeights, block_weight_shapes(d_model, d_ff), block_weights if b == 0 else None,
+                             lambda b=b: seeded_block_weights(d_model, d_ff, seed, b))
 
         def attend_fn(seen: np.ndarray, b: int = b) -> AttentionRun:
-            if b == 0:
-                return run_attention(seen, weights=given, seed=seed, context=c0,
-                                     positional_encoding=inner_pe, **attention_options)
-            opts = dict(attention_options)
-            h = opts.get("num_heads", 1)
-            d_k = opts.get("d_k") or d_model // h
-            d_v = opts.get("d_v") or d_k
-            w = seeded_weights(d_model, h, d_k, d_v, seed, block=b)
-            own = {name: getattr(w, name) for name in ALL_WEIGHT_NAMES}
-            return run_attention(seen, weights=own, seed=seed, context=c0,
-                                 positional_encoding=inner_pe, **opts)
+            return run_attention(seen, weights=given if b == 0 else None, seed=seed, block=b, context=c0,
+                                 positional_encoding=inner_pe, **attention_options)
 
         block = transformer_block(current, bw, norm=norm, activation=activation, attend_fn=attend_fn)
         results.append(block)

@@ -15,7 +15,7 @@ from app.arithmetic import BLOCK_CELLS as BLOCK_MATRICES
 from app.arithmetic import INSPECTABLE, CellRef, Explanation, explain, parse_ref
 from app.heatmap import LegendStop, heatmap_table, legend
 from app.panels import cost_context, lab_context
-from app.pipeline import AttentionRun, TransformerRun, build_mask
+from app.pipeline import AttentionRun, HeadResult, TransformerRun, build_mask
 from app.presets import PRESETS
 from app.scenario import Scenario, View, format_input
 from app.stages import Stage, describe, neighbours, stage_or_first, visible_stages
@@ -69,6 +69,18 @@ def dim_labels(sc: Scenario) -> list[str]:
     return [f"x{j + 1}" for j in range(sc.d_model)]
 
 
+LINEAR_ARRAYS = {"lin_weights": "weights", "phi_q": "phi_q", "phi_k": "phi_k", "kv": "kv"}
+
+
+def head_array(head: HeadResult, name: str) -> np.ndarray:
+    """A head's matrix by panel name: its own fields, linear attention's, or linear − softmax."""
+    if name in LINEAR_ARRAYS:
+        return getattr(head.linear, LINEAR_ARRAYS[name])
+    if name == "diff":
+        return head.output - head.softmax_output  # (T, d_v)
+    return getattr(head, name)
+
+
 class PanelBuilder:
     """Builds the heatmaps of one run, each at most once per request. With transformer blocks,
     ``run`` is the attention of the block in view and ``stack`` the whole stack."""
@@ -98,12 +110,7 @@ class PanelBuilder:
     def head_matrix(self, name: str) -> Panel:
         h = self.view.head
         head = self.run.heads[h]
-        m = {"lin_weights": head.linear.weights if head.linear else None,
-             "phi_q": head.linear.phi_q if head.linear else None,
-             "phi_k": head.linear.phi_k if head.linear else None,
-             "kv": head.linear.kv if head.linear else None,
-             "diff": head.output - head.softmax_output if head.linear else None,
-             }.get(name) if not hasattr(head, name) else getattr(head, name)
+        m = head_array(head, name)
         hn = f" ({head_label(self.sc, h)})" if self.run.num_heads > 1 else ""
         ref = f"{name}.{h}"
         d_cols = lambda p, n: [f"{p}{j + 1}" for j in range(n)]  # noqa: E731

@@ -14,6 +14,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -125,18 +126,22 @@ class Scenario:
 
     def base_weights(self) -> dict[str, np.ndarray]:
         """The preset's weights when the sizes still fit it, else the seeded ones; with blocks,
-        the first block's FFN and LayerNorm weights too."""
+        the first block's FFN and LayerNorm weights too. Fresh copies, free to edit."""
+        return {name: value.copy() for name, value in self._base.items()}
+
+    @cached_property
+    def _base(self) -> dict[str, np.ndarray]:
+        """Drawn once per scenario: normalising the edits and running both need it."""
         seeded = seeded_weights(self.d_model, self.num_heads, self.d_k, self.d_v, self.seed)
-        base = {name: getattr(seeded, name).copy() for name in ALL_WEIGHT_NAMES}
+        base = {name: getattr(seeded, name) for name in ALL_WEIGHT_NAMES}
         p = self.preset_obj
         if p is not None and p.weights:
-            given = p.weight_arrays()
-            for name, value in given.items():
+            for name, value in p.weight_arrays().items():
                 if value.shape == base[name].shape:
-                    base[name] = value.copy()
+                    base[name] = value
         if self.blocks:
             block = seeded_block_weights(self.d_model, self.ffn_size, self.seed)
-            base.update({name: getattr(block, name).copy() for name in BLOCK_WEIGHT_NAMES})
+            base.update({name: getattr(block, name) for name in BLOCK_WEIGHT_NAMES})
         return base
 
     def weights(self) -> dict[str, np.ndarray]:
