@@ -2,11 +2,37 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")  # cgroup v2: "<quota> <period>" or "max <period>"
+
+
+def available_cpus(cpu_max: Path = CGROUP_CPU_MAX) -> int:
+    """The CPUs this process may use: those it may run on (a container's cpuset), capped by a
+    container's CPU quota (``docker run --cpus 2``, a Kubernetes CPU limit), at least 1."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    try:
+        quota, period = cpu_max.read_text().split()[:2]
+        if quota != "max":
+            cpus = min(cpus, -(-int(quota) // int(period)))  # a quota of 1.5 CPUs keeps 2 workers busy
+    except (OSError, ValueError):
+        pass  # no cgroup v2 quota to honour
+    return max(cpus, 1)
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="ATTENTION_", frozen=True)
+    model_config = SettingsConfigDict(env_prefix="ATTENTION_", frozen=True, env_ignore_empty=True)
+
+    # Serving: `python -m app.serve` (the container's command) reads these; an empty variable means the default.
+    host: str = "127.0.0.1"  # the container sets 0.0.0.0, so the class's machines can reach it
+    port: int = Field(default=8000, ge=1, le=65535)
+    workers: int = Field(default_factory=available_cpus, ge=1)  # processes; the server keeps no per-user state
+    root_path: str = ""  # the sub-path behind a reverse proxy, such as /attention; empty: served at /
+    forwarded_allow_ips: str = "127.0.0.1"  # proxies trusted for X-Forwarded-For/-Proto: IPs or CIDRs, or "*"
 
     # Input bounds: the only place they are stated. The API schema, the page form and README follow.
     max_tokens: int = 64  # T (and later S) at most
@@ -37,6 +63,15 @@ class Settings(BaseSettings):
                    + 3 * h * dh * dh + h * dh  # W_a, W₁, W₂, v_a
                    + 2 * d * ff + ff + 5 * d)  # the first block's FFN and LayerNorms
         return numbers * 32 + 64 * 1024
+
+    @field_validator("root_path")
+    @classmethod
+    def _one_leading_slash(cls, value: str) -> str:
+        """One form for a sub-path: "attention/", "/attention/" and "/attention" give "/attention"; "/" gives ""."""
+        value = value.strip().strip("/")
+        if any(c in value for c in "?#\\ ") or "//" in value:
+            raise ValueError("a root path is a plain URL path such as /attention")
+        return f"/{value}" if value else ""
 
 
 settings = Settings()

@@ -61,6 +61,26 @@ async def _too_large(send: Send, limit: int) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+class RootPathMiddleware:
+    """Serve under ``root_path`` (such as /attention) behind a reverse proxy, whether the proxy strips
+    the prefix or passes it on: the path is made to start with it, as uvicorn's --root-path does, and
+    every URL the app builds (url_for, permalinks) carries it. Direct requests (the HEALTHCHECK's
+    /healthz) are answered too."""
+
+    def __init__(self, app: ASGIApp, root_path: str) -> None:
+        self.app = app
+        self.root_path = root_path
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            root, path = self.root_path, scope["path"]
+            scope = dict(scope, root_path=root)
+            if path != root and not path.startswith(root + "/"):
+                scope["path"] = root + path
+                scope["raw_path"] = root.encode() + (scope.get("raw_path") or path.encode())
+        await self.app(scope, receive, send)
+
+
 def field_path(loc: tuple) -> str:
     """('body', 'x', 1, 2) → 'x[1][2]'; ('body', 'weights', 'w_q') → 'weights.w_q'."""
     path = ""
@@ -98,6 +118,8 @@ def create_app(config: Settings = settings) -> FastAPI:
     app.include_router(api.router)
     app.include_router(pages.router)
     app.include_router(export.router)
+    if config.root_path:
+        app.add_middleware(RootPathMiddleware, root_path=config.root_path)  # outermost: every route sees it
     return app
 
 
