@@ -1,0 +1,250 @@
+"""The image, built from the Dockerfile unchanged and checked from outside the container.
+
+Budgets from the requirement, measured here and written in README: the layers the image adds over
+the Python base are at most 150 MB; the HEALTHCHECK passes at most 5 s after `run`; a SIGTERM stops
+the container within 10 s. `make test-container` runs this module (-m container).
+"""
+
+from __future__ import annotations
+
+import http.client
+import re
+import shutil
+import socket
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from app.pipeline import run_attention
+from tests.conftest import form_fields
+from tests.container.conftest import ARTIFACTS, REPO_ROOT, Engine, build
+from tests.test_pages import heatmap
+
+pytestmark = pytest.mark.container
+
+MAX_ADDED_MB = 150.0  # the layers over the base image, in MB of 10⁶ bytes, as docker and podman print them
+MAX_START_TO_HEALTHY_S = 5.0
+MAX_STOP_S = 10.0
+START_TIMEOUT_S = 60.0  # give up waiting for a container that never answers
+ROOT_PATH = "/attention"
+HTMX = {"HX-Request": "true"}
+LINK = re.compile(r'\b(?:href|src|action|formaction|hx-post|hx-get|data-stages-url)="([^"]*)"')
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=1.0, trust_env=False).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@dataclass(frozen=True)
+class Running:
+    """A started container: its name, its URL on the host, and how long it took to come up."""
+
+    name: str
+    url: str
+    answered_s: float  # from `run` to GET /healthz answering 200 through the published port
+    healthy_s: float  # from `run` to the image's HEALTHCHECK passing
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=30.0, trust_env=False)
+
+
+def _wait_for(condition: Callable[[], bool], started: float, engine: Engine, name: str, what: str,
+              pause: float) -> float:
+    """Seconds from `started` until `condition()` holds; fail with the logs if the container stops."""
+    while time.monotonic() - started < START_TIMEOUT_S:
+        if condition():
+            return time.monotonic() - started
+        if engine.inspect(name)[0]["State"]["Status"] != "running":
+            pytest.fail(f"{name} stopped before {what}:\n{engine('logs', name, check=False).stderr[-3000:]}")
+        time.sleep(pause)
+    pytest.fail(f"{name}: not {what} within {START_TIMEOUT_S:g} s")
+
+
+@pytest.fixture(scope="module")
+def start(engine: Engine, image: str) -> Iterator[Callable[..., Running]]:
+    """`start(NAME=value, ...)` runs the image with those environment variables; all are removed at the end."""
+    names: list[str] = []
+
+    def run(**env: str) -> Running:
+        name = f"attention-demo-test-{len(names)}-{_free_port()}"
+        port = _free_port()
+        options = [arg for key, value in env.items() for arg in ("-e", f"{key}={value}")]
+        started = time.monotonic()
+        engine("run", "-d", "--name", name, *engine.run_options, *options, "-p", f"127.0.0.1:{port}:8000", image)
+        names.append(name)
+        url = f"http://127.0.0.1:{port}"
+        answered = _wait_for(lambda: _answers(f"{url}/healthz"), started, engine, name, "answering", 0.05)
+        healthy = _wait_for(lambda: engine.healthcheck(name), started, engine, name, "healthy", 0.1)
+        return Running(name, url, answered, healthy)
+
+    yield run
+    ARTIFACTS.mkdir(exist_ok=True)
+    for name in names:
+        logs = engine("logs", name, check=False)
+        (ARTIFACTS / f"{name}.log").write_text(logs.stdout + logs.stderr)
+        engine("rm", "-f", name, check=False)
+
+
+@pytest.fixture(scope="module")
+def server(start: Callable[..., Running], measurements: dict[str, str]) -> Running:
+    """The image as a teacher runs it: no settings at all."""
+    running = start()
+    measurements["start → /healthz answers"] = f"{running.answered_s:.2f} s"
+    measurements["start → HEALTHCHECK healthy"] = f"{running.healthy_s:.2f} s (budget {MAX_START_TO_HEALTHY_S:g} s)"
+    return running
+
+
+def _started_workers(engine: Engine, name: str) -> int:
+    """How many uvicorn server processes the container started (each logs "Started server process")."""
+    logs = engine("logs", name)
+    return (logs.stdout + logs.stderr).count("Started server process")
+
+
+# --- the image ----------------------------------------------------------------------------------
+
+
+def test_image_runs_as_a_user_with_an_exec_form_command_and_a_healthcheck(engine: Engine, image: str) -> None:
+    data = engine.inspect(image, kind="image")[0]
+    config = data["Config"]
+    assert config["User"] and config["User"].split(":")[0] not in ("", "0", "root")
+    assert config["Cmd"] == ["python", "-m", "app.serve"]  # exec form: no /bin/sh -c in between
+    assert not config.get("Entrypoint")
+    healthcheck = data.get("Healthcheck") or config.get("Healthcheck")  # podman keeps it beside Config
+    assert healthcheck and healthcheck["Test"][0] == "CMD"
+    assert "8000/tcp" in config["ExposedPorts"]
+
+
+def test_image_adds_at_most_150_mb_over_the_base(
+    engine: Engine, image: str, base_image: str, measurements: dict[str, str]
+) -> None:
+    base, built = engine.inspect(base_image, image, kind="image")
+    base_layers, layers = base["RootFS"]["Layers"], built["RootFS"]["Layers"]
+    assert layers[: len(base_layers)] == base_layers, "the image is not built on the base image"
+    added_mb = (built["Size"] - base["Size"]) / 1e6
+    measurements["layers added over the base"] = f"{added_mb:.1f} MB (budget {MAX_ADDED_MB:g} MB)"
+    assert 0 < added_mb <= MAX_ADDED_MB
+
+
+def test_a_code_change_reuses_the_dependencies_layer(engine: Engine, image: str, base_image: str,
+                                                      tmp_path: Path) -> None:
+    """The dependencies sit in a layer before the code: a rebuild after a code edit installs nothing."""
+    context = tmp_path / "context"
+    shutil.copytree(REPO_ROOT, context, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "test-artifacts", "__pycache__", ".*_cache", "*.egg-info", "bench"))
+    with (context / "app" / "__init__.py").open("a") as f:
+        f.write("# a code change\n")
+    rebuilt = f"{image}-code-change"
+    try:
+        build(engine, context, rebuilt, "container-rebuild.log")
+        base, first, second = (engine.inspect(name, kind="image")[0]["RootFS"]["Layers"]
+                               for name in (base_image, image, rebuilt))
+    finally:
+        engine("rmi", "-f", rebuilt, check=False)
+    added, added_again = first[len(base):], second[len(base):]
+    shared = next((i for i, (a, b) in enumerate(zip(added, added_again, strict=True)) if a != b), len(added))
+    # Layers before the code: COPY pyproject.toml, RUN (the dependencies), RUN (the user).
+    assert shared >= 3, f"only {shared} layers reused after a code change: the dependencies were reinstalled"
+    assert added != added_again, "the code change did not reach the image"
+
+
+# --- the running container, from outside ---------------------------------------------------------
+
+
+def test_the_page_and_healthz_answer(server: Running) -> None:
+    with server.client() as client:
+        page = client.get("/")
+        health = client.get("/healthz")
+        css = client.get("/static/app.css")
+    assert page.status_code == 200
+    assert "<title>Attention, step by step</title>" in page.text
+    assert health.status_code == 200
+    assert health.json() == {"status": "ok"}
+    assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
+
+
+def test_the_healthcheck_reports_healthy(engine: Engine, server: Running) -> None:
+    assert engine.healthcheck(server.name)
+    if engine.name == "podman":  # `podman healthcheck run` records its result; docker probes on its interval
+        assert engine.health_status(server.name) == "healthy"
+    else:
+        _wait_for(lambda: engine.health_status(server.name) == "healthy", time.monotonic(), engine, server.name,
+                  "reported healthy", 0.5)
+    assert server.healthy_s <= MAX_START_TO_HEALTHY_S, f"healthy after {server.healthy_s:.2f} s"
+
+
+def test_no_process_runs_as_root(engine: Engine, server: Running) -> None:
+    users = engine.process_users(server.name)
+    assert users, "no processes listed"
+    assert all(user not in ("0", "root") for user, _ in users), users
+
+
+def test_workers_default_to_the_cpus(engine: Engine, server: Running) -> None:
+    cpus = int(engine("exec", server.name, "nproc").stdout)
+    assert _started_workers(engine, server.name) == cpus
+
+
+def test_an_api_edit_gives_the_pipelines_numbers(server: Running) -> None:
+    body = {"tokens": ["pool", "beats", "badminton"],
+            "x": [[0.5, 0.1, 0.1, 0.2], [0.1, 0.5, 0.2, 0.1], [0.5, 0.1, 0.2, 0.1]], "num_heads": 2, "seed": 7}
+    edited = {**body, "x": [[2.5, 0.1, 0.1, 0.2], *body["x"][1:]]}
+    with server.client() as client:
+        before = client.post("/api/attention", json=body)
+        after = client.post("/api/attention", json=edited)
+    assert before.status_code == after.status_code == 200
+    expected = run_attention(np.array(edited["x"]), num_heads=2, seed=7)
+    assert after.json()["x"][0][0] == 2.5
+    np.testing.assert_allclose(after.json()["output"], expected.output, rtol=1e-12)
+    assert not np.allclose(after.json()["output"], before.json()["output"])
+
+
+def test_an_htmx_edit_returns_the_changed_stages(server: Running) -> None:
+    with server.client() as client:
+        form = dict(form_fields(client.get("/").text), show_all="on")
+        r = client.post("/stages", data={**form, "x-1-2": "0.75"}, headers=HTMX)
+    assert r.status_code == 200
+    assert r.text.lstrip().startswith('<section id="stages"')
+    assert heatmap(r.text, "x")[1][2] == "0.750"
+
+
+def test_settings_from_the_environment_workers_and_a_root_path(engine: Engine, start: Callable[..., Running]) -> None:
+    running = start(ATTENTION_WORKERS="3", ATTENTION_ROOT_PATH=ROOT_PATH)
+    with running.client() as client:
+        page = client.get(f"{ROOT_PATH}/")
+        css = client.get(f"{ROOT_PATH}/static/app.css")
+    assert page.status_code == 200 and css.status_code == 200
+    links = LINK.findall(page.text)
+    assert links and all(link.startswith(f"{ROOT_PATH}/") for link in links), links
+    assert _started_workers(engine, running.name) == 3
+
+
+def test_sigterm_stops_the_container_within_10_s(engine: Engine, server: Running,
+                                                   measurements: dict[str, str]) -> None:
+    """uvicorn is PID 1: it closes an idle keep-alive connection (a browser's), stops every worker, exits 0."""
+    workers = _started_workers(engine, server.name)
+    idle = http.client.HTTPConnection(server.url.removeprefix("http://"), timeout=15)
+    idle.request("GET", "/healthz")
+    assert idle.getresponse().read() == b'{"status":"ok"}'
+    started = time.monotonic()
+    engine("kill", "--signal", "TERM", server.name)
+    code = int(engine("wait", server.name, timeout=60).stdout.split()[-1])
+    seconds = time.monotonic() - started
+    idle.close()
+    measurements["SIGTERM → stopped"] = f"{seconds:.2f} s, exit code {code} (budget {MAX_STOP_S:g} s)"
+    logs = engine("logs", server.name)
+    assert code == 0, "killed or failed rather than stopped"
+    assert seconds <= MAX_STOP_S
+    assert (logs.stdout + logs.stderr).count("Finished server process") == workers
