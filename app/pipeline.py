@@ -252,6 +252,11 @@ def elu_plus_one(x: np.ndarray) -> np.ndarray:
     return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
 
 
+def log_elu_plus_one(x: np.ndarray) -> np.ndarray:
+    """log φ(x): log(x + 1) for x > 0, x otherwise. Finite where φ(x) itself underflows to 0."""
+    return np.where(x > 0, np.log1p(np.maximum(x, 0.0)), x)
+
+
 def linear_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None) -> LinearAttention:
     """Linear attention for one head: output_i = φ(q_i)ᵀ·(φ(K)ᵀ·V) / φ(q_i)ᵀ·Σ_j φ(k_j).
 
@@ -263,12 +268,24 @@ def linear_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarr
     kernel = phi_q @ phi_k.T  # (T, S) φ(q_i)·φ(k_j), for reading and for masks
     if mask is None:
         z = phi_q @ phi_k.sum(axis=0)  # (T,)
-        output = (phi_q @ kv) / z[:, None]  # (T, d_v)
+        numerator = phi_q @ kv  # (T, d_v)
     else:
         kernel = np.where(mask, 0.0, kernel)  # (T, S)
         z = kernel.sum(axis=1)  # (T,)
-        output = (kernel @ v) / z[:, None]  # (T, d_v)
-    return LinearAttention(phi_q=phi_q, phi_k=phi_k, kv=kv, z=z, weights=kernel / z[:, None], output=output)
+        numerator = kernel @ v  # (T, d_v)
+    # φ > 0, but exp(x) underflows to 0 below x ≈ −745: a query whose every term did has z = 0 and
+    # would get 0/0. Its weights are recomputed in log space, where nothing underflows.
+    lost = ~(z >= np.finfo(np.float64).tiny)  # (T,)
+    z_safe = np.where(lost, 1.0, z)  # (T,)
+    weights, output = kernel / z_safe[:, None], numerator / z_safe[:, None]  # (T, S), (T, d_v)
+    if lost.any():
+        log_phi_q, log_phi_k = log_elu_plus_one(q[lost]), log_elu_plus_one(k)  # (L, d_k), (S, d_k)
+        log_kernel = np.logaddexp.reduce(log_phi_q[:, None, :] + log_phi_k[None, :, :], axis=-1)  # (L, S)
+        if mask is not None:
+            log_kernel = np.where(mask[lost], -np.inf, log_kernel)  # (L, S)
+        weights[lost] = softmax_rows(log_kernel)  # (L, S)
+        output[lost] = weights[lost] @ v  # (L, d_v)
+    return LinearAttention(phi_q=phi_q, phi_k=phi_k, kv=kv, z=z, weights=weights, output=output)
 
 
 def sinusoidal_encoding(t: int, d_model: int) -> np.ndarray:
