@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from html.parser import HTMLParser
 
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import settings
 
 from app.main import create_app
+
+# Hypothesis: "ci" (the default) runs a bounded, fixed set of examples, the same on every run;
+# HYPOTHESIS_PROFILE=explore draws twenty times as many, at random, to look further.
+settings.register_profile("ci", max_examples=25, deadline=None, derandomize=True, database=None)
+settings.register_profile("explore", max_examples=500, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture
