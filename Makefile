@@ -1,12 +1,13 @@
 # make run   — create .venv, install, serve http://127.0.0.1:8000
 # make test  — create .venv with the test extras, install Chromium if missing (as root), run every test
+# make test-container — build the image from the Dockerfile, run it, check it from outside (minutes)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: run test lint browser clean
+.PHONY: run test lint browser container-engine test-container clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 is needed"'
@@ -21,8 +22,9 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(VENV)/.installed $@
 
+# The other ATTENTION_* settings (README, "Configuration") come from the environment.
 run: $(VENV)/.installed
-	$(BIN)/uvicorn app.main:app --host $(HOST) --port $(PORT)
+	ATTENTION_HOST=$(HOST) ATTENTION_PORT=$(PORT) $(BIN)/python -m app.serve
 
 # Browser tests drive Debian's Chromium (Playwright cannot download its own browser offline).
 browser:
@@ -36,6 +38,18 @@ lint: $(VENV)/.installed-test
 
 test: $(VENV)/.installed-test browser lint
 	$(BIN)/python -m pytest
+
+# The container test uses a Docker engine if one answers, else podman with runc (debootstrap makes a
+# stand-in base image where no registry is reachable); installed here when missing, as root.
+container-engine:
+	@if docker info >/dev/null 2>&1; then :; \
+	elif command -v podman >/dev/null 2>&1 && command -v runc >/dev/null 2>&1 && command -v debootstrap >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc debootstrap >/dev/null; \
+	else echo "no container engine and not root: container tests will be skipped"; fi
+
+test-container: $(VENV)/.installed-test container-engine
+	$(BIN)/python -m pytest -m container tests/container
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache test-artifacts
