@@ -175,13 +175,18 @@ def parse_ref(text: str, run: AttentionRun, stack: TransformerRun | None = None)
     return ref if ref.row < rows and ref.col < cols else None
 
 
-def _shape(run: AttentionRun, ref: CellRef, stack: TransformerRun | None) -> tuple[int, int]:
+def cell_matrix(run: AttentionRun, ref: CellRef, stack: TransformerRun | None = None) -> np.ndarray:
+    """The whole matrix a valid reference points into (its cell is ``[ref.row, ref.col]``)."""
     if ref.matrix == "final":
-        return run.output.shape
+        return run.output
     if ref.matrix in BLOCK_CELLS:
         value = getattr(stack.blocks[ref.head], ref.matrix)
-        return (value.output if ref.matrix in ("ln1", "ln2") else value).shape
-    return getattr(run.heads[ref.head], ref.matrix).shape
+        return value.output if ref.matrix in ("ln1", "ln2") else value
+    return getattr(run.heads[ref.head], ref.matrix)
+
+
+def _shape(run: AttentionRun, ref: CellRef, stack: TransformerRun | None) -> tuple[int, int]:
+    return cell_matrix(run, ref, stack).shape
 
 
 def _dot(ref: CellRef, title: str, left_name: str, right_name: str, a: np.ndarray, b: np.ndarray,

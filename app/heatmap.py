@@ -69,15 +69,20 @@ def heatmap_table(
     corner: str = "",
     inspectable: bool = False,
     selected: tuple[int, int] | None = None,
+    hidden: np.ndarray | None = None,
 ) -> tuple[Markup, float]:
     """A <table> with a header row, one header cell per row, and a number in every cell.
 
     ``ref`` names the matrix (e.g. ``softmax.0``) for the inspector; cells of an inspectable
     table carry no per-cell attributes: the browser script finds row and column by position.
+    ``hidden`` (a quiz) marks cells shown as "?" with no colour, so neither gives the value away.
     Returns the markup and the scale's top value for the legend.
     """
     classes, top = bucket_classes(m, kind)
     texts = format_numbers(m, decimals)
+    if hidden is not None and hidden.any():
+        classes = np.where(hidden, "qz", classes)
+        texts = np.where(hidden, "?", np.array(texts, dtype=object)).tolist()
     head = "".join(f'<th scope="col">{escape(c)}</th>' for c in col_labels)
     body = []
     sel_i, sel_j = selected if selected else (-1, -1)
@@ -87,12 +92,16 @@ def heatmap_table(
             for j, (t, c) in enumerate(zip(row_text, row_cls, strict=True))
         )
         body.append(f'<tr><th scope="row">{escape(label)}</th>{cells}</tr>')
+    # An empty header cell is announced as nothing; name the row-label column for screen readers.
+    corner_text = escape(corner) if corner else Markup('<span class="visually-hidden">row</span>')
     attrs = f' data-ref="{escape(ref)}"'
     if inspectable:
         attrs += ' data-inspect="1"'
+    if hidden is not None:
+        attrs += ' data-quiz="1"'
     html = (
         f'<table class="heatmap {kind}"{attrs}><caption>{escape(caption)}</caption>'
-        f'<thead><tr><th scope="col" class="corner">{escape(corner)}</th>{head}</tr></thead>'
+        f'<thead><tr><th scope="col" class="corner">{corner_text}</th>{head}</tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table>"
     )
     return Markup(html), top

@@ -19,11 +19,13 @@ from fastapi.templating import Jinja2Templates
 
 from app.config import settings
 from app.permalink import fits_in_url, permalink, state_query
+from app.pin import decode_pin, encode_pin
 from app.presets import DEFAULT_PRESET, PRESETS
 from app.render import editor_grids, page_context
 from app.scenario import (
     DECIMALS,
     EDITABLE,
+    VIEW_FIELDS,
     FormError,
     Scenario,
     View,
@@ -54,7 +56,8 @@ def error_slot(field: str) -> str:
         return "x"
     if prefix in EDITABLE or prefix == "edits":
         return "weights"
-    if prefix in ("decimals", "stage", "head", "temperature", "blocked", "mask", "block", "window"):
+    if prefix in ("decimals", "stage", "head", "temperature", "blocked", "mask", "block", "window", "inspect_row",
+                  "inspect_col", "guess_row", "guess_col", "pin"):
         return "view"
     if prefix in ("c", "ctoken", "pos"):
         return "x"
@@ -94,8 +97,16 @@ def _workspace_context(sc: Scenario, view: View, error: FormError | None = None)
     return ctx
 
 
-def apply_action(sc: Scenario, action: str) -> Scenario:
-    """Structural buttons: add or remove a token, new random weights."""
+def apply_action(sc: Scenario, view: View, action: str) -> tuple[Scenario, View]:
+    """The buttons: pin the state or go back to the pin, add or remove a token, new random weights."""
+    if action == "pin":
+        return sc, replace(view, pin=encode_pin(sc))
+    if action == "restore_pin" and view.pin:
+        return decode_pin(view.pin), view
+    return _structural(sc, action), view
+
+
+def _structural(sc: Scenario, action: str) -> Scenario:
     if action in ("add_token", "add_ctoken"):
         return add_token(sc, source=action == "add_ctoken")
     for prefix, source in (("remove_token-", False), ("remove_ctoken-", True)):
@@ -110,15 +121,17 @@ def apply_action(sc: Scenario, action: str) -> Scenario:
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
 def index(request: Request, preset: str = DEFAULT_PRESET) -> HTMLResponse:
     params = request.query_params
-    if "shape" in params:  # a full state, e.g. a shared link
-        try:
+    try:
+        if "shape" in params:  # a full state, e.g. a shared link
             sc, view = read_form(params)
-        except FormError as e:
-            sc, view = from_preset(DEFAULT_PRESET)
-            return _respond(request, "index.html", _workspace_context(sc, view, e), status=422)
-    else:
-        sc, view = from_preset(preset if preset in PRESETS else DEFAULT_PRESET)
-        view = replace(view, present=params.get("present") in ("on", "true", "1"))
+        else:  # a preset, with any view settings the link gives (?preset=bank-river&stage=softmax)
+            sc, view = from_preset(preset if preset in PRESETS else DEFAULT_PRESET)
+            given = {key: params[key] for key in VIEW_FIELDS if key in params}
+            if given:
+                sc, view = read_form({**dict(state_query(sc, view)), **given})
+    except FormError as e:
+        sc, view = from_preset(DEFAULT_PRESET)
+        return _respond(request, "index.html", _workspace_context(sc, view, e), status=422)
     ctx = _workspace_context(sc, view)
     _link(request, ctx, sc, view)
     return _respond(request, "index.html", ctx)
@@ -130,7 +143,7 @@ async def update(request: Request) -> Response:
     template = "partials/workspace.html" if _is_htmx(request) else "index.html"
     try:
         sc, view = read_form(fields)
-        sc = apply_action(sc, fields.get("action", ""))
+        sc, view = apply_action(sc, view, fields.get("action", ""))
         ctx = _workspace_context(sc, view)
     except FormError as e:
         return _error_response(request, fields, e)
@@ -143,6 +156,8 @@ async def stages(request: Request) -> Response:
     fields = await posted_fields(request)
     try:
         sc, view = read_form(fields)
+        if fields.get("action") == "pin":  # pinning changes no number: the stages are enough
+            sc, view = apply_action(sc, view, "pin")
         ctx = page_context(sc, view)
     except FormError as e:
         return _error_response(request, fields, e)

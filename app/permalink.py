@@ -73,6 +73,12 @@ def state_query(sc: Scenario, view: View) -> list[tuple[str, str]]:
         q.append(("panels", " ".join(sorted(view.panels))))
     if view.present:
         q.append(("present", "on"))
+    if view.quiz:
+        q.append(("quiz", "on"))
+        if view.revealed:
+            q.append(("revealed", " ".join(sorted(view.revealed))))
+    if view.pin:
+        q.append(("pin", view.pin))
     return q
 
 

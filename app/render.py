@@ -12,11 +12,15 @@ import numpy as np
 from markupsafe import Markup
 
 from app.arithmetic import BLOCK_CELLS as BLOCK_MATRICES
-from app.arithmetic import INSPECTABLE, CellRef, Explanation, explain, parse_ref
+from app.arithmetic import INSPECTABLE, CellRef, Explanation, cell_matrix, explain, parse_ref
 from app.heatmap import LegendStop, heatmap_table, legend
 from app.panels import cost_context, lab_context
+from app.pin import decode_pin, describe_pin
 from app.pipeline import AttentionRun, HeadResult, TransformerRun, build_mask
 from app.presets import PRESETS
+from app.quiz import LABELS as QUIZ_LABELS
+from app.quiz import check, hidden_cells, stage_results
+from app.quiz import owner as cell_owner
 from app.scenario import Scenario, View, format_input
 from app.stages import Stage, describe, neighbours, stage_or_first, visible_stages
 
@@ -32,12 +36,23 @@ class Panel:
 
 
 @dataclass(frozen=True)
+class DiffView:
+    """A stage against the pinned state: a difference heatmap per changed matrix."""
+
+    panels: list[Panel]
+    unchanged: list[str]  # titles of the matrices equal to the pinned ones
+    notes: list[str]  # why a matrix could not be compared (its shape changed, …)
+
+
+@dataclass(frozen=True)
 class StageView:
     stage: Stage
     panels: dict[str, Panel]
     title: str
     formula: str
     explanation: str
+    quiz: tuple[str, ...] = ()  # the matrices a quiz hides here
+    diff: DiffView | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +107,7 @@ class PanelBuilder:
         self.keys = token_labels(sc.key_tokens)  # the source sentence's tokens in cross-attention
         self.dims = dim_labels(sc)
         self.selected = parse_ref(view.inspect, run, stack)
+        self.hiding: tuple[str, ...] = ()  # the quiz's matrices in the stage being built
 
     def _panel(self, m: np.ndarray, title: str, ref: str, rows: list[str], cols: list[str],
                kind: str = "signed", inspect: str = "", corner: str = "") -> Panel:
@@ -100,12 +116,25 @@ class PanelBuilder:
             owner = self.view.block if inspect in BLOCK_MATRICES else self.view.head
             if self.selected.head == owner or inspect == "final":
                 sel = (self.selected.row, self.selected.col)
+        name = ref.partition(".")[0]
+        hidden = None
+        if name in self.hiding:
+            hidden = hidden_cells(name, m, cell_owner(name, self.view.head, self.view.block), self.view.revealed)
         table, top = heatmap_table(
             m, row_labels=rows, col_labels=cols, kind=kind, decimals=self.view.decimals,
-            ref=ref, caption=title, corner=corner, inspectable=bool(inspect), selected=sel,
+            ref=ref, caption=title, corner=corner, inspectable=bool(inspect), selected=sel, hidden=hidden,
         )
         shape = f"{m.shape[0]}×{m.shape[1]}"
+        if hidden is not None and hidden.any():  # no scale or export that would give the values away
+            return Panel(title, shape, table, [], kind, "")
         return Panel(title, shape, table, legend(kind, top, self.view.decimals), kind, ref)
+
+    def is_hidden(self, ref: CellRef) -> bool:
+        """Whether the quiz hides this cell: a result of the stage in view, not yet revealed."""
+        if not self.view.quiz or str(ref) in self.view.revealed:
+            return False
+        stage = stage_or_first(self.view.stage, visible_stages(self.sc.blocks)).key
+        return ref.matrix in stage_results(stage, self.stack, self.view.block)
 
     def head_matrix(self, name: str) -> Panel:
         h = self.view.head
@@ -178,6 +207,13 @@ class PanelBuilder:
                            self.rows, ["mean μ", "variance σ²"])
 
     def stage(self, stage: Stage) -> StageView:
+        self.hiding = stage_results(stage.key, self.stack, self.view.block) if self.view.quiz else ()
+        try:
+            return self._stage(stage)
+        finally:
+            self.hiding = ()
+
+    def _stage(self, stage: Stage) -> StageView:
         run, block = self.run, self.block
         p: dict[str, Panel] = {}
         hidden = [f"f{j + 1}" for j in range(block.d_ff)] if block is not None else []
@@ -269,7 +305,7 @@ class PanelBuilder:
             else:
                 p["residual2"] = self.block_matrix("residual2", f"H + FFN: {nxt}", block.residual2)
         title, formula, explanation = describe(stage, score=run.score, attention=run.attention, norm=self.sc.norm)
-        return StageView(stage, p, title, formula, explanation)
+        return StageView(stage, p, title, formula, explanation, quiz=self.hiding)
 
 
 def stage_views(builder: PanelBuilder, view: View) -> list[StageView]:
@@ -281,7 +317,7 @@ def stage_views(builder: PanelBuilder, view: View) -> list[StageView]:
 
 def inspector(builder: PanelBuilder) -> Explanation | None:
     ref: CellRef | None = builder.selected
-    if ref is None:
+    if ref is None or builder.is_hidden(ref):  # a quiz shows the arithmetic after the prediction
         return None
     return explain(builder.run, ref, list(builder.sc.tokens), builder.dims, list(builder.sc.key_tokens),
                    builder.stack)
@@ -390,6 +426,9 @@ def page_context(sc: Scenario, view: View) -> dict:
     current = stage_or_first(view.stage, stages)
     prev, nxt = neighbours(current.key, stages)
     ctx_views = stage_views(builder, view)
+    pinned = decode_pin(view.pin) if view.pin else None
+    if pinned is not None:
+        ctx_views = [replace(sv, diff=stage_diff(sc, view, run, stack, pinned, sv)) for sv in ctx_views]
     return {
         "sc": sc,
         "view": view,
@@ -411,7 +450,78 @@ def page_context(sc: Scenario, view: View) -> dict:
         "mask_rows": mask_grid(sc, run, view) if any(v.stage.key == "mask" for v in ctx_views) else [],
         "lab": lab_panel(sc, run) if "lab" in view.panels else None,
         "cost": cost_panel(sc, run, stack) if "cost" in view.panels else None,
+        "quiz": quiz_context(builder, current),
+        "inspect_hidden": builder.selected is not None and builder.is_hidden(builder.selected),
+        "pin_summary": describe_pin(pinned) if pinned is not None else "",
     }
+
+
+def quiz_context(builder: PanelBuilder, current: Stage) -> dict | None:
+    """The quiz box: the matrices to predict in the stage in view, their sizes, the feedback on
+    the last prediction, and how many cells are revealed. None when no quiz is on."""
+    view = builder.view
+    if not view.quiz:
+        return None
+    names = stage_results(current.key, builder.stack, view.block)
+    matrices = []
+    for name in names:
+        m = cell_matrix(builder.run, CellRef(name, cell_owner(name, view.head, view.block), 0, 0), builder.stack)
+        hidden = hidden_cells(name, m, cell_owner(name, view.head, view.block), view.revealed)
+        matrices.append({"name": name, "label": QUIZ_LABELS[name], "rows": m.shape[0], "cols": m.shape[1],
+                         "hidden": int(hidden.sum()), "cells": m.size})
+    feedback = check(view.guess, view.guess_ref, builder.run, builder.stack, view.decimals) if view.guess_ref else None
+    chosen = parse_ref(view.guess_ref, builder.run, builder.stack)
+    return {"matrices": matrices, "feedback": feedback, "chosen": chosen}
+
+
+class _Collector(PanelBuilder):
+    """A PanelBuilder that keeps each panel's matrix, labels and title by ref instead of rendering it."""
+
+    def __init__(self, sc: Scenario, run: AttentionRun, view: View, stack: TransformerRun | None = None) -> None:
+        super().__init__(sc, run, view, stack)
+        self.found: dict[str, tuple[np.ndarray, list[str], list[str], str]] = {}
+
+    def _panel(self, m: np.ndarray, title: str, ref: str, rows: list[str], cols: list[str],
+               kind: str = "signed", inspect: str = "", corner: str = "") -> Panel:
+        self.found.setdefault(ref, (m, list(rows), list(cols), title))
+        return Panel(title, f"{m.shape[0]}×{m.shape[1]}", Markup(""), [], kind, ref)
+
+
+def stage_diff(sc: Scenario, view: View, run: AttentionRun, stack: TransformerRun | None, pinned: Scenario,
+               sv: StageView) -> DiffView:
+    """Every matrix of the stage minus the same matrix in the pinned state (same head and block)."""
+    now = _Collector(sc, run, replace(view, quiz=False), stack)
+    now.stage(sv.stage)
+    p_first, p_stack = pinned.compute()
+    notes: list[str] = []
+    if view.head >= pinned.num_heads:
+        return DiffView([], [], [f"The pinned state has {pinned.num_heads} head(s): nothing to compare "
+                                 f"with {head_label(sc, view.head)}."])
+    if p_stack is not None and view.block >= len(p_stack.blocks):
+        return DiffView([], [], [f"The pinned state has {len(p_stack.blocks)} block(s)."])
+    p_run = p_first if p_stack is None else p_stack.blocks[view.block].attention
+    then = _Collector(pinned, p_run, replace(view, quiz=False), p_stack)
+    then.stage(sv.stage)
+    panels, unchanged = [], []
+    draw = PanelBuilder(sc, run, replace(view, inspect="", quiz=False), stack)
+    for ref, (m, rows, cols, title) in now.found.items():
+        if ref.partition(".")[0] in sv.quiz:
+            notes.append(f"{title}: hidden by the quiz.")
+            continue
+        if ref not in then.found:
+            notes.append(f"{title}: not in the pinned state.")
+            continue
+        before = then.found[ref][0]
+        if before.shape != m.shape:
+            notes.append(f"{title}: {before.shape[0]}×{before.shape[1]} when pinned, {m.shape[0]}×{m.shape[1]} now.")
+            continue
+        delta = m - before
+        if not np.any(delta):
+            unchanged.append(title)
+            continue
+        panel = draw._panel(delta, f"Δ {title}", f"delta-{ref}", rows, cols)
+        panels.append(replace(panel, ref=""))  # a difference is not exported
+    return DiffView(panels, unchanged, notes)
 
 
 def lab_panel(sc: Scenario, run: AttentionRun) -> dict:
@@ -427,20 +537,6 @@ def cost_panel(sc: Scenario, run: AttentionRun, stack: TransformerRun | None) ->
         d_ff=stack.blocks[0].d_ff if stack is not None else 0, blocks=len(stack.blocks) if stack else 0,
     )
     return {**cost, "open": True}
-
-
-class _MatrixFinder(PanelBuilder):
-    """A PanelBuilder that also keeps each panel's matrix, labels and title by ref, so an export
-    holds exactly the numbers and labels its panel shows."""
-
-    def __init__(self, sc: Scenario, run: AttentionRun, view: View, stack: TransformerRun | None = None) -> None:
-        super().__init__(sc, run, view, stack)
-        self.found: dict[str, tuple[np.ndarray, list[str], list[str], str]] = {}
-
-    def _panel(self, m: np.ndarray, title: str, ref: str, rows: list[str], cols: list[str],
-               kind: str = "signed", inspect: str = "", corner: str = "") -> Panel:
-        self.found.setdefault(ref, (m, list(rows), list(cols), title))
-        return super()._panel(m, title, ref, rows, cols, kind, inspect, corner)
 
 
 def panel_matrix(sc: Scenario, view: View, ref: str) -> tuple[np.ndarray, list[str], list[str], str] | None:
@@ -460,7 +556,7 @@ def panel_matrix(sc: Scenario, view: View, ref: str) -> tuple[np.ndarray, list[s
             views.append(replace(view, block=n))
     for v in views:
         run = first if stack is None else stack.blocks[v.block].attention
-        finder = _MatrixFinder(sc, run, v, stack)
+        finder = _Collector(sc, run, v, stack)
         for stage in visible_stages(sc.blocks):
             finder.stage(stage)
             if ref in finder.found:

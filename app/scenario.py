@@ -204,10 +204,24 @@ class View:
     block: int = 0  # which transformer block the stages show
     panels: frozenset[str] = frozenset()  # the extra panels open (and so computed): "lab", "cost"
     present: bool = False  # presenter mode: large type, one stage per screen, no editor
+    quiz: bool = False  # predict-then-reveal: the stage in view hides its results
+    revealed: frozenset[str] = frozenset()  # quiz cells shown again, as cell refs ("softmax.0.1.2")
+    guess: str = ""  # the prediction just checked, as typed
+    guess_ref: str = ""  # and the cell it was for
+    pin: str = ""  # a pinned state (app.pin): every stage also shows its difference from it
 
     def __post_init__(self) -> None:
-        if self.present and self.show_all:  # a projector shows one stage at a time
+        # A projector shows one stage at a time; a quiz hides one stage's results, which the
+        # other stages would show.
+        if (self.present or self.quiz) and self.show_all:
             object.__setattr__(self, "show_all", False)
+
+
+# The form fields that set the view: a link may add them to a preset (?preset=bank-river&stage=softmax).
+VIEW_FIELDS = ("stage", "head", "block", "show_all", "decimals", "inspect", "panels", "present", "quiz", "revealed",
+               "pin")
+MAX_REVEALED = 4096  # cell refs kept per quiz: every cell of a 64×64 matrix
+MAX_PIN_CHARS = 4 * 1024 * 1024  # a compressed pinned state (app.pin); the largest is well under this
 
 
 def from_preset(key: str) -> tuple[Scenario, View]:
@@ -458,12 +472,22 @@ def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
     head = min(_int(form, "head", 0, s.max_heads - 1, default=r_head), scenario.num_heads - 1)
     inspect = form.get("inspect", "")[:40]
     block = min(_int(form, "block", 0, s.max_blocks - 1, default=0), max(0, scenario.blocks - 1))
-    if form.get("action") == "inspect":  # the row/column form, for keyboards and no JavaScript
-        matrix = form.get("inspect_matrix", "")
-        row = _int(form, "inspect_row", 0, s.max_tokens * 8)
-        col = _int(form, "inspect_col", 0, s.max_tokens * 8)
-        owner = 0 if matrix == "final" else (block if matrix in BLOCK_CELLS else head)
-        inspect = f"{matrix}.{owner}.{row}.{col}"
+    action = form.get("action", "")
+    if action == "inspect":  # the row/column form, for keyboards and no JavaScript
+        inspect = _cell_ref(form, "inspect", head, block)
+    quiz = form.get("quiz") in ("on", "true", "1")
+    revealed = frozenset(form.get("revealed", "").split()[:MAX_REVEALED])
+    guess = guess_ref = ""
+    if quiz and action == "guess":  # a prediction: check it, then show the cell and its arithmetic
+        guess, guess_ref = form.get("guess", "").strip()[:40], _cell_ref(form, "guess", head, block)
+        if _is_number(guess):
+            revealed |= {guess_ref}
+            inspect = guess_ref
+    elif action == "reveal_all":
+        quiz, revealed = False, frozenset()
+    pin = form.get("pin", "")
+    if len(pin) > MAX_PIN_CHARS:
+        raise FormError("pin", "pin: the pinned state is too large; unpin it")
     view = View(
         stage=form.get("goto") or form.get("stage") or "x",
         head=head,
@@ -473,8 +497,30 @@ def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
         block=block,
         panels=frozenset(p for p in (*form.get("panels", "").split(), form.get("show_panel", "")) if p in PANELS),
         present=form.get("present") in ("on", "true", "1"),
+        quiz=quiz,
+        revealed=revealed if quiz else frozenset(),
+        guess=guess,
+        guess_ref=guess_ref,
+        pin="" if action == "unpin" else pin,
     )
     return scenario, view
+
+
+def _cell_ref(form: Mapping[str, str], prefix: str, head: int, block: int) -> str:
+    """"<matrix>.<owner>.<row>.<col>" from the row/column fields <prefix>_matrix, _row and _col; the
+    owner is the head in view, the block in view for a block's matrix, 0 for the final output."""
+    matrix = form.get(f"{prefix}_matrix", "")[:20]
+    row = _int(form, f"{prefix}_row", 0, settings.max_tokens * 8)
+    col = _int(form, f"{prefix}_col", 0, settings.max_tokens * 8)
+    owner = 0 if matrix == "final" else (block if matrix in BLOCK_CELLS else head)
+    return f"{matrix}.{owner}.{row}.{col}"
+
+
+def _is_number(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
 
 
 def _put(edits: dict, name: str, head: int, m: np.ndarray) -> None:

@@ -20,7 +20,13 @@
 
   // Enter in a value cell would submit the whole form; the edit is already on its way.
   document.addEventListener("keydown", function (ev) {
-    if (ev.key === "Enter" && ev.target.matches && ev.target.matches(".values input")) ev.preventDefault();
+    if (ev.key !== "Enter" || !ev.target.matches) return;
+    if (ev.target.matches(".values input")) ev.preventDefault();
+    if (ev.target.matches("section.quiz input")) { // Enter checks the prediction
+      ev.preventDefault();
+      const check = document.getElementById("check-guess");
+      if (check) check.click();
+    }
   });
 
   // Inspectable heatmaps: one cell in the tab order per table (roving tabindex), arrows move.
@@ -59,7 +65,25 @@
     td.focus();
   }
 
+  // In a quiz a hidden cell is not inspected (that would show its value): it becomes the cell to
+  // predict, and the prediction box takes the focus.
+  function chooseForQuiz(td) {
+    const table = td.closest("table[data-inspect]");
+    const box = td.closest("article.stage") && td.closest("article.stage").querySelector("section.quiz");
+    if (!box) return;
+    const set = function (name, value) {
+      const el = box.querySelector('[name="' + name + '"]');
+      if (el) el.value = value;
+    };
+    set("guess_matrix", table.dataset.ref.split(".")[0]);
+    set("guess_row", td.parentElement.rowIndex - 1);
+    set("guess_col", td.cellIndex - 1);
+    const guess = box.querySelector('[name="guess"]');
+    if (guess) guess.focus();
+  }
+
   function inspect(td) {
+    if (td.classList.contains("qz")) { chooseForQuiz(td); return; }
     const f = form();
     const field = document.getElementById("inspect-ref");
     if (!f || !field || !window.htmx) return;

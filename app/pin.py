@@ -1,0 +1,50 @@
+"""Snapshot and diff: a pinned state travels with the page as one compressed form field.
+
+The server keeps no per-user state, so "pin this state" writes the state's permalink query
+(app.permalink), zlib-compressed and base64url-encoded, into a hidden field ``pin``. Every later
+request decodes it, runs the pinned scenario too, and each stage shows what changed since.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import zlib
+from urllib.parse import parse_qsl, urlencode
+
+from app.permalink import state_query
+from app.presets import PRESETS
+from app.scenario import MAX_PIN_CHARS, FormError, Scenario, View, read_form
+
+MAX_PIN_QUERY_BYTES = 16 * MAX_PIN_CHARS  # decompressed: refuses a zip bomb, admits every real state
+
+
+def encode_pin(sc: Scenario) -> str:
+    """The scenario (not the view) as a compact, URL- and form-safe string."""
+    query = urlencode(state_query(sc, View()))
+    return base64.urlsafe_b64encode(zlib.compress(query.encode(), 9)).decode("ascii")
+
+
+def decode_pin(text: str) -> Scenario:
+    """The pinned scenario. Raises FormError naming ``pin`` when the text is not a pinned state."""
+    try:
+        packed = base64.urlsafe_b64decode(text.encode("ascii"))
+        inflate = zlib.decompressobj()
+        raw = inflate.decompress(packed, MAX_PIN_QUERY_BYTES)
+        if inflate.unconsumed_tail or not inflate.eof:
+            raise ValueError("truncated or too large")
+        fields = dict(parse_qsl(raw.decode("utf-8"), keep_blank_values=True))
+    except (ValueError, UnicodeError, binascii.Error, zlib.error):
+        raise FormError("pin", "pin: the pinned state cannot be read; unpin it") from None
+    try:
+        sc, _ = read_form(fields)
+    except FormError as e:
+        raise FormError("pin", f"pin: the pinned state is not valid ({e.message}); unpin it") from None
+    return sc
+
+
+def describe_pin(sc: Scenario) -> str:
+    """A one-line reminder of what was pinned."""
+    p = PRESETS.get(sc.preset)
+    name = f"“{p.title}”" if p is not None else "a custom state"
+    return f"{name}: {' · '.join(sc.tokens)} (T = {len(sc.tokens)}, d_model = {sc.d_model}, h = {sc.num_heads})"
