@@ -1,5 +1,6 @@
 # make run   — create .venv, install, serve http://127.0.0.1:8000
 # make test  — create .venv with the test extras, install Chromium if missing (as root), run every test
+# make bench — measure an edit against /healthz, a class on one worker, growth with T (bench/RESULTS.md)
 # make test-container — build the image from the Dockerfile, run it, check it from outside (minutes)
 PYTHON ?= python3
 VENV   := .venv
@@ -7,7 +8,7 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: run test lint browser container-engine test-container clean
+.PHONY: run test lint browser container-engine test-container clean bench bench-quick
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 is needed"'
@@ -50,6 +51,14 @@ container-engine:
 
 test-container: $(VENV)/.installed-test container-engine
 	$(BIN)/python -m pytest -m container tests/container
+
+# Figures for reading, not assertions: writes bench/RESULTS.md and README's Performance block.
+bench: $(VENV)/.installed-test
+	$(BIN)/python -m bench --readme README.md
+
+# A few seconds, only to prove the bench still runs (tests/test_bench.py does the same).
+bench-quick: $(VENV)/.installed-test
+	$(BIN)/python -m bench --quick
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache test-artifacts

@@ -1,0 +1,112 @@
+"""``python -m bench``: measure, print the tables, and write bench/RESULTS.md.
+
+    python -m bench                       # everything (a few minutes); writes bench/RESULTS.md
+    python -m bench --readme README.md    # … and README's block between the bench markers
+    python -m bench --quick               # a few seconds, to prove it runs; writes only with --out
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from app.main import create_app
+from bench.cases import (
+    DEFAULT_CASE,
+    GRID,
+    SCALING_D_MODEL,
+    SCALING_HEADS,
+    SCALING_TOKENS,
+    Case,
+    edit_requests,
+    stage_requests,
+)
+from bench.load import REPO_ROOT, run_class_load
+from bench.report import GOAL_CASE, Results, markdown, update_readme
+from bench.timing import FULL, QUICK, Budget, first_page, measure
+
+RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+FULL_PLAN = dict(
+    cases=(DEFAULT_CASE, *GRID), stages=(Case(64, 64, 1), GOAL_CASE),
+    scaling=tuple(Case(t, SCALING_D_MODEL, SCALING_HEADS) for t in SCALING_TOKENS),
+    students=(50, 200, 500), load_seconds=20.0, budget=FULL,
+)
+QUICK_PLAN = dict(
+    cases=(DEFAULT_CASE, Case(5, 3, 8)), stages=(DEFAULT_CASE,),
+    scaling=tuple(Case(t, 3, 1) for t in (4, 8, 12)),
+    students=(5,), load_seconds=1.5, budget=QUICK,
+)
+
+
+def environment() -> str:
+    """What the figures were measured on."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+                                text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+                               capture_output=True, text=True, check=True).stdout.strip()
+        commit += " with uncommitted changes" if dirty else ""
+    except (OSError, subprocess.CalledProcessError):
+        commit = "unknown"
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return (f"Measured {when} on {platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, "
+            f"Python {platform.python_version()}, commit {commit}.")
+
+
+async def in_process(plan: dict, log: callable) -> Results:
+    """Everything timed inside this process: the cost table, the stages, the T curve, the first page."""
+    results = Results(environment())
+    budget: Budget = plan["budget"]
+    transport = httpx.ASGITransport(app=create_app())
+    async with httpx.AsyncClient(transport=transport, base_url="http://bench.local") as client:
+        for title, key, build in (("cost per edit", "cases", edit_requests), ("stages", "stages", stage_requests),
+                                  ("growth with T", "scaling", edit_requests)):
+            log(f"{title}:")
+            for case in plan[key]:
+                start = time.perf_counter()
+                getattr(results, key).append((case, await measure(client, await build(client, case), budget)))
+                log(f"  {case.label}: {time.perf_counter() - start:.1f} s")
+        results.page = await first_page(client)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Measure the edit's cost, the class load and growth with T.")
+    parser.add_argument("--quick", action="store_true", help="a few seconds, only to prove the bench runs")
+    parser.add_argument("--out", type=Path, help=f"the results file (default {RESULTS.relative_to(REPO_ROOT)}; "
+                                                 "none with --quick)")
+    parser.add_argument("--readme", type=Path, help="also rewrite this README's block between the bench markers")
+    parser.add_argument("--no-load", action="store_true", help="skip the class load")
+    args = parser.parse_args(argv)
+    plan = QUICK_PLAN if args.quick else FULL_PLAN
+    out = args.out or (None if args.quick else RESULTS)
+
+    def log(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    results = asyncio.run(in_process(plan, log))
+    if not args.no_load:
+        log(f"class load: {', '.join(map(str, plan['students']))} students, {plan['load_seconds']:g} s each")
+        results.load = run_class_load(plan["students"], plan["load_seconds"], log)
+    text = markdown(results)
+    print(text)
+    if out:
+        out.write_text(text)
+        log(f"wrote {out}")
+    if args.readme:
+        log(f"updated {args.readme}" if update_readme(args.readme, results) else
+            f"{args.readme} has no bench markers: left as it is")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,221 @@
+"""Class load: N students, each editing a cell about every 2 s, against one uvicorn worker on loopback.
+
+The server is a real ``uvicorn app.main:app --workers 1`` subprocess on 127.0.0.1 (no access log);
+the students are coroutines of one asyncio aiohttp client in this process, so on a 2-core machine
+the client shares the CPU with the server, as a teacher's laptop would not, but the server keeps
+one core to itself. Each student loads nothing but edits: the default preset's state form with one
+X cell changed, posted to /stages with HX-Request: true, the stage in view being the softmax.
+A run lasts a fixed time, waits at most ``TIMEOUT_S`` for requests in flight, and stops the
+server: it always ends by itself.
+
+    python -m bench.load --students 200 --seconds 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlencode
+
+import aiohttp
+import httpx
+import numpy as np
+
+from bench.cases import DEFAULT_CASE, HTMX, edited, page_state
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+LOOPBACK = "127.0.0.1"
+INTERVAL_S = 2.0  # a student edits a cell about every 2 s …
+JITTER = 0.25  # … ± 25 %, drawn per edit
+TIMEOUT_S = 10.0  # a request not answered by then counts as an error
+START_S = 30.0  # the server must answer /healthz within this
+BODIES = 64  # distinct edits, prebuilt and cycled through
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    students: int
+    seconds: float
+    sent: int
+    ok: int
+    errors: Counter = field(default_factory=Counter)  # kind → count
+    p50_ms: float = float("nan")
+    p95_ms: float = float("nan")
+    p99_ms: float = float("nan")
+    max_ms: float = float("nan")
+    lag_p95_ms: float = float("nan")  # how late the client sent, against each student's schedule
+    server_cpu: float | None = None  # the worker's CPU time / wall time (1.0 = one core busy)
+    client_cpu: float | None = None  # the same for this process, the students' client
+
+    @property
+    def error_count(self) -> int:
+        return sum(self.errors.values())
+
+    @property
+    def rate(self) -> float:
+        """Edits answered per second."""
+        return self.ok / self.seconds
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((LOOPBACK, 0))
+        return int(s.getsockname()[1])
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a process, from /proc (None where there is no /proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+@contextmanager
+def uvicorn_server() -> Iterator[tuple[str, int]]:
+    """One uvicorn worker on a free loopback port: (base URL, pid). Stopped on exit, whatever happens."""
+    port = _free_port()
+    log = tempfile.TemporaryFile()  # a file, not a pipe: a full pipe would stall the server
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "app.main:app", "--host", LOOPBACK, "--port", str(port),
+         "--workers", "1", "--no-access-log", "--log-level", "warning"],
+        cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=log,
+    )
+    try:
+        url = f"http://{LOOPBACK}:{port}"
+        deadline = time.monotonic() + START_S
+        while True:
+            if proc.poll() is not None:
+                log.seek(0)
+                raise RuntimeError(f"uvicorn exited with {proc.returncode}: {log.read().decode()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{url}/healthz", timeout=1) as r:
+                    if r.status == 200:
+                        break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"uvicorn did not answer within {START_S:g} s")
+            time.sleep(0.1)
+        yield url, proc.pid
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+async def class_load(base_url: str, students: int, seconds: float, *, server_pid: int | None = None,
+                     seed: int = 0) -> LoadResult:
+    """``students`` editing for ``seconds`` against ``base_url`` (loopback only)."""
+    if httpx.URL(base_url).host not in (LOOPBACK, "localhost"):
+        raise ValueError("the class load only targets this machine's loopback")
+    async with httpx.AsyncClient(base_url=base_url) as setup:
+        base = await page_state(setup, DEFAULT_CASE)
+    # Edits are encoded before the clock starts, and answers are not decompressed: the client
+    # shares the machine with the server and should take as little of it as it can.
+    bodies = [urlencode(edited(base, k)).encode() for k in range(BODIES)]
+    headers = {**HTMX, "Content-Type": "application/x-www-form-urlencoded"}
+    latencies: list[float] = []
+    lags: list[float] = []
+    errors: Counter = Counter()
+    sent = 0
+    connector = aiohttp.TCPConnector(limit=students + 8)
+    timeout = aiohttp.ClientTimeout(total=TIMEOUT_S)  # the whole request, not each phase of it
+    async with aiohttp.ClientSession(base_url, connector=connector, timeout=timeout, auto_decompress=False) as session:
+
+        async def post(body: bytes) -> int:
+            async with session.post("/stages", data=body, headers=headers) as response:
+                await response.read()
+                return response.status
+
+        for k in range(10):  # warm-up: the first requests pay for imports and template compilation
+            await post(bodies[k % BODIES])
+        loop = asyncio.get_running_loop()
+        start = loop.time() + 0.2
+        end = start + seconds
+
+        async def student(i: int) -> None:
+            nonlocal sent
+            rng = random.Random(seed * 100_003 + i)
+            at = start + rng.uniform(0, INTERVAL_S)  # the class does not start typing in step
+            k = i
+            while at < end and loop.time() < end:
+                await asyncio.sleep(max(0.0, at - loop.time()))
+                lags.append(loop.time() - at)
+                sent += 1
+                t0 = time.perf_counter()
+                try:
+                    status = await post(bodies[k % BODIES])
+                    if status == 200:
+                        latencies.append(time.perf_counter() - t0)
+                    else:
+                        errors[f"HTTP {status}"] += 1
+                except TimeoutError:
+                    errors[f"no answer in {TIMEOUT_S:g} s"] += 1
+                except aiohttp.ClientError as e:
+                    errors[type(e).__name__] += 1
+                k += 1
+                at += INTERVAL_S * rng.uniform(1 - JITTER, 1 + JITTER)
+
+        cpu_before = _cpu_seconds(server_pid) if server_pid else None
+        client_before, wall_before = time.process_time(), time.perf_counter()
+        await asyncio.gather(*(student(i) for i in range(students)))  # each ends by `end` + TIMEOUT_S
+        wall = time.perf_counter() - wall_before
+        client_cpu = (time.process_time() - client_before) / wall
+        cpu_after = _cpu_seconds(server_pid) if server_pid else None
+
+    ms = np.array(latencies) * 1000
+    pct = np.percentile(ms, [50, 95, 99]) if len(ms) else [float("nan")] * 3
+    return LoadResult(
+        students=students, seconds=seconds, sent=sent, ok=len(latencies), errors=errors,
+        p50_ms=float(pct[0]), p95_ms=float(pct[1]), p99_ms=float(pct[2]),
+        max_ms=float(ms.max()) if len(ms) else float("nan"),
+        lag_p95_ms=float(np.percentile(np.array(lags) * 1000, 95)) if lags else float("nan"),
+        server_cpu=(cpu_after - cpu_before) / wall if cpu_before is not None and cpu_after is not None else None,
+        client_cpu=client_cpu,
+    )
+
+
+def run_class_load(student_counts: tuple[int, ...], seconds: float,
+                   log: Callable[[str], None] = print) -> list[LoadResult]:
+    """One server; each class size in turn, smallest first."""
+    results = []
+    with uvicorn_server() as (url, pid):
+        for n in student_counts:
+            results.append(asyncio.run(class_load(url, n, seconds, server_pid=pid)))
+            r = results[-1]
+            log(f"  {n} students: {r.ok} answered, {r.error_count} errors, p95 {r.p95_ms:.1f} ms")
+    return results
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--students", type=int, nargs="+", default=[50, 200, 500])
+    parser.add_argument("--seconds", type=float, default=20.0)
+    args = parser.parse_args(argv)
+    from bench.report import load_table
+
+    print(load_table(run_class_load(tuple(args.students), args.seconds)))
+
+
+if __name__ == "__main__":
+    main()

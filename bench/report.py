@@ -1,0 +1,308 @@
+"""The measurements as markdown: tables, the goals marked met or not met, and README's block."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.cases import EDIT_STAGE, Case
+from bench.load import INTERVAL_S, LoadResult
+from bench.timing import Resource, Timing, fit_quadratic, quadratic_takes_over
+
+# The goals, stated once.
+MAX_EDIT_RATIO = 2.0  # an edit sustains >= 50 % of /healthz's requests per second
+MAX_FRAGMENT_OVER_API = 2.0  # at 64 × 64 × 8 the fragment costs <= 2× the JSON API
+MAX_FRAGMENT_KB = 100.0  # an edit's fragment at 64 × 64, on the wire
+MAX_FIRST_PAGE_KB = 60.0  # page + htmx + CSS + JS, compressed
+CLASS_SIZE, MAX_CLASS_P95_MS = 200, 50.0
+GOAL_CASE = Case(64, 64, 8)
+README_BEGIN, README_END = "<!-- bench:begin -->", "<!-- bench:end -->"
+
+Measured = list[tuple[Case, dict[str, Timing]]]
+
+
+@dataclass
+class Results:
+    environment: str
+    cases: Measured = field(default_factory=list)  # healthz, api, stage, all per case
+    stages: Measured = field(default_factory=list)  # healthz and one fragment per stage
+    scaling: Measured = field(default_factory=list)  # healthz, api, stage, all per T
+    page: list[Resource] = field(default_factory=list)
+    load: list[LoadResult] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Goal:
+    text: str
+    target: str
+    measured: str
+    met: bool | None  # None: not measured in this run
+
+    @property
+    def verdict(self) -> str:
+        return "not measured" if self.met is None else ("**met**" if self.met else "**NOT met**")
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A markdown table; numbers right-aligned."""
+    def cell(v: object) -> str:
+        return str(v).replace("|", "\\|")
+
+    align = ["---:" if rows and _numeric(rows[0][i]) else "---" for i in range(len(headers))]
+    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(align) + " |"]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _numeric(v: object) -> bool:
+    return isinstance(v, int | float) or bool(re.match(r"[\d.—]", str(v)))
+
+
+def kb(n: int) -> str:
+    return f"{n / 1024:.1f}"
+
+
+def size(t: Timing) -> str:
+    """Decoded → wire kilobytes; a response over 1 KB that was not compressed is marked."""
+    if t.gzip:
+        return f"{kb(t.body_bytes)} → {kb(t.wire_bytes)}"
+    return kb(t.wire_bytes) + (" (not gzip)" if t.body_bytes >= 1024 else "")
+
+
+def ms(v: float) -> str:
+    return "—" if math.isnan(v) else (f"{v:.2f}" if v < 10 else f"{v:.1f}" if v < 100 else f"{v:.0f}")
+
+
+def ratio(v: float) -> str:
+    return f"{v:.2f}×" if v < 10 else f"{v:.0f}×"
+
+
+def cost_table(cases: Measured) -> str:
+    rows = []
+    for case, t in cases:
+        floor = t["healthz"]
+        rows.append([
+            case.label, ms(floor.median_ms),
+            ms(t["api"].median_ms), ratio(t["api"].ratio(floor)),
+            ms(t["stage"].median_ms), ratio(t["stage"].ratio(floor)),
+            ms(t["all"].median_ms), ratio(t["all"].ratio(floor)),
+            ratio(t["stage"].median_ms / t["api"].median_ms),
+            size(t["api"]), size(t["stage"]), size(t["all"]), kb(t["stage"].request_bytes),
+        ])
+    return table(["case", "/healthz ms", "API ms", "API ÷ healthz", "fragment ms", "fragment ÷ healthz",
+                  "all stages ms", "all ÷ healthz", "fragment ÷ API", "API KB", "fragment KB",
+                  "all stages KB", "edit post KB"], rows)
+
+
+def stage_table(measured: Measured) -> str:
+    rows = []
+    for case, t in measured:
+        floor = t["healthz"]
+        for stage, timing in t.items():
+            if stage != "healthz":
+                rows.append([case.label, stage, ms(timing.median_ms), ratio(timing.ratio(floor)), size(timing)])
+    return table(["case", "stage in view", "fragment ms", "÷ healthz", "fragment KB"], rows)
+
+
+@dataclass(frozen=True)
+class Fit:
+    name: str
+    unit: str
+    a: float
+    b: float
+    c: float
+    t_max: int
+
+    @property
+    def takes_over(self) -> float | None:
+        return quadratic_takes_over(self.a, self.b, self.c)
+
+    def share_at(self, t: float) -> float:
+        """The T² term's share of the fitted total at T = t."""
+        total = self.a + self.b * t + self.c * t * t
+        return self.c * t * t / total if total > 0 else float("nan")
+
+    def line(self) -> str:
+        over = self.takes_over
+        if self.c <= 0:
+            where = "no T² growth measured"
+        elif over is not None and over <= self.t_max:
+            where = f"the T² term outweighs the rest from T ≈ {over:.0f}"
+        else:
+            where = f"the T² term stays below the rest up to T = {self.t_max}"
+        return (f"- {self.name}: {self.unit} ≈ {self.a:.3g} + {self.b:.3g}·T + {self.c:.3g}·T²; {where}; "
+                f"at T = {self.t_max} it is {self.share_at(self.t_max):.0%} of the total.")
+
+
+def scaling_fits(measured: Measured) -> list[Fit]:
+    ts = [case.tokens for case, _ in measured]
+    fits = []
+    for key, name in (("api", "JSON API"), ("stage", f"fragment ({EDIT_STAGE})"), ("all", "fragment (all stages)")):
+        for unit, value in (("ms", lambda t: t.median_ms), ("KB on the wire", lambda t: t.wire_bytes / 1024)):
+            a, b, c = fit_quadratic(ts, [value(t[key]) for _, t in measured])
+            fits.append(Fit(f"{name}, {unit}", unit, a, b, c, max(ts)))
+    return fits
+
+
+def scaling_table(measured: Measured) -> str:
+    rows = []
+    for case, t in measured:
+        rows.append([case.tokens, ms(t["healthz"].median_ms), ms(t["api"].median_ms), kb(t["api"].wire_bytes),
+                     ms(t["stage"].median_ms), kb(t["stage"].wire_bytes), ms(t["all"].median_ms),
+                     kb(t["all"].wire_bytes)])
+    return table(["T", "/healthz ms", "API ms", "API KB gz", "fragment ms", "fragment KB gz", "all stages ms",
+                  "all stages KB gz"], rows)
+
+
+def page_table(resources: list[Resource]) -> str:
+    rows = [[r.url, kb(r.body_bytes), kb(r.wire_bytes) + ("" if r.gzip or r.body_bytes < 1024 else " (not gzip)")]
+            for r in resources]
+    rows.append(["**total**", kb(sum(r.body_bytes for r in resources)), kb(sum(r.wire_bytes for r in resources))])
+    return table(["resource", "KB", "KB on the wire"], rows)
+
+
+def load_table(results: list[LoadResult]) -> str:
+    rows = []
+    for r in results:
+        errors = str(r.error_count) + (f" ({', '.join(f'{k}: {v}' for k, v in r.errors.items())})" if r.errors else "")
+        server = "—" if r.server_cpu is None else f"{r.server_cpu:.0%}"
+        client = "—" if r.client_cpu is None else f"{r.client_cpu:.0%}"
+        rows.append([r.students, f"{r.students / INTERVAL_S:.0f}", f"{r.rate:.0f}", r.sent, errors,
+                     ms(r.p50_ms), ms(r.p95_ms), ms(r.p99_ms), ms(r.max_ms), ms(r.lag_p95_ms), server, client])
+    return table(["students", "edits/s offered", "answered/s", "sent", "errors", "p50 ms", "p95 ms", "p99 ms",
+                  "max ms", "client lag p95 ms", "server CPU", "client CPU"], rows)
+
+
+def _find(measured: Measured, case: Case) -> dict[str, Timing] | None:
+    return next((t for c, t in measured if c == case), None)
+
+
+def _over(value: float, limit: float, unit: str = "×") -> str:
+    if value <= limit:
+        return ""
+    return f", {value / limit:.1f}× the limit" if unit == "×" else f", {value - limit:.0f} {unit} over"
+
+
+def goals(results: Results) -> list[Goal]:
+    out = []
+    default = results.cases[0][1] if results.cases and results.cases[0][0].preset else None
+    for key, name in (("api", "JSON API"), ("stage", "htmx fragment")):
+        text = f"default preset: an edit through the {name} sustains ≥ 50 % of /healthz's requests/s"
+        if default is None:
+            out.append(Goal(text, f"time ≤ {MAX_EDIT_RATIO:g}× /healthz", "—", None))
+            continue
+        r = default[key].ratio(default["healthz"])
+        measured = f"{r:.2f}× ({100 / r:.0f} % of /healthz's rate){_over(r, MAX_EDIT_RATIO)}"
+        out.append(Goal(text, f"time ≤ {MAX_EDIT_RATIO:g}× /healthz", measured, r <= MAX_EDIT_RATIO))
+    big = _find(results.cases, GOAL_CASE)
+    for key, name in (("stage", f"fragment ({EDIT_STAGE} in view)"), ("all", "fragment with all stages shown")):
+        text = f"{GOAL_CASE.label}: the {name} costs ≤ 2× the JSON API"
+        if big is None:
+            out.append(Goal(text, f"≤ {MAX_FRAGMENT_OVER_API:g}×", "—", None))
+            continue
+        r = big[key].median_ms / big["api"].median_ms
+        out.append(Goal(text, f"≤ {MAX_FRAGMENT_OVER_API:g}×",
+                        f"{r:.2f}× ({ms(big[key].median_ms)} ms vs {ms(big['api'].median_ms)} ms)"
+                        f"{_over(r, MAX_FRAGMENT_OVER_API)}", r <= MAX_FRAGMENT_OVER_API))
+    everything = [t for m in (results.cases, results.stages, results.scaling) for _, ts in m for t in ts.values()]
+    plain = [t for t in everything if not t.gzip and t.body_bytes >= 1024]
+    out.append(Goal("responses over 1 KB are gzip-compressed", "all",
+                    f"{len(everything) - len(plain)} of {len(everything)} measured responses compressed"
+                    if everything else "—", (not plain) if everything else None))
+    heavy = [(t.wire_bytes, case, stage) for case, ts in results.stages for stage, t in ts.items()
+             if stage != "healthz" and (case.tokens, case.d_model) == (64, 64)]
+    heavy += [(ts["stage"].wire_bytes, case, EDIT_STAGE) for case, ts in results.cases
+              if (case.tokens, case.d_model) == (64, 64)]
+    text = "an edit's fragment at T = 64, d_model = 64 is ≤ 100 KB on the wire (heaviest stage, h = 1 or 8)"
+    if heavy:
+        wire, case, stage = max(heavy, key=lambda v: v[0])
+        out.append(Goal(text, f"≤ {MAX_FRAGMENT_KB:g} KB",
+                        f"{kb(wire)} KB ({stage}, {case.label}){_over(wire / 1024, MAX_FRAGMENT_KB, 'KB')}",
+                        wire / 1024 <= MAX_FRAGMENT_KB))
+    else:
+        out.append(Goal(text, f"≤ {MAX_FRAGMENT_KB:g} KB", "—", None))
+    text = "the first page with htmx, CSS and JS, compressed"
+    if results.page:
+        wire = sum(r.wire_bytes for r in results.page) / 1024
+        out.append(Goal(text, f"≤ {MAX_FIRST_PAGE_KB:g} KB",
+                        f"{wire:.1f} KB{_over(wire, MAX_FIRST_PAGE_KB, 'KB')}", wire <= MAX_FIRST_PAGE_KB))
+    else:
+        out.append(Goal(text, f"≤ {MAX_FIRST_PAGE_KB:g} KB", "—", None))
+    text = f"{CLASS_SIZE} students, one worker: p95 ≤ {MAX_CLASS_P95_MS:g} ms and no errors"
+    cls = next((r for r in results.load if r.students == CLASS_SIZE), None)
+    if cls is None:
+        out.append(Goal(text, f"p95 ≤ {MAX_CLASS_P95_MS:g} ms, 0 errors", "—", None))
+    else:
+        met = cls.p95_ms <= MAX_CLASS_P95_MS and cls.error_count == 0
+        out.append(Goal(text, f"p95 ≤ {MAX_CLASS_P95_MS:g} ms, 0 errors",
+                        f"p95 {ms(cls.p95_ms)} ms, {cls.error_count} errors"
+                        f"{_over(cls.p95_ms, MAX_CLASS_P95_MS, 'ms')}", met))
+    return out
+
+
+def goals_table(results: Results) -> str:
+    return table(["goal", "target", "measured", "verdict"],
+                 [[g.text, g.target, g.measured, g.verdict] for g in goals(results)])
+
+
+def summary(results: Results) -> str:
+    """What README shows: the goals, the cost per request and the class load."""
+    parts = [goals_table(results)]
+    if results.cases:
+        parts.append(cost_table(results.cases))
+    if results.load:
+        parts.append(load_table(results.load))
+    return "\n\n".join(parts)
+
+
+def markdown(results: Results) -> str:
+    """The whole results file."""
+    parts = [
+        "# Benchmark results",
+        "Written by `make bench` (`python -m bench`); README's Performance section shows the goals, the "
+        "cost table and the class load from the same run. Times are medians of in-process requests "
+        "(httpx's ASGI transport, the whole middleware stack, gzip included), each case interleaved "
+        "with GET /healthz so that the ratios compare requests made at the same moment; ratios matter, "
+        "absolute times are this machine's. Sizes are KB decoded → KB on the wire (gzip).",
+        results.environment,
+        "## Goals",
+        goals_table(results),
+    ]
+    if results.cases:
+        parts += ["## Cost of one edit, per size",
+                  f"*fragment*: POST /stages with HX-Request, the page's whole form with one X cell changed and "
+                  f"the {EDIT_STAGE} stage in view; *all stages*: the same with *show all stages* ticked; "
+                  "*API*: POST /api/attention for the same computation. *edit post KB*: the form a browser posts.",
+                  cost_table(results.cases)]
+    if results.stages:
+        parts += ["## The edit's fragment for each stage in view", stage_table(results.stages)]
+    if results.scaling:
+        first = results.scaling[0][0]
+        parts += [f"## Growth with T (d_model = {first.d_model}, h = {first.heads})", scaling_table(results.scaling),
+                  "Least-squares fits of the medians:", "\n".join(f.line() for f in scaling_fits(results.scaling))]
+    if results.page:
+        parts += ["## The first page (GET /)", page_table(results.page)]
+    if results.load:
+        seconds = results.load[0].seconds
+        parts += ["## Class load (one uvicorn worker on 127.0.0.1)",
+                  f"Each student posts an edit (the default preset's form, one X cell changed, {EDIT_STAGE} in "
+                  f"view) every {INTERVAL_S:g} s ± 25 %, for {seconds:g} s, from one asyncio aiohttp client on the "
+                  "same machine. *client lag*: how late the client sent against the students' schedule (the "
+                  "client's own saturation); *server CPU*, *client CPU*: each process's CPU time over the run's "
+                  "wall time (100 % = one core).",
+                  load_table(results.load)]
+    return "\n\n".join(parts) + "\n"
+
+
+def update_readme(path: Path, results: Results) -> bool:
+    """Replace the block between README's bench markers with the summary; False if there is none."""
+    text = path.read_text()
+    begin, end = text.find(README_BEGIN), text.find(README_END)
+    if begin < 0 or end < begin:
+        return False
+    block = f"{README_BEGIN}\n{results.environment}\n\n{summary(results)}\n{README_END}"
+    path.write_text(text[:begin] + block + text[end + len(README_END):])
+    return True

@@ -1,0 +1,134 @@
+"""The benchmark still runs and reports well-formed tables. No assertion here is about time."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench.cases import Case, edited
+from bench.load import class_load
+from bench.report import README_BEGIN, README_END, Results, goals, table
+from bench.timing import fit_quadratic, quadratic_takes_over
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+VERDICTS = {"**met**", "**NOT met**", "not measured"}
+
+
+def tables(markdown: str) -> list[list[list[str]]]:
+    """Every markdown table in the text, as rows of cells (the header first, the separator dropped)."""
+    found, current = [], []
+    for line in [*markdown.splitlines(), ""]:
+        if line.startswith("|"):
+            current.append([c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]])
+        elif current:
+            found.append(current)
+            current = []
+    for t in found:
+        assert all(re.fullmatch(r"-{3,}:?", c) for c in t[1]), f"no separator row under {t[0]}"
+        del t[1]
+    return found
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], str, str]:
+    """`python -m bench --quick` once: its output, the results file and a README it updated."""
+    tmp = tmp_path_factory.mktemp("bench")
+    readme = tmp / "README.md"
+    readme.write_text(f"# Title\n\nbefore\n\n{README_BEGIN}\nold figures\n{README_END}\n\nafter\n")
+    out = tmp / "RESULTS.md"
+    proc = subprocess.run([sys.executable, "-m", "bench", "--quick", "--out", str(out), "--readme", str(readme)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc, out.read_text(), readme.read_text()
+
+
+def test_quick_bench_prints_what_it_writes(quick_run: tuple[subprocess.CompletedProcess[str], str, str]) -> None:
+    proc, results, _ = quick_run
+    assert results.startswith("# Benchmark results")
+    assert results.strip() in proc.stdout
+
+
+def test_quick_bench_tables_are_well_formed(quick_run: tuple[subprocess.CompletedProcess[str], str, str]) -> None:
+    _, results, _ = quick_run
+    found = tables(results)
+    assert len(found) >= 6  # goals, cost, stages, growth with T, first page, class load
+    for t in found:
+        assert len(t) >= 2, f"an empty table: {t[0]}"
+        assert all(len(row) == len(t[0]) for row in t), f"ragged table under {t[0]}"
+    by_header = {tuple(t[0][:2]): t for t in found}
+    goal_rows = by_header["goal", "target"][1:]
+    assert len(goal_rows) == 8
+    assert {row[3] for row in goal_rows} <= VERDICTS
+    cost = by_header["case", "/healthz ms"]
+    assert cost[0][:3] == ["case", "/healthz ms", "API ms"]
+    assert cost[1][0].startswith("default preset")
+    for row in cost[1:]:
+        assert all(float(v) > 0 for v in (row[1], row[2], row[4], row[6]))  # medians of real requests
+        assert all(v.endswith("×") and float(v[:-1]) > 0 for v in (row[3], row[5], row[7], row[8]))
+    stages = by_header["case", "stage in view"]
+    assert [row[1] for row in stages[1:]] == ["x", "qkv", "scores", "scaled", "mask", "softmax", "output", "multihead"]
+    growth = by_header["T", "/healthz ms"]
+    assert [int(row[0]) for row in growth[1:]] == [4, 8, 12]
+    page = by_header["resource", "KB"]
+    assert page[1][0] == "/" and any("htmx" in row[0] for row in page)
+    load = by_header["students", "edits/s offered"]
+    assert load[1][0] == "5"
+    assert int(load[1][3]) > 0  # requests were sent
+    assert re.fullmatch(r"\d+( \(.*\))?", load[1][4])  # an error count
+
+
+def test_quick_bench_rewrites_only_readmes_block(quick_run: tuple[subprocess.CompletedProcess[str], str, str]) -> None:
+    _, _, readme = quick_run
+    assert readme.startswith("# Title\n\nbefore\n\n" + README_BEGIN)
+    assert readme.endswith(README_END + "\n\nafter\n")
+    assert "old figures" not in readme
+    block = readme.split(README_BEGIN)[1].split(README_END)[0]
+    assert "| goal |" in block and "| students |" in block
+
+
+def test_fit_recovers_a_known_curve() -> None:
+    t = np.array([4, 8, 16, 24, 32, 48, 64], dtype=float)
+    a, b, c = fit_quadratic(t, 3.0 + 0.5 * t + 0.01 * t * t)
+    assert (a, b, c) == pytest.approx((3.0, 0.5, 0.01))
+
+
+def test_fit_keeps_every_term_non_negative() -> None:
+    t = np.array([4, 8, 16, 24, 32, 48, 64], dtype=float)
+    coef = fit_quadratic(t, 10.0 - 0.1 * t + 0.01 * t * t)
+    assert min(coef) >= 0 and coef[2] > 0
+
+
+def test_quadratic_takes_over_where_it_equals_the_rest() -> None:
+    assert quadratic_takes_over(100.0, 0.0, 1.0) == pytest.approx(10.0)
+    assert quadratic_takes_over(0.0, 4.0, 0.5) == pytest.approx(8.0)
+    assert quadratic_takes_over(5.0, 1.0, 0.0) is None
+
+
+def test_an_edit_changes_one_x_cell_and_the_stage() -> None:
+    form = Case(3, 2, 1).seed_form()
+    form["token-0"], form["stage"] = "the", "x"
+    changed = {k for k in form if edited(form, 4)[k] != form[k]}
+    assert changed <= {"stage"} | {f"x-{i}-{j}" for i in range(3) for j in range(2)}
+    assert len(changed - {"stage"}) == 1
+    assert edited(form, 4)["stage"] == "softmax"
+    assert edited(form, 4, show_all=True)["show_all"] == "on"
+
+
+def test_goals_not_measured_say_so() -> None:
+    assert {g.met for g in goals(Results("here"))} == {None}
+
+
+def test_table_escapes_pipes_and_keeps_columns() -> None:
+    rows = tables(table(["a", "b"], [["x|y", 1.5]]))[0]
+    assert rows == [["a", "b"], ["x\\|y", "1.5"]]
+
+
+def test_class_load_refuses_other_hosts() -> None:
+    with pytest.raises(ValueError, match="loopback"):
+        asyncio.run(class_load("http://192.0.2.1:8000", students=1, seconds=0.1))
