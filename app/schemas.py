@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, model_validator
 
 from app.config import settings
 from app.pipeline import build_mask
@@ -20,6 +20,28 @@ Value = Annotated[
         description=f"A finite number with |value| <= {settings.max_abs_value:g}.",
     ),
 ]
+
+
+def _integral_float_as_int(value: object) -> object:
+    """JSON has one kind of number, and JSON Schema's "integer" includes 3.0: take it as 3. A
+    fraction (3.5), a string ("3") or a boolean stays what it is, and strict int refuses it."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+
+
+def whole_number(lo: int, hi: int) -> object:
+    """A JSON integer from lo to hi, strict: 3.0 is taken as 3, but 3.5, "3" and true are refused.
+    The bounds sit inside the validator, so that the schema states them as minimum and maximum."""
+    return Annotated[int, Field(strict=True, ge=lo, le=hi), BeforeValidator(_integral_float_as_int)]
+
+
+HeadCount = whole_number(1, settings.max_heads)
+HeadSize = whole_number(1, settings.max_d_head)  # d_k, d_v
+Seed = whole_number(0, settings.max_seed)
+Window = whole_number(1, settings.max_tokens)
+BlockCount = whole_number(0, settings.max_blocks)
+HiddenSize = whole_number(1, settings.max_d_ff)  # d_ff
 # Each nested list is bounded by the size it stands for, so no request can make a huge array.
 ModelRow = Annotated[list[Value], Field(min_length=1, max_length=settings.max_d_model)]  # d_model wide
 HeadRow = Annotated[list[Value], Field(min_length=1, max_length=settings.max_d_head)]  # d_k or d_v wide
@@ -120,13 +142,11 @@ class AttentionRequest(BaseModel):
     x: Annotated[list[ModelRow], Field(min_length=1, max_length=settings.max_tokens)] = Field(
         description="T × d_model token embeddings."
     )
-    num_heads: int = Field(1, strict=True, ge=1, le=settings.max_heads, description="h")
-    d_k: int | None = Field(
-        None, strict=True, ge=1, le=settings.max_d_head, description="Default d_model // num_heads."
-    )
-    d_v: int | None = Field(None, strict=True, ge=1, le=settings.max_d_head, description="Default d_k.")
+    num_heads: HeadCount = Field(1, description="h")
+    d_k: HeadSize | None = Field(None, description="Default d_model // num_heads.")
+    d_v: HeadSize | None = Field(None, description="Default d_k.")
     weights: AttentionWeights | None = None
-    seed: int = Field(0, strict=True, ge=0, le=settings.max_seed, description="Seeds the weights not given.")
+    seed: Seed = Field(0, description="Seeds the weights not given.")
     scale: bool = Field(True, strict=True, description="Divide the scores by √d_k.")
     temperature: float = Field(
         1.0, strict=True, allow_inf_nan=False, ge=0.05, le=20.0,
@@ -139,8 +159,8 @@ class AttentionRequest(BaseModel):
         description='"none", "causal", "local" (keys within ±window), "strided" (|i − j| < window or '
         "(i − j) mod window = 0), or a T×S list of booleans: true hides key j from query i.",
     )
-    window: int | None = Field(
-        None, strict=True, ge=1, le=settings.max_tokens,
+    window: Window | None = Field(
+        None,
         description="local: the window half-width (default 2); strided: the stride (default ⌈√S⌉).",
     )
     score: Literal["dot", "general", "additive"] = Field(
@@ -153,14 +173,12 @@ class AttentionRequest(BaseModel):
         description="linear: φ(q)ᵀ(φ(K)ᵀV)/φ(q)ᵀΣφ(k) with φ = elu + 1; each head's output is linear "
         "attention's, and softmax_output keeps softmax's for comparison.",
     )
-    blocks: int = Field(
-        0, strict=True, ge=0, le=settings.max_blocks,
+    blocks: BlockCount = Field(
+        0,
         description="0: attention only. 1–4: transformer blocks (attention, Add & Norm, FFN, Add & Norm); "
         "the top-level fields describe the first block's attention.",
     )
-    d_ff: int | None = Field(
-        None, strict=True, ge=1, le=settings.max_d_ff, description="FFN hidden size; default 4·d_model."
-    )
+    d_ff: HiddenSize | None = Field(None, description="FFN hidden size; default 4·d_model.")
     activation: Literal["relu", "gelu"] = Field("relu", description="The FFN's activation.")
     norm: Literal["post", "pre"] = Field(
         "post", description="post: LayerNorm(x + sublayer(x)) as in the paper; pre: x + sublayer(LayerNorm(x))."
@@ -238,24 +256,32 @@ class AttentionRequest(BaseModel):
                 for m, matrix in enumerate(matrices):
                     label = f"weights.{name}[{m}]" if len(want) == 3 else f"weights.{name}"
                     _check_rectangular(label, matrix, len(matrix[0]))
+            sizes = f"for h={h}, d_model={d_model}, d_k={d_k}, d_v={d_v}, d_ff={d_ff}"
             got = _shape(value)
             if got != want:
                 raise ValueError(
-                    f"weights.{name} has shape {'×'.join(map(str, got))}; expected {'×'.join(map(str, want))} "
-                    f"for h={h}, d_model={d_model}, d_k={d_k}, d_v={d_v}, d_ff={d_ff}"
+                    f"weights.{name} has shape {'×'.join(map(str, got))}; expected {'×'.join(map(str, want))} {sizes}"
                 )
+            if len(want) == 3:  # _shape reads head 0 only: every head must match it
+                for m, matrix in enumerate(value):
+                    if _shape(matrix) != want[1:]:
+                        raise ValueError(f"weights.{name}[{m}] has shape {'×'.join(map(str, _shape(matrix)))}; "
+                                         f"expected {'×'.join(map(str, want[1:]))} {sizes}")
         return self
 
 
 Matrix = list[list[float]]
+Weight = Annotated[float, Field(ge=0.0, le=1.0)]  # a softmax weight: in [0, 1] even after rounding
 
 
 class LinearOut(BaseModel):
     phi_q: Matrix = Field(description="T × d_k: elu(Q) + 1")
     phi_k: Matrix = Field(description="S × d_k: elu(K) + 1")
     kv: Matrix = Field(description="d_k × d_v: φ(K)ᵀ·V, built once")
-    z: list[float] = Field(description="T: the normaliser φ(q_i)·Σ_j φ(k_j)")
-    weights: Matrix = Field(description="T × S: the weights linear attention implies (never built by it)")
+    z: list[Annotated[float, Field(ge=0.0)]] = Field(description="T: the normaliser φ(q_i)·Σ_j φ(k_j)")
+    weights: list[list[Annotated[float, Field(ge=0.0)]]] = Field(
+        description="T × S: the weights linear attention implies (never built by it); each row sums to 1"
+    )
     output: Matrix = Field(description="T × d_v")
 
 
@@ -267,27 +293,29 @@ class HeadOut(BaseModel):
     scaled: list[list[float | None]] = Field(
         description="T × S: scores ÷ scale_factor (+ ALiBi bias); null where the mask hides the key"
     )
-    softmax: Matrix = Field(description="T × S: row-wise softmax, the attention weights (0 where hidden)")
+    softmax: list[list[Weight]] = Field(
+        description="T × S: row-wise softmax, the attention weights (0 where hidden); each row sums to 1"
+    )
     output: Matrix = Field(description="T × d_v: softmax·V, or linear attention's output")
-    q_rot: Matrix | None = Field(None, description="RoPE only: Q rotated by position")
-    k_rot: Matrix | None = Field(None, description="RoPE only: K rotated by position")
-    bias: Matrix | None = Field(None, description="ALiBi only: −m_h·|i − j|")
-    q_w: Matrix | None = Field(None, description="general score only: Q·W_a")
-    q_1: Matrix | None = Field(None, description="additive score only: Q·W₁")
-    k_2: Matrix | None = Field(None, description="additive score only: K·W₂")
-    linear: LinearOut | None = Field(None, description="linear attention only")
-    softmax_output: Matrix | None = Field(None, description="linear attention only: softmax·V, to compare")
+    q_rot: Matrix | None = Field(description="RoPE only: Q rotated by position")
+    k_rot: Matrix | None = Field(description="RoPE only: K rotated by position")
+    bias: Matrix | None = Field(description="ALiBi only: −m_h·|i − j|")
+    q_w: Matrix | None = Field(description="general score only: Q·W_a")
+    q_1: Matrix | None = Field(description="additive score only: Q·W₁")
+    k_2: Matrix | None = Field(description="additive score only: K·W₂")
+    linear: LinearOut | None = Field(description="linear attention only")
+    softmax_output: Matrix | None = Field(description="linear attention only: softmax·V, to compare")
 
 
 class WeightsOut(BaseModel):
-    w_q: list[Matrix]
-    w_k: list[Matrix]
-    w_v: list[Matrix]
-    w_o: Matrix
-    w_a: list[Matrix]
-    w_1: list[Matrix]
-    w_2: list[Matrix]
-    v_a: Matrix
+    w_q: list[Matrix] = Field(description="h × d_model × d_k")
+    w_k: list[Matrix] = Field(description="h × d_model × d_k")
+    w_v: list[Matrix] = Field(description="h × d_model × d_v")
+    w_o: Matrix = Field(description="(h·d_v) × d_model")
+    w_a: list[Matrix] = Field(description="h × d_k × d_k")
+    w_1: list[Matrix] = Field(description="h × d_k × d_a")
+    w_2: list[Matrix] = Field(description="h × d_k × d_a")
+    v_a: Matrix = Field(description="h × d_a")
 
 
 class AttentionOut(BaseModel):
@@ -299,7 +327,7 @@ class AttentionOut(BaseModel):
 
 class LayerNormOut(BaseModel):
     mean: list[float] = Field(description="T: each row's mean")
-    var: list[float] = Field(description="T: each row's variance")
+    var: list[Annotated[float, Field(ge=0.0)]] = Field(description="T: each row's variance")
     normalized: Matrix = Field(description="T × d_model: (z − mean)/√(var + 1e-5)")
     output: Matrix = Field(description="T × d_model: γ·normalized + β")
 
@@ -318,7 +346,7 @@ class BlockWeightsOut(BaseModel):
 class BlockOut(BaseModel):
     x: Matrix = Field(description="T × d_model: the block's input")
     attention: AttentionOut | None = Field(
-        None, description="The block's attention; null for the first block, whose attention is the top level"
+        description="The block's attention; null for the first block, whose attention is the top level"
     )
     residual1: Matrix = Field(description="x + MultiHead(·)")
     ln1: LayerNormOut = Field(description="post-norm: of residual1; pre-norm: of x")
@@ -333,7 +361,8 @@ class BlockOut(BaseModel):
 
 
 class AttentionResponse(BaseModel):
-    """Every intermediate of the run, and the weights it used, so a client can reproduce it."""
+    """Every intermediate of the run, and the weights it used, so a client can reproduce it.
+    Every field is always present; the optional stages are null when they do not apply."""
 
     tokens: list[str]
     x: Matrix = Field(
@@ -341,27 +370,50 @@ class AttentionResponse(BaseModel):
         "(pre-norm blocks: LayerNorm₁ of that)"
     )
     x_input: Matrix = Field(description="T × d_model, as given")
-    pe: Matrix | None = Field(None, description="T × d_model: the encoding added (sinusoidal, learned)")
-    context: Matrix | None = Field(None, description="S × d_model, cross-attention only")
-    mask: list[list[bool]] | None = Field(None, description="T × S, true = hidden")
-    mask_mode: str = Field(description='"none", "causal", "local", "strided" or "custom"')
-    window: int | None
-    positional_encoding: str
-    temperature: float
-    score: str
-    attention: str
-    scale_factor: float = Field(description="What the scores were divided by: √d_k·τ, or τ when not scaling")
-    heads: list[HeadOut]
+    pe: Matrix | None = Field(description="T × d_model: the encoding added (sinusoidal, learned)")
+    context: Matrix | None = Field(description="S × d_model, cross-attention only")
+    mask: list[list[bool]] | None = Field(description="T × S, true = hidden")
+    mask_mode: Literal["none", "causal", "local", "strided", "custom"] = Field(
+        description='"custom" when the request gave the mask as booleans'
+    )
+    window: Window | None = Field(description="The local window or the stride")
+    positional_encoding: Literal["none", "sinusoidal", "learned", "rope", "alibi"]
+    temperature: float = Field(ge=0.05, le=20.0)
+    score: Literal["dot", "general", "additive"]
+    attention: Literal["softmax", "linear"]
+    scale_factor: float = Field(gt=0.0, description="What the scores were divided by: √d_k·τ, or τ when not scaling")
+    heads: list[HeadOut] = Field(min_length=1, max_length=settings.max_heads)
     concat: Matrix = Field(description="T × (h·d_v)")
     output: Matrix = Field(description="T × d_model: concat·w_o")
     weights: WeightsOut
-    num_heads: int
-    d_k: int
-    d_v: int
+    num_heads: HeadCount
+    d_k: HeadSize
+    d_v: HeadSize
     scale: bool
-    blocks: list[BlockOut] = Field(description="One entry per transformer block; empty when blocks = 0")
+    blocks: list[BlockOut] = Field(
+        max_length=settings.max_blocks, description="One entry per transformer block; empty when blocks = 0"
+    )
     final: Matrix = Field(description="T × d_model: the last block's output, or the attention output")
 
 
+class FieldError(BaseModel):
+    loc: list[str] = Field(description='Where, as pydantic reports it: ["body", "x", "1", "2"]')
+    field: str = Field(description='The field as a path: "x[1][2]", "weights.w_q", or "body" for the whole body')
+    msg: str = Field(description='The message, starting with the field: "x[1][2]: Input should be a finite number"')
+    type: str = Field(description='The kind of error, e.g. "finite_number", "json_invalid", "value_error"')
+
+
+class ValidationErrorResponse(BaseModel):
+    """422: every field that is wrong, each named."""
+
+    detail: list[FieldError] = Field(min_length=1)
+
+
+class BodyTooLarge(BaseModel):
+    """413: the body is over the limit (app.config.Settings.max_body_bytes)."""
+
+    detail: str
+
+
 class Health(BaseModel):
-    status: str = "ok"
+    status: Literal["ok"] = "ok"
