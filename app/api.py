@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import numpy as np
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
+from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException
 
 from app.pipeline import (
     ALL_WEIGHT_NAMES,
@@ -19,9 +24,34 @@ from app.pipeline import (
     run_attention,
     run_transformer,
 )
-from app.schemas import AttentionRequest, AttentionResponse, Health
+from app.schemas import AttentionRequest, AttentionResponse, BodyTooLarge, Health, ValidationErrorResponse
 
-router = APIRouter()
+# Why json.loads can fail other than with a JSONDecodeError (which FastAPI already answers with a 422).
+UNREADABLE_BODY = {UnicodeDecodeError: "the body is not UTF-8 text", RecursionError: "the body is nested too deeply"}
+
+
+class JSONBodyRoute(APIRoute):
+    """A body that is not UTF-8 text, or is nested too deeply for the parser, gets the 422 that
+    malformed JSON gets, naming the body, instead of FastAPI's bare 400 "There was an error
+    parsing the body"."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def route_handler(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except HTTPException as exc:
+                reason = UNREADABLE_BODY.get(type(exc.__cause__))
+                if exc.status_code != 400 or reason is None:
+                    raise
+                error = {"type": "json_invalid", "loc": ("body",), "input": {}, "msg": f"JSON decode error: {reason}"}
+                raise RequestValidationError([error]) from exc
+
+        return route_handler
+
+
+router = APIRouter(route_class=JSONBodyRoute)
 
 
 def _opt(a: np.ndarray | None) -> list | None:
@@ -118,7 +148,13 @@ def run_json(run: AttentionRun, tokens: list[str], transformer: TransformerRun |
     return json.dumps(run_to_json(run, tokens, transformer), separators=(",", ":"), allow_nan=False)
 
 
-@router.post("/api/attention", response_model=AttentionResponse, tags=["attention"])
+@router.post(
+    "/api/attention", response_model=AttentionResponse, tags=["attention"],
+    responses={
+        413: {"model": BodyTooLarge, "description": "The body is larger than the largest valid request"},
+        422: {"model": ValidationErrorResponse, "description": "Invalid input: each problem names its field"},
+    },
+)
 def attention(req: AttentionRequest) -> Response:
     """Run multi-head attention and return X, every head's Q, K, V, scores, scaled scores, softmax
     weights and output, the concatenation, the output, and the weights used (given or drawn from
