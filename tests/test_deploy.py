@@ -5,6 +5,7 @@ small proxy, and Chromium. The container itself is tested in tests/container (ma
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import socket
@@ -28,6 +29,7 @@ from app.config import Settings, available_cpus
 from app.main import create_app
 from tests.browser.conftest import CHROMIUM_ARGS, VIEWPORT, PageLog, _unavailable, find_chromium
 from tests.conftest import form_fields
+from tests.test_pages import heatmap
 
 try:
     from playwright.sync_api import expect, sync_playwright
@@ -178,7 +180,7 @@ def test_api_and_docs_under_the_root_path(sub_client: TestClient) -> None:
     assert sub_client.get(f"{ROOT}/healthz").json() == {"status": "ok"}
     assert sub_client.get("/healthz").json() == {"status": "ok"}  # the HEALTHCHECK asks the server directly
     docs = sub_client.get(f"{ROOT}/docs")
-    assert docs.status_code == 200 and f"'{ROOT}/openapi.json'" in docs.text
+    assert docs.status_code == 200 and f"{ROOT}/openapi.json" in docs.text
     assert sub_client.get(f"{ROOT}/openapi.json").json()["servers"] == [{"url": ROOT}]
 
 
@@ -203,15 +205,28 @@ HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", 
 class ReverseProxy(ThreadingHTTPServer):
     """A reverse proxy with the two usual setups: `strip` (nginx `proxy_pass http://app:8000/;`)
     forwards /attention/x as /x, otherwise the path goes on unchanged. Paths outside the prefix get
-    404, so a link that escapes the sub-path fails the test. Sets X-Forwarded-For and -Proto."""
+    404, so a link that escapes the sub-path fails the test. Sets X-Forwarded-For and -Proto. With
+    several upstreams (replicas) it takes them in turn, request by request, with no affinity."""
 
     daemon_threads = True
 
-    def __init__(self, upstream: str, prefix: str, strip: bool) -> None:
+    def __init__(self, upstreams: list[str], prefix: str, strip: bool) -> None:
         super().__init__(("127.0.0.1", 0), _ProxyHandler)
         self.prefix, self.strip = prefix, strip
-        self.upstream = httpx.Client(base_url=upstream, timeout=30.0, trust_env=False)
+        self.clients = [httpx.Client(base_url=url, timeout=30.0, trust_env=False) for url in upstreams]
+        self._turn = itertools.count()  # next() on a count is atomic in CPython
+        self.served = [0] * len(upstreams)  # requests each upstream answered
         self.url = f"http://127.0.0.1:{self.server_address[1]}"
+
+    def upstream(self) -> httpx.Client:
+        i = next(self._turn) % len(self.clients)
+        self.served[i] += 1
+        return self.clients[i]
+
+    def server_close(self) -> None:
+        super().server_close()
+        for client in self.clients:
+            client.close()
 
 
 class _ProxyHandler(BaseHTTPRequestHandler):
@@ -231,7 +246,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         forwarded = self.headers.get("X-Forwarded-For")
         headers["X-Forwarded-For"] = f"{forwarded}, {self.client_address[0]}" if forwarded else self.client_address[0]
         headers["X-Forwarded-Proto"] = "http"
-        answer = proxy.upstream.request(self.command, path, headers=headers, content=body)
+        answer = proxy.upstream().request(self.command, path, headers=headers, content=body)
         content = answer.content  # decoded: the Content-Encoding is dropped below
         self.send_response(answer.status_code)
         for k, v in answer.headers.multi_items():
@@ -290,16 +305,16 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., S
 
 
 @pytest.fixture(scope="module")
-def proxied(launch: Callable[..., Server]) -> Iterator[Callable[[str], ReverseProxy]]:
-    """`proxied(setup)`: a proxy in front of a server for one of the supported setups."""
+def proxied(launch: Callable[..., Server]) -> Iterator[Callable[..., ReverseProxy]]:
+    """`proxied(setup, replicas=1)`: a proxy in front of servers for one of the supported setups."""
     proxies: list[ReverseProxy] = []
 
-    def start(setup: str) -> ReverseProxy:
+    def start(setup: str, replicas: int = 1) -> ReverseProxy:
         if setup == "uvicorn --root-path":  # a stripping proxy, the root path given to uvicorn itself
-            server = launch(args=["-m", "uvicorn", "app.main:app", "--root-path", ROOT])
+            servers = [launch(args=["-m", "uvicorn", "app.main:app", "--root-path", ROOT]) for _ in range(replicas)]
         else:
-            server = launch(ATTENTION_ROOT_PATH=ROOT)
-        proxy = ReverseProxy(server.url, ROOT, strip=setup != "proxy keeps prefix")
+            servers = [launch(ATTENTION_ROOT_PATH=ROOT) for _ in range(replicas)]
+        proxy = ReverseProxy([s.url for s in servers], ROOT, strip=setup != "proxy keeps prefix")
         threading.Thread(target=proxy.serve_forever, daemon=True).start()
         proxies.append(proxy)
         return proxy
@@ -307,7 +322,6 @@ def proxied(launch: Callable[..., Server]) -> Iterator[Callable[[str], ReversePr
     yield start
     for proxy in proxies:
         proxy.shutdown()
-        proxy.upstream.close()
         proxy.server_close()
 
 
@@ -315,7 +329,7 @@ SETUPS = ["proxy strips prefix", "proxy keeps prefix", "uvicorn --root-path"]
 
 
 @pytest.mark.parametrize("setup", SETUPS)
-def test_page_asset_form_post_and_htmx_post_through_a_proxy(proxied: Callable[[str], ReverseProxy],
+def test_page_asset_form_post_and_htmx_post_through_a_proxy(proxied: Callable[..., ReverseProxy],
                                                             setup: str) -> None:
     proxy = proxied(setup)
     with httpx.Client(base_url=proxy.url, timeout=30.0, trust_env=False) as client:
@@ -332,6 +346,30 @@ def test_page_asset_form_post_and_htmx_post_through_a_proxy(proxied: Callable[[s
         assert edit.headers["HX-Replace-Url"].startswith(f"{ROOT}/?")
         api = client.post(f"{ROOT}/api/attention", json={"tokens": ["a"], "x": [[1.0, 2.0]]})
         assert api.status_code == 200 and api.json()["x"] == [[1.0, 2.0]]
+
+
+def test_replicas_behind_a_round_robin_balancer_answer_as_one_server(proxied: Callable[..., ReverseProxy],
+                                                                     sub_client: TestClient) -> None:
+    """No per-user state: a student's page, structural change, edit and step may each reach another
+    replica and get exactly what a single server answers."""
+    proxy = proxied("proxy strips prefix", replicas=2)
+
+    def session(client: httpx.Client | TestClient) -> list[tuple[str, str]]:
+        page = client.get(f"{ROOT}/")
+        added = client.post(f"{ROOT}/", data={**form_fields(page.text), "action": "add_token"}, headers=HTMX)
+        form = form_fields(added.text)
+        edit = client.post(f"{ROOT}/stages", data={**form, "x-5-0": "2.5"}, headers=HTMX)
+        step = client.post(f"{ROOT}/stages", data={**form, "x-5-0": "2.5", "goto": "softmax"}, headers=HTMX)
+        answers = [page, added, edit, step]
+        assert [r.status_code for r in answers] == [200] * 4
+        return [(r.text, r.headers.get("HX-Push-Url") or r.headers.get("HX-Replace-Url", "")) for r in answers]
+
+    with httpx.Client(base_url=proxy.url, timeout=30.0, trust_env=False) as balanced:
+        through_replicas = session(balanced)
+    assert proxy.served == [2, 2]  # every request went to the other replica than the one before
+    assert through_replicas == session(sub_client)
+    assert heatmap(through_replicas[2][0], "x")[5][0] == "2.500"  # the edit reached the new token's row
+    assert "stage=softmax" in through_replicas[3][1]
 
 
 @pytest.mark.parametrize(("trusted", "client_seen"), [(None, "203.0.113.9"), ("192.0.2.1", "127.0.0.1")],
@@ -362,7 +400,7 @@ def test_the_health_check_command_exits_0_only_when_the_server_answers(launch: C
 
 
 @pytest.mark.browser
-def test_chromium_edits_and_steps_under_the_sub_path(proxied: Callable[[str], ReverseProxy]) -> None:
+def test_chromium_edits_and_steps_under_the_sub_path(proxied: Callable[..., ReverseProxy]) -> None:
     if sync_playwright is None:
         _unavailable("the playwright package is not installed (pip install -e '.[test]')")
     proxy = proxied("proxy strips prefix")
