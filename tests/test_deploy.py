@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
+import yaml
 from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
@@ -431,3 +432,37 @@ def test_chromium_edits_and_steps_under_the_sub_path(proxied: Callable[..., Reve
     assert not log.problems, log.problems
     outside = [url for url in requested if not urlsplit(url).path.startswith(f"{ROOT}/")]
     assert not outside, outside
+
+
+# --- the documentation and compose.yaml follow the settings ---------------------------------------
+
+
+def readme_configuration() -> dict[str, str]:
+    """README's Configuration table: variable → its default cell."""
+    readme = (REPO_ROOT / "README.md").read_text()
+    section = readme.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `(ATTENTION_[A-Z_]+)` \| ([^|]*) \|", section, re.M)
+    assert rows, "no Configuration table in README"
+    return dict(rows)
+
+
+def test_every_setting_is_in_the_readme_with_its_default(clean_env: pytest.MonkeyPatch) -> None:
+    documented = readme_configuration()
+    defaults = Settings()
+    assert set(documented) == {f"ATTENTION_{name.upper()}" for name in Settings.model_fields}
+    for name, field in Settings.model_fields.items():
+        if field.default_factory is not None:  # the CPUs: described in words
+            continue
+        cell = documented[f"ATTENTION_{name.upper()}"]
+        shown = cell.split("`")[1] if "`" in cell else ("" if cell.strip() == "empty" else cell.strip())
+        value = getattr(defaults, name)
+        assert shown == (f"{value:g}" if isinstance(value, float) else str(value)), name
+
+
+def test_compose_builds_this_image_and_passes_real_settings() -> None:
+    compose = yaml.safe_load((REPO_ROOT / "compose.yaml").read_text())
+    [service] = compose["services"].values()
+    assert service["build"] == "."
+    assert any(str(port).endswith(":8000") for port in service["ports"])
+    passed = service["environment"]  # names only: passed on when set
+    assert passed and all(v.removeprefix("ATTENTION_").lower() in Settings.model_fields for v in passed), passed
