@@ -13,6 +13,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import api, export, pages
 from app.config import Settings, settings
+from app.security import SecurityHeadersMiddleware, docs_router
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
 
@@ -110,14 +111,18 @@ def create_app(config: Settings = settings) -> FastAPI:
         title="Attention, step by step",
         summary="Every intermediate matrix of multi-head scaled dot-product attention.",
         version="0.1.0",
+        docs_url=None,  # served by app.security from /static, under its own policy
+        redoc_url=None,
     )
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_middleware(GZipMiddleware, minimum_size=1024)
     app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes)
+    app.add_middleware(SecurityHeadersMiddleware)  # outside the body limit: its 413 gets them too
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.include_router(api.router)
     app.include_router(pages.router)
     app.include_router(export.router)
+    app.include_router(docs_router)
     if config.root_path:
         app.add_middleware(RootPathMiddleware, root_path=config.root_path)  # outermost: every route sees it
     return app

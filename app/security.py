@@ -1,0 +1,81 @@
+"""Security headers on every response, and the API docs served from this app's own files.
+
+The page runs no inline script or style and no eval (htmx is configured with allowEval false and
+includeIndicatorStyles false; heatmap colours are classes), so its policy is strict: everything
+from this origin only. Swagger UI sets style attributes as it renders, so /docs gets the same
+policy with inline styles allowed — still no inline or foreign script.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+from markupsafe import escape
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+SWAGGER_UI = "vendor/swagger-ui-5.35.0"  # from the npm package swagger-ui-dist, unchanged
+
+_COMMON = ("default-src 'self'", "script-src 'self'", "img-src 'self' data:", "connect-src 'self'",
+           "object-src 'none'", "base-uri 'none'", "frame-ancestors 'none'", "form-action 'self'")
+PAGE_POLICY = "; ".join((*_COMMON, "style-src 'self'"))
+DOCS_POLICY = "; ".join((*_COMMON, "style-src 'self' 'unsafe-inline'"))
+
+HEADERS = (
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+    (b"permissions-policy", b"camera=(), microphone=(), geolocation=(), interest-cohort=()"),
+)
+
+
+class SecurityHeadersMiddleware:
+    """Adds the headers above and the page's Content-Security-Policy to every HTTP response,
+    unless the response set its own policy (the docs)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                present = {name.lower() for name, _ in headers}
+                headers += [(name, value) for name, value in HEADERS if name not in present]
+                if b"content-security-policy" not in present:
+                    headers.append((b"content-security-policy", PAGE_POLICY.encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+docs_router = APIRouter()
+
+
+@docs_router.get("/docs", response_class=HTMLResponse, include_in_schema=False, name="swagger_ui_html")
+def swagger_ui(request: Request) -> HTMLResponse:
+    """Swagger UI from /static (works offline), started by static/docs.js (no inline script)."""
+    css = request.url_for("static", path=f"{SWAGGER_UI}/swagger-ui.css").path
+    bundle = request.url_for("static", path=f"{SWAGGER_UI}/swagger-ui-bundle.js").path
+    start = request.url_for("static", path="docs.js").path
+    openapi = escape(request.scope.get("root_path", "") + request.app.openapi_url)
+    html = f"""<!doctype html>
+<html lang="en">
+<head>
+  <meta charset="utf-8">
+  <title>Attention, step by step — JSON API</title>
+  <link rel="icon" href="{request.url_for("static", path="favicon.svg").path}" type="image/svg+xml">
+  <link rel="stylesheet" href="{css}">
+</head>
+<body>
+  <main id="swagger-ui" data-openapi="{openapi}"></main>
+  <script src="{bundle}"></script>
+  <script src="{start}"></script>
+</body>
+</html>"""
+    return HTMLResponse(html, headers={"Content-Security-Policy": DOCS_POLICY})
