@@ -59,7 +59,12 @@ def environment() -> str:
         commit = "unknown"
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     return (f"Measured {when} on {platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, "
-            f"Python {platform.python_version()}, commit {commit}.")
+            f"Python {platform.python_version()}, commit {commit}; {load_average()} at the start")
+
+
+def load_average() -> str:
+    """The machine's 1-minute load average: above the CPU count, other work competed with the bench."""
+    return f"load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else "load average unknown"
 
 
 async def in_process(plan: dict, log: callable) -> Results:
@@ -97,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_load:
         log(f"class load: {', '.join(map(str, plan['students']))} students, {plan['load_seconds']:g} s each")
         results.load = run_class_load(plan["students"], plan["load_seconds"], log)
+    results.environment += f", {load_average()} at the end."
     text = markdown(results)
     print(text)
     if out:

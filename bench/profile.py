@@ -1,5 +1,5 @@
 """Where an edit's time goes: each step of POST /stages and POST /api/attention timed on its own,
-then cProfile's heaviest functions over the whole request.
+the named functions and templates under cProfile, and what leaner JSON would weigh.
 
 The steps are the handlers' own calls made directly in this thread (the app's sync routes run in a
 thread pool, where a profiler in the main thread would not see them): reading the form, the
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import dataclasses
 import gzip
 import io
 import json
@@ -24,6 +25,8 @@ from collections.abc import Callable
 from urllib.parse import urlencode
 
 import httpx
+import numpy as np
+from fastapi import FastAPI
 from starlette.requests import Request
 
 from app.api import attention as attention_route
@@ -31,7 +34,7 @@ from app.api import run_to_json
 from app.config import settings
 from app.main import create_app
 from app.pages import ERROR_SLOTS, templates
-from app.pipeline import run_attention
+from app.pipeline import AttentionRun, run_attention
 from app.render import PanelBuilder, page_context, stage_views
 from app.scenario import read_form
 from app.schemas import AttentionRequest
@@ -39,10 +42,29 @@ from bench.cases import DEFAULT_CASE, EDIT_STAGE, HTMX, Case, api_body, edited, 
 from bench.report import GOAL_CASE, table
 
 GZIP_LEVEL = 9  # Starlette's GZipMiddleware default
+TARGET_S = 1.0  # each step is repeated for about this long (at least 3 times)
+
+# (what, file, function) as cProfile names them once directories are stripped.
+NAMED = (
+    ("Starlette reads the form (python-multipart callbacks)", "formparsers.py", "parse"),
+    ("read_form", "scenario.py", "read_form"),
+    ("  _matrix: one _float per input", "scenario.py", "_matrix"),
+    ("  Scenario.weights: edits applied one by one", "scenario.py", "weights"),
+    ("  seeded_weights: drawn again for each Scenario", "pipeline.py", "seeded_weights"),
+    ("Scenario.compute: the NumPy pipeline", "scenario.py", "compute"),
+    ("page_context", "render.py", "page_context"),
+    ("  heatmap_table", "heatmap.py", "heatmap_table"),
+    ("  mask_grid: a MaskCell per (query, key)", "render.py", "mask_grid"),
+    ("  inspector", "render.py", "inspector"),
+    ("Template.render", "environment.py", "render"),
+    ("  url_for in templates", "templating.py", "url_for"),
+    ("  os.stat: Jinja's auto_reload checks", "~", "<built-in method posix.stat>"),
+    ("  markupsafe.escape", "__init__.py", "escape"),
+    ("zlib compression", "~", "<built-in method zlib.compress>"),
+)
 
 
-def best_ms(fn: Callable[[], object], repeat: int) -> float:
-    """The median of ``repeat`` calls, in milliseconds."""
+def median_ms(fn: Callable[[], object], repeat: int) -> float:
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
@@ -51,14 +73,21 @@ def best_ms(fn: Callable[[], object], repeat: int) -> float:
     return statistics.median(times)
 
 
-def _request(app, path: str, body: bytes = b"", content_type: str = "") -> Request:
+def repeats_for(fn: Callable[[], object]) -> int:
+    """How many calls make about TARGET_S seconds (3 … 500)."""
+    start = time.perf_counter()
+    fn()
+    return int(min(500, max(3, TARGET_S / max(time.perf_counter() - start, 1e-6))))
+
+
+def _request(app: FastAPI, path: str, body: bytes = b"", content_type: str = "") -> Request:
     """A Request the templates can resolve url_for against, with ``body`` to read."""
     sent = False
 
     async def receive() -> dict:
         nonlocal sent
-        more, sent = not sent, True
-        return {"type": "http.request", "body": body if more else b"", "more_body": False}
+        first, sent = not sent, True
+        return {"type": "http.request", "body": body if first else b"", "more_body": False}
 
     scope = {"type": "http", "app": app, "router": app.router, "method": "POST", "path": path, "root_path": "",
              "headers": [(b"content-type", content_type.encode())], "query_string": b"", "scheme": "http",
@@ -66,7 +95,16 @@ def _request(app, path: str, body: bytes = b"", content_type: str = "") -> Reque
     return Request(scope, receive)
 
 
-def fragment_steps(app, fields: dict[str, str], repeat: int) -> tuple[list[list[object]], int, Callable[[], None]]:
+def _steps_table(steps: list[tuple[str, Callable[[], object]]], repeat: int) -> str:
+    rows = []
+    for name, fn in steps:
+        out = fn()
+        size = f"{len(out) / 1024:.1f}" if isinstance(out, bytes | str) else ""
+        rows.append([name, f"{median_ms(fn, repeat):.2f}", size])
+    return table(["step", "ms (median)", "KB out"], rows)
+
+
+def fragment_steps(app: FastAPI, fields: dict[str, str]) -> tuple[str, int, Callable[[], bytes]]:
     """POST /stages's steps, each timed alone; the fragment's size; and all the steps as one call."""
     body = urlencode(fields).encode()
     loop = asyncio.new_event_loop()
@@ -83,12 +121,12 @@ def fragment_steps(app, fields: dict[str, str], repeat: int) -> tuple[list[list[
     html = template.render({**ctx, "request": request}).encode()
     first, stack = sc.compute()
 
-    def whole() -> None:
+    def whole() -> bytes:
         parse()
         s, v = read_form(fields)
         c = page_context(s, v)
         c["error_slots"] = ERROR_SLOTS
-        gzip.compress(template.render({**c, "request": request}).encode(), GZIP_LEVEL)
+        return gzip.compress(template.render({**c, "request": request}).encode(), GZIP_LEVEL)
 
     steps = [
         ("read the posted form (Starlette + python-multipart)", parse),
@@ -98,16 +136,28 @@ def fragment_steps(app, fields: dict[str, str], repeat: int) -> tuple[list[list[
          lambda: stage_views(PanelBuilder(sc, first, view, stack), view)),
         ("page_context (pipeline + heatmaps + inspector + lists)", lambda: page_context(sc, view)),
         ("templates: stages_response.html rendered", lambda: template.render({**ctx, "request": request})),
-        (f"gzip level {GZIP_LEVEL} of the fragment", lambda: gzip.compress(html, GZIP_LEVEL)),
-        ("gzip level 6 (for comparison)", lambda: gzip.compress(html, 6)),
-        ("gzip level 1 (for comparison)", lambda: gzip.compress(html, 1)),
+        (f"gzip level {GZIP_LEVEL} of the fragment (Starlette's default)", lambda: gzip.compress(html, GZIP_LEVEL)),
+        ("gzip level 6", lambda: gzip.compress(html, 6)),
+        ("gzip level 1", lambda: gzip.compress(html, 1)),
         ("all the steps above at level 9, in a row", whole),
     ]
-    return [[name, f"{best_ms(fn, repeat):.2f}"] for name, fn in steps], len(html), whole
+    return _steps_table(steps, repeats_for(whole)), len(html), whole
 
 
-def api_steps(body: dict, repeat: int) -> tuple[list[list[object]], int, int]:
-    """POST /api/attention's steps, each timed alone; the response's size and count of numbers."""
+def rounded(obj: object, decimals: int) -> object:
+    """A copy of a pipeline record with every float array rounded (what a leaner response would send)."""
+    if isinstance(obj, np.ndarray):
+        return np.round(obj, decimals) if obj.dtype.kind == "f" else obj
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.replace(obj, **{f.name: rounded(getattr(obj, f.name), decimals)
+                                           for f in dataclasses.fields(obj) if f.init})
+    if isinstance(obj, tuple | list):
+        return type(obj)(rounded(v, decimals) for v in obj)
+    return obj
+
+
+def api_steps(body: dict) -> tuple[str, str]:
+    """POST /api/attention's steps, each timed alone; and what rounding the numbers would save."""
     raw = json.dumps(body).encode()
     req = AttentionRequest.model_validate_json(raw)
     options = dict(num_heads=req.num_heads, d_k=req.d_k, d_v=req.d_v, seed=req.seed, scale=req.scale,
@@ -115,32 +165,64 @@ def api_steps(body: dict, repeat: int) -> tuple[list[list[object]], int, int]:
     run = run_attention(req.x, **options)
     doc = run_to_json(run, req.tokens)
     text = json.dumps(doc, separators=(",", ":"), allow_nan=False).encode()
-    numbers = text.count(b",") + 1  # nearly every value is a number
     steps = [
         ("validate the request (pydantic)", lambda: AttentionRequest.model_validate_json(raw)),
         ("run_attention: the NumPy pipeline", lambda: run_attention(req.x, **options)),
         ("run_to_json: arrays → lists (ndarray.tolist)", lambda: run_to_json(run, req.tokens)),
         ("json.dumps of the lists", lambda: json.dumps(doc, separators=(",", ":"), allow_nan=False)),
-        ("the whole route function", lambda: attention_route(req)),
-        (f"gzip level {GZIP_LEVEL} of the body", lambda: gzip.compress(text, GZIP_LEVEL)),
-        ("gzip level 6 (for comparison)", lambda: gzip.compress(text, 6)),
-        ("gzip level 1 (for comparison)", lambda: gzip.compress(text, 1)),
+        ("the whole route function", lambda: attention_route(req).body),
+        (f"gzip level {GZIP_LEVEL} of the body (Starlette's default)", lambda: gzip.compress(text, GZIP_LEVEL)),
+        ("gzip level 6", lambda: gzip.compress(text, 6)),
+        ("gzip level 1", lambda: gzip.compress(text, 1)),
     ]
-    return [[name, f"{best_ms(fn, repeat):.2f}"] for name, fn in steps], len(text), numbers
+    repeat = repeats_for(lambda: gzip.compress(text, GZIP_LEVEL))
+    return _steps_table(steps, repeat), _json_variants(run, req.tokens, repeat)
 
 
-def profile_top(fn: Callable[[], object], repeat: int, top: int) -> str:
-    """cProfile's heaviest functions by own time over ``repeat`` calls (times are the profiler's)."""
+def _json_variants(run: AttentionRun, tokens: list[str], repeat: int) -> str:
+    """The response as it is and with its numbers rounded: size and serialisation time."""
+    rows = []
+    for label, decimals in (("as now (shortest repr of each float64)", None), ("np.round(…, 6) before tolist", 6),
+                            ("np.round(…, 4) before tolist", 4)):
+        source = run if decimals is None else rounded(run, decimals)
+
+        def serialise(r: AttentionRun = source) -> bytes:
+            return json.dumps(run_to_json(r, tokens), separators=(",", ":"), allow_nan=False).encode()
+
+        text = serialise()
+        numbers = text.count(b",") + 1
+        rows.append([label, f"{len(text) / 1024:.0f}", f"{len(text) / numbers:.1f}",
+                     f"{len(gzip.compress(text, 6)) / 1024:.0f}", f"{len(gzip.compress(text, 1)) / 1024:.0f}",
+                     f"{median_ms(serialise, repeat):.1f}"])
+    return table(["numbers", "KB", "bytes a number", "KB gzip 6", "KB gzip 1", "tolist + dumps ms"], rows)
+
+
+def profile_whole(fn: Callable[[], object], repeat: int, top: int) -> tuple[str, str]:
+    """Named functions and templates per request, and cProfile's heaviest functions by own time.
+    Times are under the profiler, which inflates the cost of many small calls."""
     profiler = cProfile.Profile()
     profiler.enable()
     for _ in range(repeat):
         fn()
     profiler.disable()
+    stats = pstats.Stats(profiler, stream=io.StringIO()).strip_dirs()
+    entries = stats.stats  # (file, line, function) → (primitive calls, calls, own time, cumulative, callers)
+    rows = []
+    for what, file, func in NAMED:
+        found = [v for (f, _, fn_name), v in entries.items() if f == file and fn_name == func]
+        if found:
+            calls, cum = sum(v[1] for v in found), sum(v[3] for v in found)
+            rows.append([what, f"{calls / repeat:.0f}", f"{cum / repeat * 1000:.2f}"])
+    templates_rows = sorted(((f, v) for (f, _, fn_name), v in entries.items()
+                             if f.endswith(".html") and fn_name == "root"), key=lambda fv: -fv[1][3])
+    rows += [[f"template {f}", f"{v[1] / repeat:.0f}", f"{v[3] / repeat * 1000:.2f}"] for f, v in templates_rows]
+    named = table(["function (under cProfile)", "calls a request", "ms a request, cumulative"], rows)
     out = io.StringIO()
-    pstats.Stats(profiler, stream=out).strip_dirs().sort_stats("tottime").print_stats(top)
+    stats.stream = out
+    stats.sort_stats("tottime").print_stats(top)
     lines = out.getvalue().splitlines()
     start = next((i for i, line in enumerate(lines) if line.lstrip().startswith("ncalls")), 0)
-    return "\n".join(lines[start:])
+    return named, "\n".join(lines[start:]).rstrip()
 
 
 async def _fields(case: Case, stage: str, show_all: bool) -> dict[str, str]:
@@ -153,18 +235,17 @@ async def _fields(case: Case, stage: str, show_all: bool) -> dict[str, str]:
     return edited(fields, 1, stage=stage, show_all=show_all)
 
 
-def report(case: Case, stage: str, show_all: bool, repeat: int, top: int, api: bool) -> str:
+def report(case: Case, stage: str, show_all: bool, top: int, api: bool) -> str:
     app = create_app()
     fields = asyncio.run(_fields(case, stage, show_all))
     what = "all stages" if show_all else f"{stage} in view"
-    rows, html_bytes, whole = fragment_steps(app, fields, repeat)
-    parts = [f"### {case.label}: the edit's fragment ({what}), {html_bytes / 1024:.0f} KB of HTML",
-             table(["step", "ms (median)"], rows)]
-    parts.append("```\n" + profile_top(whole, repeat, top) + "\n```")
+    steps, html_bytes, whole = fragment_steps(app, fields)
+    named, heaviest = profile_whole(whole, max(3, repeats_for(whole) // 2), top)
+    parts = [f"### {case.label}: the edit's fragment ({what}), {html_bytes / 1024:.0f} KB of HTML, "
+             f"{len(fields)} form fields", steps, named, f"```\n{heaviest}\n```"]
     if api:
-        rows, json_bytes, numbers = api_steps(api_body(fields), repeat)
-        parts += [f"### {case.label}: the JSON API, {json_bytes / 1024:.0f} KB of JSON, about {numbers} numbers "
-                  f"({json_bytes / numbers:.1f} bytes each)", table(["step", "ms (median)"], rows)]
+        steps, variants = api_steps(api_body(fields))
+        parts += [f"### {case.label}: the JSON API", steps, variants]
     return "\n\n".join(parts)
 
 
@@ -173,7 +254,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--case", help="T,d_model,heads (default: the cases that miss their goals)")
     parser.add_argument("--stage", default=EDIT_STAGE)
     parser.add_argument("--all", action="store_true", help="show all stages")
-    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--top", type=int, default=15)
     args = parser.parse_args(argv)
     if args.case:
@@ -181,9 +261,10 @@ def main(argv: list[str] | None = None) -> None:
         plans = [(Case(t, d, h), args.stage, args.all, True)]
     else:
         plans = [(DEFAULT_CASE, EDIT_STAGE, False, True), (GOAL_CASE, EDIT_STAGE, False, True),
-                 (GOAL_CASE, EDIT_STAGE, True, False), (Case(64, 64, 1), "qkv", False, False)]
+                 (GOAL_CASE, EDIT_STAGE, True, False), (Case(64, 64, 1), "qkv", False, False),
+                 (GOAL_CASE, "mask", False, False)]
     for case, stage, show_all, api in plans:
-        print(report(case, stage, show_all, args.repeat, args.top, api), end="\n\n", flush=True)
+        print(report(case, stage, show_all, args.top, api), end="\n\n", flush=True)
 
 
 if __name__ == "__main__":
