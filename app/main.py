@@ -115,7 +115,8 @@ def create_app(config: Settings = settings) -> FastAPI:
         redoc_url=None,
     )
     app.add_exception_handler(RequestValidationError, validation_error)
-    app.add_middleware(GZipMiddleware, minimum_size=1024)
+    # Level 1, not the default 9: the largest valid run (54 MB of JSON) compresses in 0.9 s instead of 10 s.
+    app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=1)
     app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes)
     app.add_middleware(SecurityHeadersMiddleware)  # outside the body limit: its 413 gets them too
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
