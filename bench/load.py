@@ -57,7 +57,7 @@ class LoadResult:
     p95_ms: float = float("nan")
     p99_ms: float = float("nan")
     max_ms: float = float("nan")
-    lag_p95_ms: float = float("nan")  # how late the client sent, against each student's schedule
+    lag_p95_ms: float = float("nan")  # how late edits went out against the schedule (a student awaits each answer)
     server_cpu: float | None = None  # the worker's CPU time / wall time (1.0 = one core busy)
     client_cpu: float | None = None  # the same for this process, the students' client
 

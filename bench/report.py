@@ -290,9 +290,10 @@ def markdown(results: Results) -> str:
         parts += ["## Class load (one uvicorn worker on 127.0.0.1)",
                   f"Each student posts an edit (the default preset's form, one X cell changed, {EDIT_STAGE} in "
                   f"view) every {INTERVAL_S:g} s ± 25 %, for {seconds:g} s, from one asyncio aiohttp client on the "
-                  "same machine. *client lag*: how late the client sent against the students' schedule (the "
-                  "client's own saturation); *server CPU*, *client CPU*: each process's CPU time over the run's "
-                  "wall time (100 % = one core).",
+                  "same machine. *client lag*: how late edits went out against the students' schedule (a student "
+                  "waits for the previous answer, as htmx does, so slow answers delay the next edit; so does a "
+                  "client short of CPU); *server CPU*, *client CPU*: each process's CPU time over the run's wall "
+                  "time (100 % = one core).",
                   load_table(results.load)]
     return "\n\n".join(parts) + "\n"
 
