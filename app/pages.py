@@ -10,6 +10,7 @@ Every response varies on HX-Request, since the same URL answers with a fragment 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -123,12 +124,12 @@ def index(request: Request, preset: str = DEFAULT_PRESET) -> HTMLResponse:
     params = request.query_params
     try:
         if "shape" in params:  # a full state, e.g. a shared link
-            sc, view = read_form(params)
+            sc, view = read_page(params)
         else:  # a preset, with any view settings the link gives (?preset=bank-river&stage=softmax)
             sc, view = from_preset(preset if preset in PRESETS else DEFAULT_PRESET)
             given = {key: params[key] for key in VIEW_FIELDS if key in params}
             if given:
-                sc, view = read_form({**dict(state_query(sc, view)), **given})
+                sc, view = read_page({**dict(state_query(sc, view)), **given})
     except FormError as e:
         sc, view = from_preset(DEFAULT_PRESET)
         return _respond(request, "index.html", _workspace_context(sc, view, e), status=422)
@@ -142,7 +143,7 @@ async def update(request: Request) -> Response:
     fields = await posted_fields(request)
     template = "partials/workspace.html" if _is_htmx(request) else "index.html"
     try:
-        sc, view = read_form(fields)
+        sc, view = read_page(fields)
         sc, view = apply_action(sc, view, fields.get("action", ""))
         ctx = _workspace_context(sc, view)
     except FormError as e:
@@ -155,7 +156,7 @@ async def update(request: Request) -> Response:
 async def stages(request: Request) -> Response:
     fields = await posted_fields(request)
     try:
-        sc, view = read_form(fields)
+        sc, view = read_page(fields)
         if fields.get("action") == "pin":  # pinning changes no number: the stages are enough
             sc, view = apply_action(sc, view, "pin")
         ctx = page_context(sc, view)
@@ -185,6 +186,14 @@ def _error_response(request: Request, fields: dict[str, str], error: FormError) 
     return _respond(request, "index.html", ctx, status=422)
 
 
+def read_page(fields: Mapping[str, str]) -> tuple[Scenario, View]:
+    """read_form, and the pinned state checked too: a bad pin is a FormError naming ``pin``."""
+    sc, view = read_form(fields)
+    if view.pin:
+        decode_pin(view.pin)
+    return sc, view
+
+
 def _lenient_read(fields: dict[str, str]) -> tuple[Scenario, View]:
     """The student's scenario with each bad field set aside (a number cell read as 0, anything
     else as its default), so a page without JavaScript comes back with every token, size and value
@@ -193,7 +202,7 @@ def _lenient_read(fields: dict[str, str]) -> tuple[Scenario, View]:
     patched.pop("action", None)
     for _ in range(50):
         try:
-            sc, view = read_form(patched)
+            sc, view = read_page(patched)
             sc.run()
             return sc, view
         except FormError as e:
@@ -220,7 +229,7 @@ async def download_scenario(request: Request) -> Response:
     """The posted state as a JSON file ("Download scenario"): the permalink's fields, in order."""
     fields = await posted_fields(request)
     try:
-        sc, view = read_form(fields)
+        sc, view = read_page(fields)
     except FormError as e:
         return _error_response(request, fields, e)
     body = json.dumps({"format": SCENARIO_FORMAT, "fields": state_query(sc, view)}, ensure_ascii=False)
@@ -239,7 +248,7 @@ async def open_scenario(request: Request) -> Response:
         if not isinstance(data, dict) or data.get("format") != SCENARIO_FORMAT:
             raise ValueError
         fields = {str(k): str(v) for k, v in data["fields"]}
-        sc, view = read_form(fields)
+        sc, view = read_page(fields)
         sc.compute()
     except FormError as e:
         sc, view = from_preset(DEFAULT_PRESET)
