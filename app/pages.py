@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
@@ -75,8 +76,29 @@ def _is_htmx(request: Request) -> bool:
     return request.headers.get("HX-Request") == "true"
 
 
+# The routes the templates link to: resolved once per root path, not once per link per render.
+LINKED_ROUTES = ("index", "update", "stages", "export", "download_scenario", "open_scenario", "swagger_ui_html")
+
+
+_ROUTE_PATHS: dict[tuple[int, str], SimpleNamespace] = {}
+
+
+def page_urls(request: Request) -> SimpleNamespace:
+    """Every path the page's links, forms and htmx requests use, under the request's root path
+    (``urls.stages``, ``urls.static ~ 'app.css'``)."""
+    key = (id(request.app.router), request.scope.get("root_path", ""))
+    paths = _ROUTE_PATHS.get(key)
+    if paths is None:
+        paths = SimpleNamespace(**{name: request.url_for(name).path for name in LINKED_ROUTES},
+                                static=request.url_for("static", path="").path)  # static ends with "/"
+        if len(_ROUTE_PATHS) < 64:  # a few apps (tests) and root paths at most
+            _ROUTE_PATHS[key] = paths
+    return paths
+
+
 def _respond(request: Request, template: str, context: dict, status: int = 200,
              headers: dict[str, str] | None = None) -> HTMLResponse:
+    context.setdefault("urls", page_urls(request))
     response = templates.TemplateResponse(request, template, context, status_code=status, headers=headers)
     response.headers["Vary"] = "HX-Request"
     return response
