@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 from urllib.parse import urlencode
 
 import aiohttp
@@ -60,6 +61,7 @@ class LoadResult:
     lag_p95_ms: float = float("nan")  # how late edits went out against the schedule (a student awaits each answer)
     server_cpu: float | None = None  # the worker's CPU time / wall time (1.0 = one core busy)
     client_cpu: float | None = None  # the same for this process, the students' client
+    load_average: float | None = None  # the machine's 1-minute load average at the end of the run
 
     @property
     def error_count(self) -> int:
@@ -86,9 +88,20 @@ def _cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
+@dataclass(frozen=True)
+class Server:
+    url: str
+    pid: int
+    log: IO[bytes]  # uvicorn's warnings and tracebacks
+
+    def log_tail(self, chars: int = 3000) -> str:
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")[-chars:]
+
+
 @contextmanager
-def uvicorn_server() -> Iterator[tuple[str, int]]:
-    """One uvicorn worker on a free loopback port: (base URL, pid). Stopped on exit, whatever happens."""
+def uvicorn_server() -> Iterator[Server]:
+    """One uvicorn worker on a free loopback port. Stopped on exit, whatever happens."""
     port = _free_port()
     log = tempfile.TemporaryFile()  # a file, not a pipe: a full pipe would stall the server
     proc = subprocess.Popen(
@@ -96,15 +109,14 @@ def uvicorn_server() -> Iterator[tuple[str, int]]:
          "--workers", "1", "--no-access-log", "--log-level", "warning"],
         cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=log,
     )
+    server = Server(f"http://{LOOPBACK}:{port}", proc.pid, log)
     try:
-        url = f"http://{LOOPBACK}:{port}"
         deadline = time.monotonic() + START_S
         while True:
             if proc.poll() is not None:
-                log.seek(0)
-                raise RuntimeError(f"uvicorn exited with {proc.returncode}: {log.read().decode()[-2000:]}")
+                raise RuntimeError(f"uvicorn exited with {proc.returncode}: {server.log_tail()}")
             try:
-                with urllib.request.urlopen(f"{url}/healthz", timeout=1) as r:
+                with urllib.request.urlopen(f"{server.url}/healthz", timeout=1) as r:
                     if r.status == 200:
                         break
             except (urllib.error.URLError, ConnectionError, TimeoutError):
@@ -112,7 +124,7 @@ def uvicorn_server() -> Iterator[tuple[str, int]]:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"uvicorn did not answer within {START_S:g} s")
             time.sleep(0.1)
-        yield url, proc.pid
+        yield server
     finally:
         proc.terminate()
         try:
@@ -192,6 +204,7 @@ async def class_load(base_url: str, students: int, seconds: float, *, server_pid
         lag_p95_ms=float(np.percentile(np.array(lags) * 1000, 95)) if lags else float("nan"),
         server_cpu=(cpu_after - cpu_before) / wall if cpu_before is not None and cpu_after is not None else None,
         client_cpu=client_cpu,
+        load_average=os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
     )
 
 
@@ -199,11 +212,13 @@ def run_class_load(student_counts: tuple[int, ...], seconds: float,
                    log: Callable[[str], None] = print) -> list[LoadResult]:
     """One server; each class size in turn, smallest first."""
     results = []
-    with uvicorn_server() as (url, pid):
+    with uvicorn_server() as server:
         for n in student_counts:
-            results.append(asyncio.run(class_load(url, n, seconds, server_pid=pid)))
+            results.append(asyncio.run(class_load(server.url, n, seconds, server_pid=server.pid)))
             r = results[-1]
             log(f"  {n} students: {r.ok} answered, {r.error_count} errors, p95 {r.p95_ms:.1f} ms")
+            if any(kind.startswith("HTTP 5") for kind in r.errors):
+                log(f"  the server's log ends with:\n{server.log_tail()}")
     return results
 
 

@@ -3,7 +3,7 @@ the named functions and templates under cProfile, and what leaner JSON would wei
 
 The steps are the handlers' own calls made directly in this thread (the app's sync routes run in a
 thread pool, where a profiler in the main thread would not see them): reading the form, the
-pipeline, building the heatmaps, rendering the templates, gzip at Starlette's level 9.
+pipeline, building the heatmaps, rendering the templates, gzip at the app's level (and others).
 
     python -m bench.profile                          # the cases that miss their goals
     python -m bench.profile --case 64,64,8 --stage qkv --top 25
@@ -27,21 +27,23 @@ from urllib.parse import urlencode
 import httpx
 import numpy as np
 from fastapi import FastAPI
+from starlette.middleware.gzip import GZipMiddleware
 from starlette.requests import Request
 
 from app.api import attention as attention_route
 from app.api import run_to_json
 from app.config import settings
 from app.main import create_app
-from app.pages import ERROR_SLOTS, templates
+from app.pages import templates
 from app.pipeline import AttentionRun, run_attention
 from app.render import PanelBuilder, page_context, stage_views
 from app.scenario import read_form
 from app.schemas import AttentionRequest
 from bench.cases import DEFAULT_CASE, EDIT_STAGE, HTMX, Case, api_body, edited, page_state
 from bench.report import GOAL_CASE, table
+from bench.timing import send_raw
 
-GZIP_LEVEL = 9  # Starlette's GZipMiddleware default
+COMPARED_LEVELS = (1, 6, 9)  # gzip levels timed beside the app's own (Starlette's default is 9)
 TARGET_S = 1.0  # each step is repeated for about this long (at least 3 times)
 
 # (what, file, function) as cProfile names them once directories are stripped.
@@ -62,6 +64,21 @@ NAMED = (
     ("  markupsafe.escape", "__init__.py", "escape"),
     ("zlib compression", "~", "<built-in method zlib.compress>"),
 )
+
+
+def gzip_level(app: FastAPI) -> int:
+    """The compression level the app's GZipMiddleware was given (Starlette's default: 9)."""
+    for middleware in app.user_middleware:
+        if middleware.cls is GZipMiddleware:
+            return int(middleware.kwargs.get("compresslevel", 9))
+    raise RuntimeError("the app has no GZipMiddleware")
+
+
+def gzip_steps(data: bytes, level: int, what: str) -> list[tuple[str, Callable[[], bytes]]]:
+    """gzip of ``data`` at the app's level, then at the other levels for comparison."""
+    steps = [(f"gzip of {what} at the app's level {level}", lambda: gzip.compress(data, level))]
+    return steps + [(f"gzip level {other} (for comparison)", lambda n=other: gzip.compress(data, n))
+                    for other in COMPARED_LEVELS if other != level]
 
 
 def median_ms(fn: Callable[[], object], repeat: int) -> float:
@@ -104,30 +121,49 @@ def _steps_table(steps: list[tuple[str, Callable[[], object]]], repeat: int) -> 
     return table(["step", "ms (median)", "KB out"], rows)
 
 
+async def _rendered(client: httpx.AsyncClient, fields: dict[str, str]) -> tuple[str, dict]:
+    """The template and context the /stages handler renders for ``fields``, caught on their way to
+    ``TemplateResponse``, so the render can be timed alone with exactly the handler's context."""
+    caught: list[tuple[str, dict]] = []
+    original = templates.TemplateResponse
+
+    def spy(request: Request, name: str, context: dict | None = None, *args: object, **kwargs: object) -> object:
+        response = original(request, name, context, *args, **kwargs)
+        caught.append((name, context or {}))  # the handler's dict, with "request" added by Starlette
+        return response
+
+    templates.TemplateResponse = spy
+    try:
+        response = await client.post("/stages", data=fields, headers=HTMX)
+    finally:
+        templates.TemplateResponse = original
+    if response.status_code != 200 or not caught:
+        raise RuntimeError(f"/stages answered {response.status_code}")
+    return caught[-1]
+
+
 def fragment_steps(app: FastAPI, fields: dict[str, str]) -> tuple[str, int, Callable[[], bytes]]:
-    """POST /stages's steps, each timed alone; the fragment's size; and all the steps as one call."""
+    """POST /stages's steps, each timed alone; the fragment's size; and the whole request as one
+    call (through the ASGI stack in this thread: /stages is an async route, run on this loop)."""
     body = urlencode(fields).encode()
     loop = asyncio.new_event_loop()
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bench.local")
+    request = client.build_request("POST", "/stages", content=body,
+                                   headers={**HTMX, "Content-Type": "application/x-www-form-urlencoded"})
 
     def parse() -> None:
-        request = _request(app, "/stages", body, "application/x-www-form-urlencoded")
-        loop.run_until_complete(request.form(max_fields=settings.max_form_fields))
-
-    sc, view = read_form(fields)
-    ctx = page_context(sc, view)
-    ctx["error_slots"] = ERROR_SLOTS
-    template = templates.get_template("partials/stages_response.html")
-    request = _request(app, "/stages")
-    html = template.render({**ctx, "request": request}).encode()
-    first, stack = sc.compute()
+        loop.run_until_complete(_request(app, "/stages", body, "application/x-www-form-urlencoded")
+                                .form(max_fields=settings.max_form_fields))
 
     def whole() -> bytes:
-        parse()
-        s, v = read_form(fields)
-        c = page_context(s, v)
-        c["error_slots"] = ERROR_SLOTS
-        return gzip.compress(template.render({**c, "request": request}).encode(), GZIP_LEVEL)
+        return loop.run_until_complete(send_raw(client, request))[2]  # as sent: compressed
 
+    name, ctx = loop.run_until_complete(_rendered(client, fields))
+    template = templates.get_template(name)
+    html = template.render(ctx).encode()
+    sc, view = read_form(fields)
+    first, stack = sc.compute()
+    level = gzip_level(app)
     steps = [
         ("read the posted form (Starlette + python-multipart)", parse),
         ("read_form: the form → Scenario", lambda: read_form(fields)),
@@ -135,11 +171,9 @@ def fragment_steps(app: FastAPI, fields: dict[str, str]) -> tuple[str, int, Call
         ("heatmaps: PanelBuilder + heatmap_table for the stages in view",
          lambda: stage_views(PanelBuilder(sc, first, view, stack), view)),
         ("page_context (pipeline + heatmaps + inspector + lists)", lambda: page_context(sc, view)),
-        ("templates: stages_response.html rendered", lambda: template.render({**ctx, "request": request})),
-        (f"gzip level {GZIP_LEVEL} of the fragment (Starlette's default)", lambda: gzip.compress(html, GZIP_LEVEL)),
-        ("gzip level 6", lambda: gzip.compress(html, 6)),
-        ("gzip level 1", lambda: gzip.compress(html, 1)),
-        ("all the steps above at level 9, in a row", whole),
+        (f"templates: {name} rendered", lambda: template.render(ctx)),
+        *gzip_steps(html, level, "the fragment"),
+        ("the whole request through the app (ASGI, middleware included)", whole),
     ]
     return _steps_table(steps, repeats_for(whole)), len(html), whole
 
@@ -156,7 +190,7 @@ def rounded(obj: object, decimals: int) -> object:
     return obj
 
 
-def api_steps(body: dict) -> tuple[str, str]:
+def api_steps(body: dict, level: int) -> tuple[str, str]:
     """POST /api/attention's steps, each timed alone; and what rounding the numbers would save."""
     raw = json.dumps(body).encode()
     req = AttentionRequest.model_validate_json(raw)
@@ -171,11 +205,9 @@ def api_steps(body: dict) -> tuple[str, str]:
         ("run_to_json: arrays → lists (ndarray.tolist)", lambda: run_to_json(run, req.tokens)),
         ("json.dumps of the lists", lambda: json.dumps(doc, separators=(",", ":"), allow_nan=False)),
         ("the whole route function", lambda: attention_route(req).body),
-        (f"gzip level {GZIP_LEVEL} of the body (Starlette's default)", lambda: gzip.compress(text, GZIP_LEVEL)),
-        ("gzip level 6", lambda: gzip.compress(text, 6)),
-        ("gzip level 1", lambda: gzip.compress(text, 1)),
+        *gzip_steps(text, level, "the body"),
     ]
-    repeat = repeats_for(lambda: gzip.compress(text, GZIP_LEVEL))
+    repeat = repeats_for(lambda: gzip.compress(text, max(COMPARED_LEVELS)))
     return _steps_table(steps, repeat), _json_variants(run, req.tokens, repeat)
 
 
@@ -244,7 +276,7 @@ def report(case: Case, stage: str, show_all: bool, top: int, api: bool) -> str:
     parts = [f"### {case.label}: the edit's fragment ({what}), {html_bytes / 1024:.0f} KB of HTML, "
              f"{len(fields)} form fields", steps, named, f"```\n{heaviest}\n```"]
     if api:
-        steps, variants = api_steps(api_body(fields))
+        steps, variants = api_steps(api_body(fields), gzip_level(app))
         parts += [f"### {case.label}: the JSON API", steps, variants]
     return "\n\n".join(parts)
 

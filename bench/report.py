@@ -170,10 +170,11 @@ def load_table(results: list[LoadResult]) -> str:
         errors = str(r.error_count) + (f" ({', '.join(f'{k}: {v}' for k, v in r.errors.items())})" if r.errors else "")
         server = "—" if r.server_cpu is None else f"{r.server_cpu:.0%}"
         client = "—" if r.client_cpu is None else f"{r.client_cpu:.0%}"
+        load = "—" if r.load_average is None else f"{r.load_average:.1f}"
         rows.append([r.students, f"{r.students / INTERVAL_S:.0f}", f"{r.rate:.0f}", r.sent, errors,
-                     ms(r.p50_ms), ms(r.p95_ms), ms(r.p99_ms), ms(r.max_ms), ms(r.lag_p95_ms), server, client])
+                     ms(r.p50_ms), ms(r.p95_ms), ms(r.p99_ms), ms(r.max_ms), ms(r.lag_p95_ms), server, client, load])
     return table(["students", "edits/s offered", "answered/s", "sent", "errors", "p50 ms", "p95 ms", "p99 ms",
-                  "max ms", "client lag p95 ms", "server CPU", "client CPU"], rows)
+                  "max ms", "client lag p95 ms", "server CPU", "client CPU", "load average"], rows)
 
 
 def _find(measured: Measured, case: Case) -> dict[str, Timing] | None:
@@ -293,7 +294,8 @@ def markdown(results: Results) -> str:
                   "same machine. *client lag*: how late edits went out against the students' schedule (a student "
                   "waits for the previous answer, as htmx does, so slow answers delay the next edit; so does a "
                   "client short of CPU); *server CPU*, *client CPU*: each process's CPU time over the run's wall "
-                  "time (100 % = one core).",
+                  "time (100 % = one core); *load average*: the machine's, at the end of the run (above the "
+                  "CPU count, other work was competing: the tail latencies suffer first).",
                   load_table(results.load)]
     return "\n\n".join(parts) + "\n"
 
