@@ -7,7 +7,8 @@ keep links short. Pure Python: the web layer decides when to put it in the addre
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
+import re
+from urllib.parse import quote_plus
 
 from app.scenario import Scenario, View, encode_edits, format_input
 
@@ -82,9 +83,19 @@ def state_query(sc: Scenario, view: View) -> list[tuple[str, str]]:
     return q
 
 
+_PLAIN = re.compile(r"[A-Za-z0-9_.~-]*")  # what quote_plus leaves as it is
+
+
+def query_string(pairs: list[tuple[str, str]]) -> str:
+    """urlencode(pairs), quoting only what needs it: most of a state is short numbers, and this
+    runs on every edit."""
+    return "&".join(f"{k if _PLAIN.fullmatch(k) else quote_plus(k)}={v if _PLAIN.fullmatch(v) else quote_plus(v)}"
+                    for k, v in pairs)
+
+
 def permalink(path: str, sc: Scenario, view: View) -> str:
     """``path`` (the page's URL path, which may sit under a proxy's prefix) with the state's query."""
-    return f"{path}?{urlencode(state_query(sc, view))}"
+    return f"{path}?{query_string(state_query(sc, view))}"
 
 
 def fits_in_url(url: str) -> bool:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import base64
 import binascii
 import zlib
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl
 
-from app.permalink import state_query
+from app.permalink import query_string, state_query
 from app.presets import PRESETS
 from app.scenario import MAX_PIN_CHARS, FormError, Scenario, View, read_form
 
@@ -21,7 +21,7 @@ MAX_PIN_QUERY_BYTES = 16 * MAX_PIN_CHARS  # decompressed: refuses a zip bomb, ad
 
 def encode_pin(sc: Scenario) -> str:
     """The scenario (not the view) as a compact, URL- and form-safe string."""
-    query = urlencode(state_query(sc, View()))
+    query = query_string(state_query(sc, View()))
     return base64.urlsafe_b64encode(zlib.compress(query.encode(), 9)).decode("ascii")
 
 

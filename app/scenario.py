@@ -14,7 +14,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import lru_cache
 
 import numpy as np
 
@@ -129,20 +129,11 @@ class Scenario:
         the first block's FFN and LayerNorm weights too. Fresh copies, free to edit."""
         return {name: value.copy() for name, value in self._base.items()}
 
-    @cached_property
+    @property
     def _base(self) -> dict[str, np.ndarray]:
-        """Drawn once per scenario: normalising the edits and running both need it."""
-        seeded = seeded_weights(self.d_model, self.num_heads, self.d_k, self.d_v, self.seed)
-        base = {name: getattr(seeded, name) for name in ALL_WEIGHT_NAMES}
-        p = self.preset_obj
-        if p is not None and p.weights:
-            for name, value in p.weight_arrays().items():
-                if value.shape == base[name].shape:
-                    base[name] = value
-        if self.blocks:
-            block = seeded_block_weights(self.d_model, self.ffn_size, self.seed)
-            base.update({name: getattr(block, name) for name in BLOCK_WEIGHT_NAMES})
-        return base
+        """Read-only; drawn once per combination of sizes, seed and preset, then shared."""
+        return _base_weights(self.d_model, self.num_heads, self.d_k, self.d_v, self.seed, self.preset,
+                             self.ffn_size if self.blocks else 0)
 
     def weights(self) -> dict[str, np.ndarray]:
         w = self.base_weights()
@@ -222,6 +213,27 @@ VIEW_FIELDS = ("stage", "head", "block", "show_all", "decimals", "inspect", "pan
                "pin")
 MAX_REVEALED = 4096  # cell refs kept per quiz: every cell of a 64×64 matrix
 MAX_PIN_CHARS = 4 * 1024 * 1024  # a compressed pinned state (app.pin); the largest is well under this
+
+
+@lru_cache(maxsize=16)
+def _base_weights(d_model: int, num_heads: int, d_k: int, d_v: int, seed: int, preset: str,
+                  d_ff: int) -> dict[str, np.ndarray]:
+    """The preset's weights where their shapes fit, else the seeded ones; with an FFN (d_ff > 0)
+    the first block's FFN and LayerNorm weights too. Every edit, by every student, starts from
+    these, so they are drawn once and frozen (Scenario.base_weights hands out copies)."""
+    seeded = seeded_weights(d_model, num_heads, d_k, d_v, seed)
+    base = {name: getattr(seeded, name) for name in ALL_WEIGHT_NAMES}
+    p = PRESETS.get(preset)
+    if p is not None and p.weights:
+        for name, value in p.weight_arrays().items():
+            if value.shape == base[name].shape:
+                base[name] = value
+    if d_ff:
+        block = seeded_block_weights(d_model, d_ff, seed)
+        base.update({name: getattr(block, name) for name in BLOCK_WEIGHT_NAMES})
+    for value in base.values():
+        value.setflags(write=False)
+    return base
 
 
 def from_preset(key: str) -> tuple[Scenario, View]:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import given
+from hypothesis import strategies as st
 
-from app.permalink import MAX_URL_CHARS, permalink, state_query
+from app.permalink import MAX_URL_CHARS, permalink, query_string, state_query
 from app.presets import PRESETS
 from app.scenario import Scenario, View, add_token, from_preset, read_form
 from tests.conftest import form_fields
@@ -109,3 +111,9 @@ def test_a_state_too_big_for_a_url_offers_a_file_instead(client: TestClient) -> 
     assert form_fields(opened.text)["token-9"] == form["token-9"]
     bad = client.post("/scenario/open", files={"scenario": ("s.json", b"{not json", "application/json")})
     assert bad.status_code == 422 and "scenario" in bad.text
+
+
+@given(st.lists(st.tuples(st.text(max_size=12), st.text(max_size=12)), max_size=8))
+def test_query_string_is_urlencode(pairs: list[tuple[str, str]]) -> None:
+    """The fast encoder of permalinks writes exactly what urllib's urlencode writes."""
+    assert query_string(pairs) == urlencode(pairs)
