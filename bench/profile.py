@@ -32,9 +32,8 @@ from starlette.requests import Request
 
 from app.api import attention as attention_route
 from app.api import run_to_json
-from app.config import settings
 from app.main import create_app
-from app.pages import templates
+from app.pages import posted_fields, templates
 from app.pipeline import AttentionRun, run_attention
 from app.render import PanelBuilder, page_context, stage_views
 from app.scenario import read_form
@@ -48,7 +47,8 @@ TARGET_S = 1.0  # each step is repeated for about this long (at least 3 times)
 
 # (what, file, function) as cProfile names them once directories are stripped.
 NAMED = (
-    ("Starlette reads the form (python-multipart callbacks)", "formparsers.py", "parse"),
+    ("posted_fields: the posted form read", "pages.py", "posted_fields"),
+    ("  Starlette's form parser (python-multipart)", "formparsers.py", "parse"),
     ("read_form", "scenario.py", "read_form"),
     ("  _matrix: one _float per input", "scenario.py", "_matrix"),
     ("  Scenario.weights: edits applied one by one", "scenario.py", "weights"),
@@ -152,8 +152,7 @@ def fragment_steps(app: FastAPI, fields: dict[str, str]) -> tuple[str, int, Call
                                    headers={**HTMX, "Content-Type": "application/x-www-form-urlencoded"})
 
     def parse() -> None:
-        loop.run_until_complete(_request(app, "/stages", body, "application/x-www-form-urlencoded")
-                                .form(max_fields=settings.max_form_fields))
+        loop.run_until_complete(posted_fields(_request(app, "/stages", body, "application/x-www-form-urlencoded")))
 
     def whole() -> bytes:
         return loop.run_until_complete(send_raw(client, request))[2]  # as sent: compressed
@@ -165,7 +164,7 @@ def fragment_steps(app: FastAPI, fields: dict[str, str]) -> tuple[str, int, Call
     first, stack = sc.compute()
     level = gzip_level(app)
     steps = [
-        ("read the posted form (Starlette + python-multipart)", parse),
+        ("read the posted form (posted_fields)", parse),
         ("read_form: the form → Scenario", lambda: read_form(fields)),
         ("Scenario.compute: the NumPy pipeline", sc.compute),
         ("heatmaps: PanelBuilder + heatmap_table for the stages in view",

@@ -126,15 +126,13 @@ class Fit:
         return self.c * t * t / total if total > 0 else float("nan")
 
     def line(self) -> str:
-        over = self.takes_over
+        fit = f"- {self.name}: {self.unit} ≈ {self.a:.3g} + {self.b:.3g}·T + {self.c:.3g}·T²"
         if self.c <= 0:
-            where = "no T² growth measured"
-        elif over is not None and over <= self.t_max:
-            where = f"the T² term outweighs the rest from T ≈ {over:.0f}"
-        else:
-            where = f"the T² term stays below the rest up to T = {self.t_max}"
-        return (f"- {self.name}: {self.unit} ≈ {self.a:.3g} + {self.b:.3g}·T + {self.c:.3g}·T²; {where}; "
-                f"at T = {self.t_max} it is {self.share_at(self.t_max):.0%} of the total.")
+            return f"{fit}; no T² part measurable: linear up to T = {self.t_max}."
+        over = self.takes_over
+        where = (f"the T² term outweighs the rest from T ≈ {over:.0f}" if over is not None and over <= self.t_max
+                 else f"the T² term stays below the rest up to T = {self.t_max}")
+        return f"{fit}; {where}; at T = {self.t_max} it is {self.share_at(self.t_max):.0%} of the total."
 
 
 def scaling_fits(measured: Measured) -> list[Fit]:
