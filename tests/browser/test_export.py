@@ -91,7 +91,9 @@ def test_panel_csv_downloads_with_javascript_and_the_page_stays(page: Page) -> N
 def test_export_follows_an_edit_and_latex_and_json_download(page: Page) -> None:
     page.goto("/")
     go_to_stage(page, "output")
-    page.locator('input[name="x-0-0"]').fill("2.5")
+    with page.expect_response(lambda r: r.url.endswith("/stages")):  # the stages are swapped first
+        page.locator('input[name="x-0-0"]').fill("2.5")
+    page.wait_for_function("() => !document.querySelector('.htmx-request')")
     expected = expected_run("default", {(0, 0): 2.5}).heads[0].output
     control = export_control(page, "output.0", "output")
 
