@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import zlib
+from functools import lru_cache
 from urllib.parse import parse_qsl
 
 from app.permalink import query_string, state_query
@@ -25,8 +26,12 @@ def encode_pin(sc: Scenario) -> str:
     return base64.urlsafe_b64encode(zlib.compress(query.encode(), 9)).decode("ascii")
 
 
+@lru_cache(maxsize=64)
 def decode_pin(text: str) -> Scenario:
-    """The pinned scenario. Raises FormError naming ``pin`` when the text is not a pinned state."""
+    """The pinned scenario. Raises FormError naming ``pin`` when the text is not a pinned state.
+
+    Every edit after a pin posts the same text, and a request both checks it (pages.read_page) and
+    uses it (render.page_context): it is inflated and read once, then shared (a Scenario is frozen)."""
     try:
         packed = base64.urlsafe_b64decode(text.encode("ascii"))
         inflate = zlib.decompressobj()

@@ -428,7 +428,8 @@ def page_context(sc: Scenario, view: View) -> dict:
     ctx_views = stage_views(builder, view)
     pinned = decode_pin(view.pin) if view.pin else None
     if pinned is not None:
-        ctx_views = [replace(sv, diff=stage_diff(sc, view, run, stack, pinned, sv)) for sv in ctx_views]
+        pinned_run = pinned.compute()  # once, for every stage shown
+        ctx_views = [replace(sv, diff=stage_diff(sc, view, run, stack, pinned, pinned_run, sv)) for sv in ctx_views]
     return {
         "sc": sc,
         "view": view,
@@ -488,11 +489,11 @@ class _Collector(PanelBuilder):
 
 
 def stage_diff(sc: Scenario, view: View, run: AttentionRun, stack: TransformerRun | None, pinned: Scenario,
-               sv: StageView) -> DiffView:
+               pinned_run: tuple[AttentionRun, TransformerRun | None], sv: StageView) -> DiffView:
     """Every matrix of the stage minus the same matrix in the pinned state (same head and block)."""
     now = _Collector(sc, run, replace(view, quiz=False), stack)
     now.stage(sv.stage)
-    p_first, p_stack = pinned.compute()
+    p_first, p_stack = pinned_run
     notes: list[str] = []
     if view.head >= pinned.num_heads:
         return DiffView([], [], [f"The pinned state has {pinned.num_heads} head(s): nothing to compare "
