@@ -17,13 +17,8 @@ import argparse
 import asyncio
 import os
 import random
-import socket
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -37,13 +32,12 @@ import httpx
 import numpy as np
 
 from bench.cases import DEFAULT_CASE, HTMX, edited, page_state
+from tests.servers import LOOPBACK, free_port, running, tail, uvicorn_args
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-LOOPBACK = "127.0.0.1"
 INTERVAL_S = 2.0  # a student edits a cell about every 2 s …
 JITTER = 0.25  # … ± 25 %, drawn per edit
 TIMEOUT_S = 10.0  # a request not answered by then counts as an error
-START_S = 30.0  # the server must answer /healthz within this
 BODIES = 64  # distinct edits, prebuilt and cycled through
 
 
@@ -73,12 +67,6 @@ class LoadResult:
         return self.ok / self.seconds
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((LOOPBACK, 0))
-        return int(s.getsockname()[1])
-
-
 def _cpu_seconds(pid: int) -> float | None:
     """User + system CPU seconds of a process, from /proc (None where there is no /proc)."""
     try:
@@ -95,44 +83,16 @@ class Server:
     log: IO[bytes]  # uvicorn's warnings and tracebacks
 
     def log_tail(self, chars: int = 3000) -> str:
-        self.log.seek(0)
-        return self.log.read().decode(errors="replace")[-chars:]
+        return tail(self.log, chars)
 
 
 @contextmanager
 def uvicorn_server() -> Iterator[Server]:
     """One uvicorn worker on a free loopback port. Stopped on exit, whatever happens."""
-    port = _free_port()
-    log = tempfile.TemporaryFile()  # a file, not a pipe: a full pipe would stall the server
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "app.main:app", "--host", LOOPBACK, "--port", str(port),
-         "--workers", "1", "--no-access-log", "--log-level", "warning"],
-        cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=log,
-    )
-    server = Server(f"http://{LOOPBACK}:{port}", proc.pid, log)
-    try:
-        deadline = time.monotonic() + START_S
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"uvicorn exited with {proc.returncode}: {server.log_tail()}")
-            try:
-                with urllib.request.urlopen(f"{server.url}/healthz", timeout=1) as r:
-                    if r.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"uvicorn did not answer within {START_S:g} s")
-            time.sleep(0.1)
-        yield server
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+    port = free_port()
+    args = uvicorn_args(port, "--workers", "1", "--no-access-log", "--log-level", "warning")
+    with tempfile.TemporaryFile() as log, running(args, port=port, stderr=log, log=lambda: tail(log)) as proc:
+        yield Server(f"http://{LOOPBACK}:{port}", proc.pid, log)
 
 
 async def class_load(base_url: str, students: int, seconds: float, *, server_pid: int | None = None,

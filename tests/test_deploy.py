@@ -8,7 +8,6 @@ from __future__ import annotations
 import itertools
 import os
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -30,6 +29,7 @@ from app.config import Settings, available_cpus
 from app.main import create_app
 from tests.browser.conftest import CHROMIUM_ARGS, VIEWPORT, PageLog, _unavailable, find_chromium
 from tests.conftest import form_fields
+from tests.servers import LOOPBACK, free_port, start, stop
 from tests.test_pages import heatmap
 
 try:
@@ -42,7 +42,6 @@ ROOT = "/attention"
 HTMX = {"HX-Request": "true"}
 # Every URL the page gives the browser: links, scripts, styles, forms, htmx requests, the permalink.
 LINK = re.compile(r'\b(?:href|src|action|formaction|hx-post|hx-get|data-stages-url)="([^"]*)"')
-SERVER_START_SECONDS = 30.0
 
 
 def links(html: str) -> list[str]:
@@ -194,12 +193,6 @@ def test_without_a_root_path_links_start_at_the_host_root(client: TestClient) ->
 # --- a real server behind a reverse proxy -------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
 
 
@@ -278,31 +271,19 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., S
     """`launch(ATTENTION_X=…, args=[...])`: a real server, `python -m app.serve` unless `args` says otherwise."""
     procs: list[subprocess.Popen[bytes]] = []
 
-    def start(*, args: list[str] | None = None, **env: str) -> Server:
-        port = _free_port()
+    def launch_one(*, args: list[str] | None = None, **env: str) -> Server:
+        port = free_port()
         log = tmp_path_factory.mktemp("server") / "server.log"
         environ = {k: v for k, v in os.environ.items() if not k.startswith("ATTENTION_")}
         environ.update(env, ATTENTION_PORT=str(port), ATTENTION_WORKERS="1")
         command = args + ["--port", str(port)] if args else ["-m", "app.serve"]
         with log.open("wb") as out:
-            proc = subprocess.Popen([sys.executable, *command], cwd=REPO_ROOT, env=environ, stdout=out,
-                                    stderr=subprocess.STDOUT)
-        procs.append(proc)
-        deadline = time.monotonic() + SERVER_START_SECONDS
-        while not serve.healthy(Settings(host="127.0.0.1", port=port)):
-            assert proc.poll() is None, f"the server exited:\n{log.read_text()[-2000:]}"
-            assert time.monotonic() < deadline, f"the server did not answer:\n{log.read_text()[-2000:]}"
-            time.sleep(0.1)
-        return Server(f"http://127.0.0.1:{port}", port, log)
+            procs.append(start(command, port=port, stdout=out, env=environ, log=lambda: log.read_text()[-2000:]))
+        return Server(f"http://{LOOPBACK}:{port}", port, log)
 
-    yield start
+    yield launch_one
     for proc in procs:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 @pytest.fixture(scope="module")
@@ -394,7 +375,7 @@ def test_the_health_check_command_exits_0_only_when_the_server_answers(launch: C
                               timeout=30).returncode
 
     assert check(server.port) == 0
-    assert check(_free_port()) == 1
+    assert check(free_port()) == 1
 
 
 # --- Chromium under the sub-path ----------------------------------------------------------------

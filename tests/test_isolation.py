@@ -9,14 +9,10 @@ fragment exactly as an in-process client of a fresh app renders it for the same 
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
+import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -29,51 +25,19 @@ from app.main import create_app
 from app.presets import PRESETS
 from app.schemas import AttentionRequest
 from tests.conftest import form_fields
+from tests.servers import LOOPBACK, free_port, running, tail, uvicorn_args
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 CLIENTS = 50
 ROUNDS = 2
-START_SECONDS = 30.0
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
     """The app under uvicorn (one process, as a classroom runs it) on a free port of 127.0.0.1."""
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "app.main:app", "--host", "127.0.0.1", "--port", str(port),
-         "--log-level", "warning"],
-        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + START_SECONDS
-        while True:
-            if proc.poll() is not None:
-                output = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
-                raise RuntimeError(f"uvicorn exited with {proc.returncode}:\n{output[-2000:]}")
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{url} did not answer within {START_SECONDS:g} s")
-            time.sleep(0.1)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    port = free_port()
+    with tempfile.TemporaryFile() as log, running(uvicorn_args(port, "--log-level", "warning"), port=port,
+                                                   stdout=log, log=lambda: tail(log)):
+        yield f"http://{LOOPBACK}:{port}"
 
 
 def client_state(i: int) -> dict[str, Any]:

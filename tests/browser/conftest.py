@@ -13,12 +13,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +20,8 @@ from typing import TYPE_CHECKING, NoReturn
 from urllib.parse import urlsplit
 
 import pytest
+
+from tests.servers import LOOPBACK, free_port, running, uvicorn_args
 
 try:
     from playwright.sync_api import sync_playwright
@@ -40,7 +36,6 @@ ARTIFACTS = REPO_ROOT / "test-artifacts"  # git-ignored
 VIEWPORT = {"width": 1400, "height": 1000}
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
 SYSTEM_CHROMIUM = "/usr/bin/chromium"
-SERVER_START_SECONDS = 30.0
 ACTION_TIMEOUT_MS = 10_000
 
 _REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
@@ -71,51 +66,17 @@ def find_chromium(pw: Playwright) -> str:
 # --- the app ------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + SERVER_START_SECONDS
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"uvicorn exited with {proc.returncode}; see {log}:\n{log.read_text()[-2000:]}")
-        try:
-            with urllib.request.urlopen(url, timeout=1) as response:
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"{url} did not answer within {SERVER_START_SECONDS:g} s; see {log}")
-
-
 @pytest.fixture(scope="session")
 def base_url() -> Iterator[str]:
     """The real app, served by uvicorn on a free port of 127.0.0.1 for the whole session."""
-    port = _free_port()
+    port = free_port()
     ARTIFACTS.mkdir(exist_ok=True)
     for stale in ARTIFACTS.glob("FAILED-*.png"):  # from an earlier run
         stale.unlink()
     log = ARTIFACTS / "uvicorn.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "app.main:app", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT,
-        )
-        try:
-            url = f"http://127.0.0.1:{port}"
-            _wait_healthy(f"{url}/healthz", proc, log)
-            yield url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    with log.open("wb") as out, running(uvicorn_args(port), port=port, stdout=out,
+                                        log=lambda: f"see {log}:\n{log.read_text()[-2000:]}"):
+        yield f"http://{LOOPBACK}:{port}"
 
 
 # --- the browser --------------------------------------------------------------------------------

@@ -1,0 +1,89 @@
+"""Real servers for the tests and the class-load bench: a free loopback port, a process that answers
+/healthz before anyone uses it, and a stop that always happens."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+LOOPBACK = "127.0.0.1"
+START_SECONDS = 30.0  # a server must answer /healthz within this
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((LOOPBACK, 0))
+        return int(s.getsockname()[1])
+
+
+def tail(log: IO[bytes], chars: int = 3000) -> str:
+    """The end of a server's log file (a file, not a pipe: a full pipe would stall the server)."""
+    log.seek(0)
+    return log.read().decode(errors="replace")[-chars:]
+
+
+def wait_healthy(url: str, proc: subprocess.Popen[bytes], *, log: Callable[[], str] = lambda: "",
+                 seconds: float = START_SECONDS) -> None:
+    """Return once ``url`` answers 200; raise with the server's log if it exits or stays silent."""
+    deadline = time.monotonic() + seconds
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited with {proc.returncode}:\n{log()}")
+        try:
+            with urllib.request.urlopen(url, timeout=1) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{url} did not answer within {seconds:g} s:\n{log()}")
+        time.sleep(0.1)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, and SIGKILL if the server has not stopped 10 s later."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def start(args: Sequence[str], *, port: int, stdout: IO[bytes] | int = subprocess.DEVNULL,
+          stderr: IO[bytes] | int = subprocess.STDOUT, env: Mapping[str, str] | None = None,
+          log: Callable[[], str] = lambda: "") -> subprocess.Popen[bytes]:
+    """``python *args`` from the repository, answering on ``port``; stopped again if it never does."""
+    proc = subprocess.Popen([sys.executable, *args], cwd=REPO_ROOT, stdout=stdout, stderr=stderr, env=env)
+    try:
+        wait_healthy(f"http://{LOOPBACK}:{port}/healthz", proc, log=log)
+    except BaseException:
+        stop(proc)
+        raise
+    return proc
+
+
+@contextmanager
+def running(args: Sequence[str], *, port: int, stdout: IO[bytes] | int = subprocess.DEVNULL,
+            stderr: IO[bytes] | int = subprocess.STDOUT, env: Mapping[str, str] | None = None,
+            log: Callable[[], str] = lambda: "") -> Iterator[subprocess.Popen[bytes]]:
+    """``start``, and ``stop`` on leaving the block, whatever happens in it."""
+    proc = start(args, port=port, stdout=stdout, stderr=stderr, env=env, log=log)
+    try:
+        yield proc
+    finally:
+        stop(proc)
+
+
+def uvicorn_args(port: int, *extra: str) -> list[str]:
+    """The app under uvicorn on the loopback ``port``."""
+    return ["-m", "uvicorn", "app.main:app", "--host", LOOPBACK, "--port", str(port), *extra]
