@@ -22,10 +22,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from app.api import run_json
+from app.form import FormError
 from app.heatmap import format_numbers
 from app.pages import posted_fields
 from app.render import panel_matrix
-from app.scenario import FormError, read_form
+from app.scenario import read_form
 
 router = APIRouter()
 

@@ -98,11 +98,12 @@ async def validation_error(request: Request, exc: RequestValidationError) -> JSO
     detail = []
     for err in exc.errors():
         loc = tuple(err.get("loc", ()))
-        field = "body" if err.get("type") == "json_invalid" else field_path(loc)
-        msg = str(err.get("msg", "invalid"))
-        msg = msg.removeprefix("Value error, ")
-        detail.append({"loc": list(map(str, err.get("loc", ()))), "field": field,
-                       "msg": f"{field}: {msg}", "type": err.get("type", "value_error")})
+        ctx = err.get("ctx") or {}
+        field = "body" if err.get("type") == "json_invalid" else ctx.get("field") or field_path(loc)
+        msg = str(ctx.get("message") or err.get("msg", "invalid")).removeprefix("Value error, ")
+        detail.append({"loc": list(map(str, loc)), "field": field,
+                       "msg": f"{field}: {msg}",
+                       "type": err.get("type", "value_error")})
     return JSONResponse({"detail": detail}, status_code=422)
 
 

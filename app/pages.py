@@ -21,15 +21,13 @@ from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from app.config import settings
+from app.form import DECIMALS, EDITABLE, FormError
 from app.permalink import fits_in_url, permalink, state_query
 from app.pin import decode_pin, encode_pin
 from app.presets import DEFAULT_PRESET, PRESETS
 from app.render import editor_grids, page_context
 from app.scenario import (
-    DECIMALS,
-    EDITABLE,
     VIEW_FIELDS,
-    FormError,
     Scenario,
     View,
     add_token,

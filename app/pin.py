@@ -13,9 +13,10 @@ import zlib
 from functools import lru_cache
 from urllib.parse import parse_qsl
 
+from app.form import MAX_PIN_CHARS, FormError
 from app.permalink import query_string, state_query
 from app.presets import PRESETS
-from app.scenario import MAX_PIN_CHARS, FormError, Scenario, View, read_form
+from app.scenario import Scenario, View, read_form
 
 MAX_PIN_QUERY_BYTES = 16 * MAX_PIN_CHARS  # decompressed: refuses a zip bomb, admits every real state
 

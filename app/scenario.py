@@ -10,8 +10,6 @@ it returns.
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -20,15 +18,10 @@ import numpy as np
 
 from app.arithmetic import BLOCK_CELLS
 from app.config import settings
+from app.form import PANELS, FormError, is_number, read_fields, read_matrix
 from app.pipeline import (
-    ACTIVATIONS,
     ALL_WEIGHT_NAMES,
-    ATTENTION_MODES,
     BLOCK_WEIGHT_NAMES,
-    MASK_MODES,
-    NORM_PLACEMENTS,
-    POSITIONAL_ENCODINGS,
-    SCORE_FUNCTIONS,
     AttentionRun,
     TransformerRun,
     build_mask,
@@ -41,22 +34,9 @@ from app.pipeline import (
 )
 from app.presets import DEFAULT_PRESET, PRESETS, Preset
 
-EDITABLE = ALL_WEIGHT_NAMES + BLOCK_WEIGHT_NAMES
-EDIT_RE = re.compile(rf"^({'|'.join(EDITABLE)})\.(\d+)\.(\d+)\.(\d+)=(\S+)$")
 # Per-head matrices: edits carry the head. The rest (W_O, the FFN, the LayerNorms) use head 0;
 # vectors use row 0.
 PER_HEAD = ("w_q", "w_k", "w_v", "w_a", "w_1", "w_2", "v_a")
-DECIMALS = (1, 2, 3, 4)
-PANELS = ("lab", "cost")  # the scaling lab and the cost panel
-
-
-class FormError(ValueError):
-    """Bad input, with the form field it belongs to so the page can show it beside that input."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
 
 
 @dataclass(frozen=True)
@@ -211,8 +191,6 @@ class View:
 # The form fields that set the view: a link may add them to a preset (?preset=bank-river&stage=softmax).
 VIEW_FIELDS = ("stage", "head", "block", "show_all", "decimals", "inspect", "panels", "present", "quiz", "revealed",
                "pin")
-MAX_REVEALED = 4096  # cell refs kept per quiz: every cell of a 64×64 matrix
-MAX_PIN_CHARS = 4 * 1024 * 1024  # a compressed pinned state (app.pin); the largest is well under this
 
 
 @lru_cache(maxsize=16)
@@ -298,110 +276,20 @@ def format_input(v: float) -> str:
 # --- reading a form -----------------------------------------------------------------------------
 
 
-def _int(form: Mapping[str, str], name: str, lo: int, hi: int, default: int | None = None) -> int:
-    raw = (form.get(name) or "").strip()
-    if raw == "" and default is not None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise FormError(name, f"{name}: enter a whole number from {lo} to {hi}") from None
-    if not lo <= value <= hi:
-        raise FormError(name, f"{name}: {value} is out of range; enter {lo} to {hi}")
-    return value
-
-
-def _float(raw: str | None, name: str, label: str) -> float:
-    text = (raw or "").strip()
-    try:
-        value = float(text)
-    except ValueError:
-        message = f"{label}: enter a number" if not text else f"{label}: “{text[:20]}” is not a number"
-        raise FormError(name, message) from None
-    limit = settings.max_abs_value
-    if not math.isfinite(value) or abs(value) > limit:
-        raise FormError(name, f"{label}: enter a finite number between −{limit:g} and {limit:g}")
-    return value
-
-
-def _matrix(form: Mapping[str, str], prefix: str, rows: int, cols: int, label: str) -> np.ndarray:
-    m = np.empty((rows, cols))
-    for i in range(rows):
-        for j in range(cols):
-            name = f"{prefix}-{i}-{j}"
-            m[i, j] = _float(form.get(name), name, f"{label}[{i}][{j}]")
-    return m
-
-
-def _tokens(form: Mapping[str, str], prefix: str = "token") -> list[str]:
-    tokens = []
-    while f"{prefix}-{len(tokens)}" in form:
-        i = len(tokens)
-        text = form[f"{prefix}-{i}"]
-        if len(text) > settings.max_token_chars:
-            raise FormError(f"{prefix}-{i}", f"token {i}: at most {settings.max_token_chars} characters")
-        tokens.append(text)
-        if len(tokens) > settings.max_tokens:
-            raise FormError(f"{prefix}-0", f"tokens: at most {settings.max_tokens}")
-    if not tokens:
-        raise FormError(f"{prefix}-0", "tokens: at least one token is needed")
-    return tokens
-
-
-def _choice(form: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
-    value = form.get(name) or default
-    if value not in choices:
-        raise FormError(name, f"{name}: choose one of {', '.join(choices)}")
-    return value
-
-
-def _cells(raw: str, name: str) -> frozenset[tuple[int, int]]:
-    cells = set()
-    for part in raw.split()[: settings.max_tokens**2]:
-        i, _, j = part.partition(".")
-        if not (i.isdigit() and j.isdigit()):
-            raise FormError(name, f"{name}: cannot read “{part[:20]}”")
-        cells.add((int(i), int(j)))
-    return frozenset(cells)
-
-
-def _parse_edits(raw: str) -> dict[tuple[str, int, int, int], float]:
-    edits: dict[tuple[str, int, int, int], float] = {}
-    for part in raw.split()[: settings.max_heads * 4 * settings.max_d_model * settings.max_d_head]:
-        m = EDIT_RE.match(part)
-        if not m:
-            raise FormError("edits", f"edits: cannot read “{part[:30]}”")
-        name, h, r, c = m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4))
-        edits[(name, h, r, c)] = _float(m.group(5), "edits", f"{name}[{h}][{r}][{c}]")
-    return edits
-
-
 def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
     """Rebuild the scenario from a posted form. Raises FormError naming the first bad field.
 
-    The form carries the shape its inputs were rendered with (``shape``) and the sizes the
-    student asks for (``d_model``, ``num_heads``, ``d_k``, ``d_v``); when they differ the
-    matrices are resized, keeping every value that still fits.
+    The named fields are validated by app.form.PageForm, the grids by app.form.read_matrix. The
+    form carries the shape its inputs were rendered with (``shape``) and the sizes the student
+    asks for (``d_model``, ``num_heads``, ``d_k``, ``d_v``); when they differ the matrices are
+    resized, keeping every value that still fits.
     """
-    preset = form.get("preset", "")
-    if preset and preset not in PRESETS:
-        raise FormError("preset", f"preset: unknown preset “{preset[:30]}”")
-    tokens = _tokens(form)
+    f = read_fields(form)
+    tokens = f.tokens
     t = len(tokens)
-    try:
-        shape = [int(v) for v in form.get("shape", "").split(",")]
-        r_d_model, r_heads, r_d_k, r_d_v, r_head = shape[:5]
-        r_d_ff = shape[5] if len(shape) > 5 else 0  # the FFN grid's width, 0 when none was rendered
-    except ValueError:
-        raise FormError("shape", "shape: the form is incomplete; reload the page") from None
-    s = settings
-    if not (1 <= r_d_model <= s.max_d_model and 1 <= r_heads <= s.max_heads and 0 <= r_head < r_heads
-            and 1 <= r_d_k <= s.max_d_head and 1 <= r_d_v <= s.max_d_head and 0 <= r_d_ff <= s.max_d_ff):
-        raise FormError("shape", "shape: out of range; reload the page")
-    x = _matrix(form, "x", t, r_d_model, "X")
-    seed = _int(form, "seed", 0, s.max_seed, default=0)
-    scale = form.get("scale") in ("on", "true", "1")
-    edits = _parse_edits(form.get("edits", ""))
+    r_d_model, r_heads, r_d_k, r_d_v, r_head, r_d_ff = f.shape
+    x = read_matrix(form, "x", t, r_d_model, "X")
+    edits = dict(f.edits)
     # The inputs on screen (the selected head's matrices, the first block's) win over the hidden edits.
     hn = f"[head {r_head + 1}]"
     on_screen = (
@@ -415,124 +303,102 @@ def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
     )
     for name, rows, cols, label in on_screen:
         if f"{name}-0-0" in form and rows and cols:
-            _put(edits, name, r_head if name in PER_HEAD else 0, _matrix(form, name, rows, cols, label))
+            _put(edits, name, r_head if name in PER_HEAD else 0, read_matrix(form, name, rows, cols, label))
     if "w_o-0-0" in form:
-        m = _matrix(form, "w_o", r_d_v, r_d_model, f"W_O[head {r_head + 1} rows]")
+        m = read_matrix(form, "w_o", r_d_v, r_d_model, f"W_O[head {r_head + 1} rows]")
         for r in range(r_d_v):
             for c in range(r_d_model):
                 edits[("w_o", 0, r_head * r_d_v + r, c)] = float(m[r, c])
 
-    d_model = _int(form, "d_model", 1, s.max_d_model, default=r_d_model)
-    num_heads = _int(form, "num_heads", 1, s.max_heads, default=r_heads)
+    d_model = f.d_model or r_d_model
+    num_heads = f.num_heads or r_heads
     # d_k follows d_model // h, and d_v follows d_k, unless the student set them explicitly.
-    d_k = _int(form, "d_k", 1, s.max_d_head, default=r_d_k)
+    d_k = f.d_k or r_d_k
     if d_k == r_d_k and (d_model, num_heads) != (r_d_model, r_heads):
         d_k = max(1, d_model // num_heads)
-    d_v = _int(form, "d_v", 1, s.max_d_head, default=r_d_v)
+    d_v = f.d_v or r_d_v
     if d_v == r_d_v and r_d_v == r_d_k:
         d_v = d_k
 
     # Cross-attention: a source sentence of S tokens; switched on, it starts as a copy of X.
     context_tokens: tuple[str, ...] = ()
     context_x = None
-    if form.get("cross") in ("on", "true", "1"):
-        if "ctoken-0" in form:
-            context_tokens = tuple(_tokens(form, "ctoken"))
-            context_x = _matrix(form, "c", len(context_tokens), r_d_model, "source X")
+    if f.cross:
+        if f.ctokens:
+            context_tokens = f.ctokens
+            context_x = read_matrix(form, "c", len(context_tokens), r_d_model, "source X")
         else:
-            context_tokens, context_x = tuple(tokens), x.copy()
+            context_tokens, context_x = tokens, x.copy()
     s_len = len(context_tokens) or t
     if "mask_grid" in form:  # the mask stage is on screen: its checkboxes are the truth
         blocked = frozenset((i, j) for i in range(t) for j in range(s_len) if f"block-{i}-{j}" in form)
     else:
-        blocked = _cells(form.get("blocked", ""), "blocked")
-    positional_encoding = _choice(form, "positional_encoding", POSITIONAL_ENCODINGS, "none")
+        blocked = f.blocked
     position_table = None
-    if positional_encoding == "learned" and "pos-0-0" in form:
-        position_table = _matrix(form, "pos", max(t, s_len), r_d_model, "P")
-    temperature = _float(form.get("temperature") or "1", "temperature", "temperature")
-    if not 0.05 <= temperature <= 20:
-        raise FormError("temperature", "temperature: choose a value from 0.05 to 20")
-    mask_mode = _choice(form, "mask", MASK_MODES, "none")
-    window = _int(form, "window", 1, s.max_tokens, default=default_window(mask_mode, s_len))
-    blocks = _int(form, "blocks", 0, s.max_blocks, default=0)
-    d_ff = _int(form, "d_ff", 1, s.max_d_ff, default=r_d_ff or 4 * d_model)
+    if f.positional_encoding == "learned" and "pos-0-0" in form:
+        position_table = read_matrix(form, "pos", max(t, s_len), r_d_model, "P")
+    d_ff = f.d_ff or r_d_ff or 4 * d_model
     if d_ff == r_d_ff and d_model != r_d_model:
         d_ff = 4 * d_model  # d_ff follows d_model unless the student set it
 
     rendered = Scenario(
-        preset=preset, tokens=tuple(tokens), x=x, num_heads=r_heads, d_k=r_d_k, d_v=r_d_v,
-        seed=seed, scale=scale, edits=edits,
-        mask_mode=mask_mode,
-        window=window,
-        score=_choice(form, "score", SCORE_FUNCTIONS, "dot"),
-        attention=_choice(form, "attention", ATTENTION_MODES, "softmax"),
-        blocks=blocks,
+        preset=f.preset, tokens=tokens, x=x, num_heads=r_heads, d_k=r_d_k, d_v=r_d_v,
+        seed=f.seed or 0, scale=f.scale, edits=edits,
+        mask_mode=f.mask,
+        window=f.window or default_window(f.mask, s_len),
+        score=f.score,
+        attention=f.attention,
+        blocks=f.blocks or 0,
         d_ff=r_d_ff or d_ff,
-        activation=_choice(form, "activation", ACTIVATIONS, "relu"),
-        norm=_choice(form, "norm", NORM_PLACEMENTS, "post"),
+        activation=f.activation,
+        norm=f.norm,
         blocked=blocked,
         padding=frozenset(j for j in range(s_len) if f"pad-{j}" in form),
-        positional_encoding=positional_encoding,
-        temperature=temperature,
+        positional_encoding=f.positional_encoding,
+        temperature=f.temperature,
         context_tokens=context_tokens,
         context_x=context_x,
         position_table=position_table,
     )
     resized = resize(rendered, d_model=d_model, num_heads=num_heads, d_k=d_k, d_v=d_v)
     scenario = with_position_table(normalise(replace(resized, d_ff=d_ff)) if d_ff != resized.d_ff else resized)
-    head = min(_int(form, "head", 0, s.max_heads - 1, default=r_head), scenario.num_heads - 1)
-    inspect = form.get("inspect", "")[:40]
-    block = min(_int(form, "block", 0, s.max_blocks - 1, default=0), max(0, scenario.blocks - 1))
-    action = form.get("action", "")
-    if action == "inspect":  # the row/column form, for keyboards and no JavaScript
-        inspect = _cell_ref(form, "inspect", head, block)
-    quiz = form.get("quiz") in ("on", "true", "1")
-    revealed = frozenset(form.get("revealed", "").split()[:MAX_REVEALED])
+    head = min(r_head if f.head is None else f.head, scenario.num_heads - 1)
+    block = min(f.block or 0, max(0, scenario.blocks - 1))
+    inspect = f.inspect
+    if f.action == "inspect":  # the row/column form, for keyboards and no JavaScript
+        inspect = _cell_ref(f.inspect_matrix, f.inspect_row, f.inspect_col, head, block)
+    quiz, revealed = f.quiz, f.revealed
     guess = guess_ref = ""
-    if quiz and action == "guess":  # a prediction: check it, then show the cell and its arithmetic
-        guess, guess_ref = form.get("guess", "").strip()[:40], _cell_ref(form, "guess", head, block)
-        if _is_number(guess):
+    if quiz and f.action == "guess":  # a prediction: check it, then show the cell and its arithmetic
+        guess, guess_ref = f.guess, _cell_ref(f.guess_matrix, f.guess_row, f.guess_col, head, block)
+        if is_number(guess):
             revealed |= {guess_ref}
             inspect = guess_ref
-    elif action == "reveal_all":
+    elif f.action == "reveal_all":
         quiz, revealed = False, frozenset()
-    pin = form.get("pin", "")
-    if len(pin) > MAX_PIN_CHARS:
-        raise FormError("pin", "pin: the pinned state is too large; unpin it")
     view = View(
-        stage=form.get("goto") or form.get("stage") or "x",
+        stage=f.goto or f.stage or "x",
         head=head,
-        show_all=form.get("show_all") in ("on", "true", "1"),
-        decimals=_int(form, "decimals", DECIMALS[0], DECIMALS[-1], default=3),
+        show_all=f.show_all,
+        decimals=f.decimals or 3,
         inspect=inspect,
         block=block,
-        panels=frozenset(p for p in (*form.get("panels", "").split(), form.get("show_panel", "")) if p in PANELS),
-        present=form.get("present") in ("on", "true", "1"),
+        panels=f.panels | ({f.show_panel} if f.show_panel in PANELS else set()),
+        present=f.present,
         quiz=quiz,
         revealed=revealed if quiz else frozenset(),
         guess=guess,
         guess_ref=guess_ref,
-        pin="" if action == "unpin" else pin,
+        pin="" if f.action == "unpin" else f.pin,
     )
     return scenario, view
 
 
-def _cell_ref(form: Mapping[str, str], prefix: str, head: int, block: int) -> str:
-    """"<matrix>.<owner>.<row>.<col>" from the row/column fields <prefix>_matrix, _row and _col; the
+def _cell_ref(matrix: str, row: int | None, col: int | None, head: int, block: int) -> str:
+    """"<matrix>.<owner>.<row>.<col>" from the inspector's (or a prediction's) row/column form; the
     owner is the head in view, the block in view for a block's matrix, 0 for the final output."""
-    matrix = form.get(f"{prefix}_matrix", "")[:20]
-    row = _int(form, f"{prefix}_row", 0, settings.max_tokens * 8)
-    col = _int(form, f"{prefix}_col", 0, settings.max_tokens * 8)
     owner = 0 if matrix == "final" else (block if matrix in BLOCK_CELLS else head)
     return f"{matrix}.{owner}.{row}.{col}"
-
-
-def _is_number(text: str) -> bool:
-    try:
-        return math.isfinite(float(text))
-    except ValueError:
-        return False
 
 
 def _put(edits: dict, name: str, head: int, m: np.ndarray) -> None:

@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, model_validator
+from pydantic_core import PydanticCustomError
 
 from app.config import settings
 from app.pipeline import build_mask
@@ -96,10 +97,16 @@ def _shape(value: list) -> tuple[int, ...]:
     return tuple(dims)
 
 
+def mismatch(field: str, what: str) -> PydanticCustomError:
+    """A check across fields failed: "<field>: <what>". Its loc can only be the whole body, so the
+    error carries the field it found wrong, and the 422 names that field (app.main.validation_error)."""
+    return PydanticCustomError("shape_mismatch", "{message}", {"field": field, "message": what})
+
+
 def _check_rectangular(name: str, rows: list[list[float]], width: int) -> None:
     for i, row in enumerate(rows):
         if len(row) != width:
-            raise ValueError(f"{name}[{i}] has {len(row)} numbers; every row must have {width}")
+            raise mismatch(f"{name}[{i}]", f"has {len(row)} numbers; every row must have {width}")
 
 
 class Context(BaseModel):
@@ -199,34 +206,31 @@ class AttentionRequest(BaseModel):
     def check_shapes(self) -> AttentionRequest:
         t, d_model = len(self.x), len(self.x[0])
         if len(self.tokens) != t:
-            raise ValueError(f"tokens has {len(self.tokens)} entries but x has {t} rows; they must match")
+            raise mismatch("tokens", f"has {len(self.tokens)} entries but x has {t} rows; they must match")
         _check_rectangular("x", self.x, d_model)
         d_k = self.d_k if self.d_k is not None else d_model // self.num_heads
         if d_k < 1:
-            raise ValueError(
-                f"d_k defaults to d_model // num_heads = {d_model} // {self.num_heads} = 0; give d_k"
-            )
+            raise mismatch("d_k", f"defaults to d_model // num_heads = {d_model} // {self.num_heads} = 0; give d_k")
         d_v = self.d_v if self.d_v is not None else d_k
         s_len = t
         if self.context is not None:
             s_len = len(self.context.x)
             if len(self.context.tokens) != s_len:
-                raise ValueError(
-                    f"context.tokens has {len(self.context.tokens)} entries but context.x has {s_len} rows"
-                )
+                raise mismatch("context.tokens",
+                               f"has {len(self.context.tokens)} entries but context.x has {s_len} rows")
             _check_rectangular("context.x", self.context.x, d_model)
         if isinstance(self.mask, list):
             if len(self.mask) != t:
-                raise ValueError(f"mask has {len(self.mask)} rows; expected T = {t}")
+                raise mismatch("mask", f"has {len(self.mask)} rows; expected T = {t}")
             _check_rectangular("mask", self.mask, s_len)
         hidden = build_mask(self.mask, t, s_len, self.window)
         if hidden is not None and hidden.all(axis=1).any():
             i = int(np.argmax(hidden.all(axis=1)))
-            raise ValueError(f"mask[{i}] hides every key; a query must see at least one key")
+            raise mismatch(f"mask[{i}]", "hides every key; a query must see at least one key")
         if self.position_table is not None:
             need = max(t, s_len)
             if len(self.position_table) < need:
-                raise ValueError(f"position_table has {len(self.position_table)} rows; at least {need} are needed")
+                raise mismatch("position_table", f"has {len(self.position_table)} rows; at least {need} are needed")
             _check_rectangular("position_table", self.position_table, d_model)
         if self.weights is None:
             return self
@@ -259,14 +263,13 @@ class AttentionRequest(BaseModel):
             sizes = f"for h={h}, d_model={d_model}, d_k={d_k}, d_v={d_v}, d_ff={d_ff}"
             got = _shape(value)
             if got != want:
-                raise ValueError(
-                    f"weights.{name} has shape {'×'.join(map(str, got))}; expected {'×'.join(map(str, want))} {sizes}"
-                )
+                raise mismatch(f"weights.{name}",
+                               f"has shape {'×'.join(map(str, got))}; expected {'×'.join(map(str, want))} {sizes}")
             if len(want) == 3:  # _shape reads head 0 only: every head must match it
                 for m, matrix in enumerate(value):
                     if _shape(matrix) != want[1:]:
-                        raise ValueError(f"weights.{name}[{m}] has shape {'×'.join(map(str, _shape(matrix)))}; "
-                                         f"expected {'×'.join(map(str, want[1:]))} {sizes}")
+                        raise mismatch(f"weights.{name}[{m}]", f"has shape {'×'.join(map(str, _shape(matrix)))}; "
+                                                               f"expected {'×'.join(map(str, want[1:]))} {sizes}")
         return self
 
 
@@ -398,9 +401,11 @@ class AttentionResponse(BaseModel):
 
 class FieldError(BaseModel):
     loc: list[str] = Field(description='Where, as pydantic reports it: ["body", "x", "1", "2"]')
-    field: str = Field(description='The field as a path: "x[1][2]", "weights.w_q", or "body" for the whole body')
+    field: str = Field(description='The field as a path: "x[1][2]", "weights.w_q[1]", or "body" for the whole body '
+                                   '(malformed JSON). A check across fields names the field it found wrong.')
     msg: str = Field(description='The message, starting with the field: "x[1][2]: Input should be a finite number"')
-    type: str = Field(description='The kind of error, e.g. "finite_number", "json_invalid", "value_error"')
+    type: str = Field(description='The kind of error, e.g. "finite_number", "json_invalid", '
+                                  '"shape_mismatch" (a check across fields: sizes that do not agree)')
 
 
 class ValidationErrorResponse(BaseModel):

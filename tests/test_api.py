@@ -292,6 +292,23 @@ def test_api_malformed_json_names_the_body(client: TestClient) -> None:
     assert item["field"] == "body"
 
 
+@pytest.mark.parametrize(("body", "field"), [
+    ({"tokens": ["a", "b"], "x": [[1, 2], [3]]}, "x[1]"),
+    ({"tokens": ["a"], "x": [[1, 2], [3, 4]]}, "tokens"),
+    ({"tokens": ["a", "b"], "x": [[1, 2], [3, 4]], "num_heads": 2, "d_k": 1,
+      "weights": {"w_q": [[[1], [2]], [[1]]]}}, "weights.w_q[1]"),
+    ({"tokens": ["a", "b"], "x": [[1, 2], [3, 4]], "mask": [[False, True], [True, True]]}, "mask[1]"),
+    ({"tokens": ["a"], "x": [[1, 2]], "context": {"tokens": ["s", "t"], "x": [[1, 2]]}}, "context.tokens"),
+])
+def test_api_checks_across_fields_name_the_field(client: TestClient, body: dict, field: str) -> None:
+    """A check across fields runs on the whole body, but its 422 names the field it found wrong."""
+    r = client.post(URL, json=body)
+    assert r.status_code == 422
+    (item,) = r.json()["detail"]
+    assert (item["field"], item["type"], item["loc"]) == (field, "shape_mismatch", ["body"])
+    assert item["msg"].startswith(f"{field}: ")
+
+
 def test_api_rejects_a_form_body(client: TestClient) -> None:
     r = client.post(URL, data={"tokens": "a", "x": "1"})
     assert r.status_code == 422

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from html.parser import HTMLParser
+from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
@@ -198,3 +199,16 @@ def test_evil_view_fields_are_ignored_or_refused(client: TestClient) -> None:
                                          "guess": EVIL[0]}, headers=HTMX)
         assert r.status_code in (200, 422), name
         assert "<img" not in r.text and "<script>alert" not in r.text, name
+
+
+def test_readme_security_section_lists_the_headers_sent(client: TestClient) -> None:
+    """README's Security table is what the server sends, header by header."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("\n## Security\n", 1)[1].split("\n## ", 1)[0]
+    table = dict(re.findall(r"^\s*\| ([A-Z][\w-]+) \| `([^`]+)` \|$", section, re.MULTILINE))
+    sent = client.get("/").headers
+    assert table and {name.lower(): value for name, value in table.items()} == {
+        name.lower(): sent[name] for name in table
+    }
+    assert set(table) >= {"Content-Security-Policy", "X-Content-Type-Options", "Referrer-Policy"}
+    assert "Reporting a problem" in section

@@ -1,0 +1,349 @@
+"""The page's form, validated at the edge: a strict pydantic model of its named fields and one
+validator for its grids of numbers.
+
+A form posts text only, so every field is text until it is read here. ``PageForm`` is strict: a
+field's text is read by its own validator (a whole number in its bounds, one of a few choices, a
+finite number, a flag), and nothing else is coerced. Each validator's error names the form field
+and says what to enter; ``read_fields`` turns the first into a FormError, which the page shows
+beside that input. The grids (X, the weights: up to 64×64 cells each) are read in one call per
+grid by ``read_matrix``, through pydantic's own number parser, about 3× faster than a Python loop.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+import numpy as np
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from app.config import settings
+from app.pipeline import (
+    ACTIVATIONS,
+    ALL_WEIGHT_NAMES,
+    ATTENTION_MODES,
+    BLOCK_WEIGHT_NAMES,
+    MASK_MODES,
+    NORM_PLACEMENTS,
+    POSITIONAL_ENCODINGS,
+    SCORE_FUNCTIONS,
+)
+from app.presets import PRESETS
+
+EDITABLE = ALL_WEIGHT_NAMES + BLOCK_WEIGHT_NAMES
+EDIT_RE = re.compile(rf"^({'|'.join(EDITABLE)})\.(\d+)\.(\d+)\.(\d+)=(\S+)$")
+DECIMALS = (1, 2, 3, 4)
+PANELS = ("lab", "cost")  # the scaling lab and the cost panel
+MAX_REVEALED = 4096  # cell refs kept per quiz: every cell of a 64×64 matrix
+MAX_PIN_CHARS = 4 * 1024 * 1024  # a compressed pinned state (app.pin); the largest is well under this
+MAX_CELL_REF = settings.max_tokens * 8  # a row or column of any matrix the inspector can name
+ON = ("on", "true", "1")  # how a checkbox or a link says yes
+
+
+class FormError(ValueError):
+    """Bad input, with the form field it belongs to so the page can show it beside that input."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+def _problem(field: str, message: str) -> PydanticCustomError:
+    # The message travels in the context and is read from there (not formatted into a template),
+    # so braces a student typed stay as typed.
+    return PydanticCustomError("form", "{message}", {"field": field, "message": message})
+
+
+def _text(value: object) -> str:
+    return value.strip() if isinstance(value, str) else ""
+
+
+# --- one reader per kind of field ---------------------------------------------------------------
+
+
+def whole(lo: int, hi: int) -> Any:
+    """A whole number from lo to hi, or None when the field is empty or absent (its default then
+    depends on other fields, which read_form knows)."""
+
+    def read(value: object, info: ValidationInfo) -> int | None:
+        raw = _text(value)
+        if raw == "":
+            return None
+        try:
+            number = int(raw)
+        except ValueError:
+            raise _problem(info.field_name, f"{info.field_name}: enter a whole number from {lo} to {hi}") from None
+        if not lo <= number <= hi:
+            raise _problem(info.field_name, f"{info.field_name}: {number} is out of range; enter {lo} to {hi}")
+        return number
+
+    return Annotated[int | None, BeforeValidator(read)]
+
+
+def choice(options: tuple[str, ...]) -> Any:
+    """One of options; empty or absent is the first, the default."""
+
+    def read(value: object, info: ValidationInfo) -> str:
+        text = value if isinstance(value, str) and value else options[0]
+        if text not in options:
+            raise _problem(info.field_name, f"{info.field_name}: choose one of {', '.join(options)}")
+        return text
+
+    return Annotated[str, BeforeValidator(read)]
+
+
+def _flag(value: object) -> bool:
+    return value in ON
+
+
+def short(limit: int, strip: bool = False) -> Any:
+    """Free text kept to limit characters (a stage, a cell ref, a prediction as typed)."""
+
+    def read(value: object) -> str:
+        text = value if isinstance(value, str) else ""
+        return (text.strip() if strip else text)[:limit]
+
+    return Annotated[str, BeforeValidator(read)]
+
+
+def _temperature(value: object) -> float:
+    raw = _text(value) or "1"
+    try:
+        t = float(raw)
+    except ValueError:
+        t = float("nan")
+    if not 0.05 <= t <= 20:  # also refuses nan
+        raise _problem("temperature", "temperature: choose a value from 0.05 to 20")
+    return t
+
+
+def _preset(value: object) -> str:
+    key = value if isinstance(value, str) else ""
+    if key and key not in PRESETS:
+        raise _problem("preset", f"preset: unknown preset “{key[:30]}”")
+    return key
+
+
+def _shape(value: object) -> tuple[int, ...]:
+    """"d_model,heads,d_k,d_v,head[,d_ff]": the sizes the form's grids were rendered with."""
+    try:
+        shape = tuple(int(v) for v in _text(value).split(","))
+        r_d_model, r_heads, r_d_k, r_d_v, r_head = shape[:5]
+        r_d_ff = shape[5] if len(shape) > 5 else 0  # the FFN grid's width, 0 when none was rendered
+    except ValueError:
+        raise _problem("shape", "shape: the form is incomplete; reload the page") from None
+    s = settings
+    if not (1 <= r_d_model <= s.max_d_model and 1 <= r_heads <= s.max_heads and 0 <= r_head < r_heads
+            and 1 <= r_d_k <= s.max_d_head and 1 <= r_d_v <= s.max_d_head and 0 <= r_d_ff <= s.max_d_ff):
+        raise _problem("shape", "shape: out of range; reload the page")
+    return r_d_model, r_heads, r_d_k, r_d_v, r_head, r_d_ff
+
+
+def token_list(prefix: str) -> Any:
+    def read(value: object) -> tuple[str, ...]:
+        tokens = tuple(value) if isinstance(value, list | tuple) else ()
+        for i, text in enumerate(tokens):
+            if len(text) > settings.max_token_chars:
+                raise _problem(f"{prefix}-{i}", f"token {i}: at most {settings.max_token_chars} characters")
+        if len(tokens) > settings.max_tokens:
+            raise _problem(f"{prefix}-0", f"tokens: at most {settings.max_tokens}")
+        if prefix == "token" and not tokens:
+            raise _problem(f"{prefix}-0", "tokens: at least one token is needed")
+        return tokens
+
+    return Annotated[tuple[str, ...], BeforeValidator(read)]
+
+
+def _cells(value: object) -> frozenset[tuple[int, int]]:
+    """"i.j i.j …": the (query, key) cells hidden by hand."""
+    cells = set()
+    for part in _text(value).split()[: settings.max_tokens**2]:
+        i, _, j = part.partition(".")
+        if not (i.isdigit() and j.isdigit()):
+            raise _problem("blocked", f"blocked: cannot read “{part[:20]}”")
+        cells.add((int(i), int(j)))
+    return frozenset(cells)
+
+
+def _edits(value: object) -> dict[tuple[str, int, int, int], float]:
+    """"name.head.row.col=value …": the weights edited off screen."""
+    keys, texts = [], []
+    for part in _text(value).split()[: settings.max_heads * 4 * settings.max_d_model * settings.max_d_head]:
+        m = EDIT_RE.match(part)
+        if not m:
+            raise _problem("edits", f"edits: cannot read “{part[:30]}”")
+        keys.append((m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4))))
+        texts.append(m.group(5))
+    try:
+        values = _NUMBERS.validate_python(texts)
+    except ValidationError as e:
+        err = e.errors()[0]
+        name, h, r, c = keys[err["loc"][0]]
+        raise _problem("edits", _number_message(err, f"{name}[{h}][{r}][{c}]")) from None
+    return dict(zip(keys, values, strict=True))
+
+
+def _pin(value: object) -> str:
+    pin = value if isinstance(value, str) else ""
+    if len(pin) > MAX_PIN_CHARS:
+        raise _problem("pin", "pin: the pinned state is too large; unpin it")
+    return pin
+
+
+def _words(limit: int, allowed: tuple[str, ...] | None = None) -> Any:
+    def read(value: object) -> frozenset[str]:
+        words = _text(value).split()[:limit]
+        return frozenset(w for w in words if allowed is None or w in allowed)
+
+    return Annotated[frozenset[str], BeforeValidator(read)]
+
+
+Flag = Annotated[bool, BeforeValidator(_flag)]
+s = settings
+
+
+class PageForm(BaseModel):
+    """The named fields of the page's form, each read from its text. Grids of numbers, the mask's
+    checkboxes and the padding marks are read by read_form, whose sizes come from ``shape``."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="ignore")
+
+    # In the order a student meets them, which is the order errors are reported in.
+    preset: Annotated[str, BeforeValidator(_preset)] = ""
+    tokens: token_list("token")
+    ctokens: token_list("ctoken") = ()
+    shape: Annotated[tuple[int, int, int, int, int, int], BeforeValidator(_shape)]
+    seed: whole(0, s.max_seed) = None
+    scale: Flag = False
+    edits: Annotated[dict[tuple[str, int, int, int], float], BeforeValidator(_edits)] = {}
+    d_model: whole(1, s.max_d_model) = None
+    num_heads: whole(1, s.max_heads) = None
+    d_k: whole(1, s.max_d_head) = None
+    d_v: whole(1, s.max_d_head) = None
+    cross: Flag = False
+    blocked: Annotated[frozenset[tuple[int, int]], BeforeValidator(_cells)] = frozenset()
+    positional_encoding: choice(POSITIONAL_ENCODINGS) = POSITIONAL_ENCODINGS[0]
+    temperature: Annotated[float, BeforeValidator(_temperature)] = 1.0
+    mask: choice(MASK_MODES) = MASK_MODES[0]
+    window: whole(1, s.max_tokens) = None
+    blocks: whole(0, s.max_blocks) = None
+    d_ff: whole(1, s.max_d_ff) = None
+    score: choice(SCORE_FUNCTIONS) = SCORE_FUNCTIONS[0]
+    attention: choice(ATTENTION_MODES) = ATTENTION_MODES[0]
+    activation: choice(ACTIVATIONS) = ACTIVATIONS[0]
+    norm: choice(NORM_PLACEMENTS) = NORM_PLACEMENTS[0]
+    # The view.
+    head: whole(0, s.max_heads - 1) = None
+    block: whole(0, s.max_blocks - 1) = None
+    stage: short(40) = ""  # the stage in view; an unknown one shows the first
+    goto: short(40) = ""  # a stepper button: the stage to go to
+    show_all: Flag = False
+    decimals: whole(DECIMALS[0], DECIMALS[-1]) = None
+    inspect: short(40) = ""
+    action: short(40) = ""
+    panels: _words(len(PANELS), PANELS) = frozenset()
+    show_panel: short(10) = ""
+    present: Flag = False
+    quiz: Flag = False
+    revealed: _words(MAX_REVEALED) = frozenset()
+    guess: short(40, strip=True) = ""
+    pin: Annotated[str, BeforeValidator(_pin)] = ""
+    # The row/column form of the inspector and of a quiz's prediction.
+    inspect_matrix: short(20) = ""
+    inspect_row: whole(0, MAX_CELL_REF) = None
+    inspect_col: whole(0, MAX_CELL_REF) = None
+    guess_matrix: short(20) = ""
+    guess_row: whole(0, MAX_CELL_REF) = None
+    guess_col: whole(0, MAX_CELL_REF) = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather(cls, form: object) -> dict[str, object]:
+        """From the flat form: every named field present, and the numbered token inputs as lists."""
+        if not isinstance(form, Mapping):
+            raise _problem("form", "form: expected the page's fields")
+        data = {name: form[name] for name in cls.model_fields if name in form}
+        for prefix, key in (("token", "tokens"), ("ctoken", "ctokens")):
+            tokens = []
+            while f"{prefix}-{len(tokens)}" in form and len(tokens) <= settings.max_tokens:
+                tokens.append(form[f"{prefix}-{len(tokens)}"])
+            data[key] = tokens
+        return data
+
+    @model_validator(mode="after")
+    def _cell_refs(self) -> PageForm:
+        """The row/column forms need both numbers."""
+        prefix = "inspect" if self.action == "inspect" else "guess" if self.action == "guess" and self.quiz else ""
+        if prefix:
+            for part in ("row", "col"):
+                if getattr(self, f"{prefix}_{part}") is None:
+                    name = f"{prefix}_{part}"
+                    raise _problem(name, f"{name}: enter a whole number from 0 to {MAX_CELL_REF}")
+        return self
+
+
+def read_fields(form: Mapping[str, str]) -> PageForm:
+    """The form's named fields, or a FormError naming the first bad one."""
+    try:
+        return PageForm.model_validate(form)
+    except ValidationError as e:
+        raise _form_error(e.errors()[0]) from None
+
+
+def _form_error(err: Any) -> FormError:
+    ctx = err.get("ctx") or {}
+    if err["type"] == "form":
+        return FormError(ctx["field"], ctx["message"])
+    field = str(err["loc"][0]) if err["loc"] else "form"
+    return FormError(field, f"{field}: {err['msg']}")
+
+
+# --- grids of numbers ---------------------------------------------------------------------------
+
+# The one place the form's text becomes numbers without a validator of ours: pydantic's parser
+# (lax, as text must be parsed), finite and within the bound every number a client sends is held to.
+_NUMBERS = TypeAdapter(
+    list[Annotated[float, Field(strict=False, allow_inf_nan=False, ge=-s.max_abs_value, le=s.max_abs_value)]]
+)
+
+
+def _number_message(err: Any, label: str) -> str:
+    text = err["input"].strip() if isinstance(err["input"], str) else ""
+    if err["type"] == "float_parsing":
+        return f"{label}: enter a number" if not text else f"{label}: “{text[:20]}” is not a number"
+    limit = s.max_abs_value
+    return f"{label}: enter a finite number between −{limit:g} and {limit:g}"
+
+
+def read_matrix(form: Mapping[str, str], prefix: str, rows: int, cols: int, label: str) -> np.ndarray:
+    """The grid of inputs ``<prefix>-<row>-<col>`` as a (rows, cols) array. A missing or bad cell
+    is a FormError naming that input, e.g. ``x-1-2`` with "X[1][2]: “abc” is not a number"."""
+    names = [f"{prefix}-{i}-{j}" for i in range(rows) for j in range(cols)]
+    try:
+        values = _NUMBERS.validate_python([form.get(n) or "" for n in names])
+    except ValidationError as e:
+        err = e.errors()[0]
+        i, j = divmod(err["loc"][0], cols)
+        raise FormError(names[err["loc"][0]], _number_message(err, f"{label}[{i}][{j}]")) from None
+    return np.array(values, dtype=np.float64).reshape(rows, cols)
+
+
+def is_number(text: str) -> bool:
+    """Whether a prediction as typed is a finite number (in any size: it is only compared)."""
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
