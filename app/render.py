@@ -142,7 +142,6 @@ class PanelBuilder:
         m = head_array(head, name)
         hn = f" ({head_label(self.sc, h)})" if self.run.num_heads > 1 else ""
         ref = f"{name}.{h}"
-        d_cols = lambda p, n: [f"{p}{j + 1}" for j in range(n)]  # noqa: E731
         scaled_title = "Scaled Q·Kᵀ/√d_k" if self.run.scales else (
             "Scaled (additive: not ÷√d_k)" if self.run.score == "additive" else "Scaled (÷√d_k off)")
         if self.run.temperature != 1.0:
@@ -152,33 +151,39 @@ class PanelBuilder:
         scores_title = {"dot": "Scores Q·Kᵀ", "general": "Scores (Q·W_a)·Kᵀ",
                         "additive": "Scores v_aᵀ·tanh(W₁q + W₂k)"}[self.run.score]
         linear = head.linear is not None
+        # Rows and columns are the token lists, or a prefix numbered here: "q" → q1, q2, … (only
+        # for the matrix asked for).
         spec = {
-            "q": ("Q", self.rows, d_cols("q", m.shape[1]), "signed"),
-            "k": ("K", self.keys, d_cols("k", m.shape[1]), "signed"),
-            "v": ("V", self.keys, d_cols("v", m.shape[1]), "signed"),
-            "q_rot": ("Q rotated (RoPE)", self.rows, d_cols("q", m.shape[1]), "signed"),
-            "k_rot": ("K rotated (RoPE)", self.keys, d_cols("k", m.shape[1]), "signed"),
+            "q": ("Q", self.rows, "q", "signed"),
+            "k": ("K", self.keys, "k", "signed"),
+            "v": ("V", self.keys, "v", "signed"),
+            "q_rot": ("Q rotated (RoPE)", self.rows, "q", "signed"),
+            "k_rot": ("K rotated (RoPE)", self.keys, "k", "signed"),
             "bias": ("ALiBi bias −m·|i−j|", self.rows, self.keys, "signed"),
-            "q_w": ("Q·W_a", self.rows, d_cols("q", m.shape[1]), "signed"),
-            "q_1": ("Q·W₁", self.rows, d_cols("a", m.shape[1]), "signed"),
-            "k_2": ("K·W₂", self.keys, d_cols("a", m.shape[1]), "signed"),
+            "q_w": ("Q·W_a", self.rows, "q", "signed"),
+            "q_1": ("Q·W₁", self.rows, "a", "signed"),
+            "k_2": ("K·W₂", self.keys, "a", "signed"),
             "scores": (scores_title, self.rows, self.keys, "signed"),
             "scaled": (scaled_title, self.rows, self.keys, "signed"),
             "softmax": ("Attention weights A (softmax)" if linear else "Attention weights A",
                         self.rows, self.keys, "weights"),
             "lin_weights": ("Linear attention's implied weights", self.rows, self.keys, "weights"),
-            "phi_q": ("φ(Q) = elu(Q) + 1", self.rows, d_cols("q", m.shape[1]), "signed"),
-            "phi_k": ("φ(K) = elu(K) + 1", self.keys, d_cols("k", m.shape[1]), "signed"),
-            "kv": ("φ(K)ᵀ·V (built once)", d_cols("k", m.shape[0]), d_cols("v", m.shape[1]), "signed"),
+            "phi_q": ("φ(Q) = elu(Q) + 1", self.rows, "q", "signed"),
+            "phi_k": ("φ(K) = elu(K) + 1", self.keys, "k", "signed"),
+            "kv": ("φ(K)ᵀ·V (built once)", "k", "v", "signed"),
             "output": ("Output (linear attention)" if linear else "Output A·V",
-                       self.rows, d_cols("v", m.shape[1]), "signed"),
-            "softmax_output": ("Softmax attention's output A·V", self.rows, d_cols("v", m.shape[1]), "signed"),
-            "diff": ("Difference: linear − softmax", self.rows, d_cols("v", m.shape[1]), "signed"),
+                       self.rows, "v", "signed"),
+            "softmax_output": ("Softmax attention's output A·V", self.rows, "v", "signed"),
+            "diff": ("Difference: linear − softmax", self.rows, "v", "signed"),
         }[name]
-        corner = "query ↓ key →" if spec[2] is self.keys else ""
+        title, rows, cols, kind = spec
+        corner = "query ↓ key →" if cols is self.keys else ""
+        if isinstance(rows, str):
+            rows = [f"{rows}{i + 1}" for i in range(m.shape[0])]
+        if isinstance(cols, str):
+            cols = [f"{cols}{j + 1}" for j in range(m.shape[1])]
         inspect = name if name in INSPECTABLE else ""
-        return self._panel(m, spec[0] + hn, ref, spec[1], spec[2], spec[3], inspect=inspect,
-                           corner=corner)
+        return self._panel(m, title + hn, ref, rows, cols, kind, inspect=inspect, corner=corner)
 
     def weight(self, name: str) -> Panel:
         h = self.view.head

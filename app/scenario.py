@@ -440,8 +440,16 @@ def resize(sc: Scenario, *, d_model: int, num_heads: int, d_k: int, d_v: int) ->
 
 
 def normalise(sc: Scenario) -> Scenario:
-    """Drop edits that equal the base or no longer fit, so the hidden field stays minimal."""
-    return replace(sc, edits=diff_edits(sc.weights(), sc.base_weights()))
+    """Drop edits that equal the base or no longer fit, so the hidden field stays minimal: the
+    same edits as diff_edits(sc.weights(), sc.base_weights()), read off the edits alone."""
+    stacks = {name: (as_stack(name, m).shape, as_stack(name, m).tolist()) for name, m in sc._base.items()}
+    edits = {}
+    for key, value in sc.edits.items():
+        name, h, r, c = key
+        shape, stack = stacks.get(name, ((0, 0, 0), None))
+        if h < shape[0] and r < shape[1] and c < shape[2] and stack[h][r][c] != value:
+            edits[key] = value
+    return replace(sc, edits=edits)
 
 
 def add_token(sc: Scenario, source: bool = False) -> Scenario:

@@ -3,6 +3,8 @@ and the FormError each bad field becomes (the field it names, the message beside
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -13,7 +15,7 @@ from app.config import settings
 from app.form import FormError, PageForm, read_fields, read_matrix
 from app.permalink import state_query
 from app.presets import PRESETS
-from app.scenario import from_preset, read_form
+from app.scenario import as_stack, diff_edits, from_preset, normalise, read_form
 
 BASE = dict(
     pair.split("=", 1) for pair in ["token-0=a", "token-1=b", "shape=2,1,2,2,0", "x-0-0=1", "x-0-1=2", "x-1-0=3",
@@ -158,3 +160,23 @@ def test_the_page_round_trips_through_the_model() -> None:
         assert again.tokens == sc.tokens
         for name, w in sc.weights().items():
             np.testing.assert_array_equal(again.weights()[name], w, err_msg=name)
+
+
+@hsettings(max_examples=100, deadline=None)
+@given(st.sampled_from(sorted(PRESETS)), st.data())
+def test_normalise_keeps_exactly_the_edits_that_change_a_weight(key: str, data: st.DataObject) -> None:
+    """Against the direct reference: apply every edit, then compare the whole weights with the base."""
+    sc, _ = from_preset(key)
+    base = sc.base_weights()
+    names = sorted(base)
+    edits = {}
+    for _ in range(data.draw(st.integers(0, 12))):
+        name = data.draw(st.sampled_from(names))
+        stack = as_stack(name, base[name])
+        h, r, c = (data.draw(st.integers(0, n + 1)) for n in stack.shape)  # some past the edge
+        in_range = h < stack.shape[0] and r < stack.shape[1] and c < stack.shape[2]
+        same = in_range and data.draw(st.booleans())
+        edits[(name, h, r, c)] = float(stack[h, r, c]) if same else data.draw(finite)
+    edits[("not_a_weight", 0, 0, 0)] = 1.0
+    edited = replace(sc, edits=edits)
+    assert normalise(edited).edits == diff_edits(edited.weights(), edited.base_weights())
