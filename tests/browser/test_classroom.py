@@ -50,6 +50,22 @@ def settle(page: Page) -> None:
 # --- predict, then reveal -------------------------------------------------------------------------
 
 
+def test_the_summary_that_quotes_a_result_waits_until_the_quiz_ends(page: Page) -> None:
+    """three-token's summary quotes the weight 0.503: a quiz must not show it beside the "?"."""
+    page.goto("/?preset=three-token&stage=softmax")
+    summary = page.locator("#summary")
+    expect(summary).to_contain_text("0.503")
+    start_quiz(page)
+    expect(summary.locator(".about")).to_be_hidden()
+    expect(summary.locator(".quiz-note")).to_be_visible()
+    assert "0.503" not in summary.inner_text()
+    expect(summary).to_contain_text("Three-token worked example")  # which scenario it is stays
+    page.get_by_role("button", name="Reveal all").click()
+    expect(page.locator("section.quiz")).to_have_count(0)
+    expect(summary.locator(".about")).to_be_visible()
+    expect(summary.locator(".quiz-note")).to_be_hidden()
+
+
 def test_a_student_predicts_a_hidden_weight_and_sees_it_with_its_arithmetic(
     page: Page, screenshot: Callable[..., Path]
 ) -> None:
