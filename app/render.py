@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from app.arithmetic import BLOCK_CELLS as BLOCK_MATRICES
 from app.arithmetic import INSPECTABLE, CellRef, Explanation, cell_matrix, explain, parse_ref
-from app.heatmap import LegendStop, heatmap_table, legend
+from app.heatmap import LegendStop, format_numbers, heatmap_table, legend
 from app.panels import cost_context, lab_context
 from app.pin import decode_pin, describe_pin
 from app.pipeline import AttentionRun, HeadResult, TransformerRun, build_mask
@@ -396,30 +396,28 @@ def editor_grids(sc: Scenario, view: View, run: AttentionRun, stack: Transformer
     return grids
 
 
-@dataclass(frozen=True)
-class MaskCell:
-    name: str
-    hidden: bool
-    reason: str  # "causal", "local", "strided", "padding", "" (hidden by hand or visible)
-    text: str
-
-
-def mask_grid(sc: Scenario, run: AttentionRun, view: View) -> list[tuple[str, list[MaskCell]]]:
-    """The mask stage's checkboxes: one per (query, key), labelled with the scaled score."""
+def mask_grid(sc: Scenario, run: AttentionRun, view: View) -> Markup:
+    """The mask stage's checkboxes as table rows: one per (query, key), labelled with the scaled
+    score, or −∞ when hidden; a key hidden by the mask mode or as padding says why and cannot be
+    unticked. Built in one pass, like a heatmap: at T = 64 that is 4,096 cells."""
     t, s = len(sc.tokens), len(sc.key_tokens)
     pattern = build_mask(sc.mask_mode, t, s, sc.window)
     pattern = np.zeros((t, s), dtype=bool) if pattern is None else pattern
-    scaled = run.heads[view.head].scaled
-    fmt = f"{{:.{view.decimals}f}}".format
+    texts = format_numbers(run.heads[view.head].scaled, view.decimals)
     rows = []
     for i, label in enumerate(token_labels(sc.tokens)):
+        lab = escape(label)
         cells = []
         for j in range(s):
             reason = sc.mask_mode if pattern[i, j] else ("padding" if j in sc.padding else "")
             hidden = bool(reason) or (i, j) in sc.blocked
-            cells.append(MaskCell(f"block-{i}-{j}", hidden, reason, fmt(scaled[i, j] + 0.0)))
-        rows.append((label, cells))
-    return rows
+            state = (" checked" if hidden else "") + (" disabled" if reason else "")
+            why = f'<span class="why">{reason}</span>' if reason else ""
+            cells.append(f'<td class="{"hidden" if hidden else "open"}"><label><input type="checkbox" '
+                         f'name="block-{i}-{j}"{state} aria-label="hide key {j} from query {lab}"> '
+                         f'{"−∞" if hidden else texts[i][j]}</label>{why}</td>')
+        rows.append(f'<tr><th scope="row">{lab}</th>{"".join(cells)}</tr>')
+    return Markup("".join(rows))
 
 
 def page_context(sc: Scenario, view: View) -> dict:
@@ -453,7 +451,7 @@ def page_context(sc: Scenario, view: View) -> dict:
         "token_rows": builder.rows,
         "key_rows": builder.keys,
         "head_labels": [head_label(sc, h) for h in range(sc.num_heads)],
-        "mask_rows": mask_grid(sc, run, view) if any(v.stage.key == "mask" for v in ctx_views) else [],
+        "mask_rows": mask_grid(sc, run, view) if any(v.stage.key == "mask" for v in ctx_views) else Markup(""),
         "lab": lab_panel(sc, run) if "lab" in view.panels else None,
         "cost": cost_panel(sc, run, stack) if "cost" in view.panels else None,
         "quiz": quiz_context(builder, current),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -203,3 +204,32 @@ def test_api_cross_attention_and_positions(client: TestClient) -> None:
     assert status == 200 and body["heads"][0]["bias"][0][2] < 0
     status, body = post(client, positional_encoding="learned", position_table=[[1.0, 0.0]] * 3)
     assert status == 200 and body["pe"] == [[1.0, 0.0]] * 3
+
+
+def test_the_mask_grid_shows_each_scaled_score_or_why_it_is_hidden() -> None:
+    """Each checkbox cell against a hand check: causal cells are ticked, disabled and say why; a
+    padding key likewise; a cell hidden by hand is ticked but can be unticked; every open cell
+    shows its scaled score from an independent Q·Kᵀ/√d_k; token text stays text."""
+    from app.render import mask_grid
+    from app.scenario import View
+
+    sc, _ = from_preset("default")
+    sc = replace(sc, tokens=("<b>x</b>", *sc.tokens[1:]), mask_mode="causal", padding=frozenset({1}),
+                 blocked=frozenset({(3, 0)}))
+    run = sc.run()
+    w = sc.weights()
+    scaled = (sc.x @ w["w_q"][0]) @ (sc.x @ w["w_k"][0]).T / math.sqrt(sc.d_k)
+    html = str(mask_grid(sc, run, View(decimals=3)))
+    rows = re.findall(r'<tr><th scope="row">(.*?)</th>(.*?)</tr>', html)
+    assert [label for label, _ in rows][0].startswith("0 &lt;b&gt;x&lt;/b&gt;") and "<b>" not in html
+    for i, (_, cells) in enumerate(rows):
+        tds = re.findall(r'<td class="(\w+)"><label><input type="checkbox" name="block-(\d+)-(\d+)"([^>]*)> '
+                         r'(.*?)</label>(?:<span class="why">(\w+)</span>)?</td>', cells)
+        assert len(tds) == len(sc.tokens)
+        for j, (cls, qi, kj, attrs, text, why) in enumerate(tds):
+            assert (int(qi), int(kj)) == (i, j)
+            expected_why = "causal" if j > i else ("padding" if j == 1 else "")
+            hidden = bool(expected_why) or (i, j) == (3, 0)
+            assert why == expected_why
+            assert (cls == "hidden", "checked" in attrs, "disabled" in attrs) == (hidden, hidden, bool(expected_why))
+            assert text == ("−∞" if hidden else f"{scaled[i, j]:.3f}")
