@@ -27,11 +27,14 @@ from app.pipeline import (
 from app.schemas import AttentionRequest, AttentionResponse, BodyTooLarge, Health, ValidationErrorResponse
 
 # Why json.loads can fail other than with a JSONDecodeError (which FastAPI already answers with a 422).
-UNREADABLE_BODY = {UnicodeDecodeError: "the body is not UTF-8 text", RecursionError: "the body is nested too deeply"}
+# The order matters: UnicodeDecodeError is a ValueError too.
+UNREADABLE_BODY = {UnicodeDecodeError: "the body is not UTF-8 text", RecursionError: "the body is nested too deeply",
+                   ValueError: "a number has more digits than the parser reads (4300)"}
 
 
 class JSONBodyRoute(APIRoute):
-    """A body that is not UTF-8 text, or is nested too deeply for the parser, gets the 422 that
+    """A body that is not UTF-8 text, is nested too deeply for the parser or holds a number of
+    thousands of digits gets the 422 that
     malformed JSON gets, naming the body, instead of FastAPI's bare 400 "There was an error
     parsing the body"."""
 
@@ -42,7 +45,7 @@ class JSONBodyRoute(APIRoute):
             try:
                 return await handler(request)
             except HTTPException as exc:
-                reason = UNREADABLE_BODY.get(type(exc.__cause__))
+                reason = next((r for kind, r in UNREADABLE_BODY.items() if isinstance(exc.__cause__, kind)), None)
                 if exc.status_code != 400 or reason is None:
                     raise
                 error = {"type": "json_invalid", "loc": ("body",), "input": {}, "msg": f"JSON decode error: {reason}"}

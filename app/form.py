@@ -43,7 +43,7 @@ from app.pipeline import (
 from app.presets import PRESETS
 
 EDITABLE = ALL_WEIGHT_NAMES + BLOCK_WEIGHT_NAMES
-EDIT_RE = re.compile(rf"^({'|'.join(EDITABLE)})\.(\d+)\.(\d+)\.(\d+)=(\S+)$")
+EDIT_RE = re.compile(rf"^({'|'.join(EDITABLE)})\.(\d{{1,4}})\.(\d{{1,4}})\.(\d{{1,4}})=(\S+)$", re.ASCII)
 DECIMALS = (1, 2, 3, 4)
 PANELS = ("lab", "cost")  # the scaling lab and the cost panel
 MAX_REVEALED = 4096  # cell refs kept per quiz: every cell of a 64×64 matrix
@@ -71,6 +71,11 @@ def _text(value: object) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
+def _index(text: str) -> bool:
+    """A small whole number in ASCII digits: not "²" or "١", not thousands of digits."""
+    return text.isascii() and text.isdigit() and len(text) <= 4
+
+
 # --- one reader per kind of field ---------------------------------------------------------------
 
 
@@ -83,6 +88,8 @@ def whole(lo: int, hi: int) -> Any:
         if raw == "":
             return None
         try:
+            if not raw.isascii() or len(raw) > 24:  # int() would take "١٢" and read 4,000 digits
+                raise ValueError
             number = int(raw)
         except ValueError:
             raise _problem(info.field_name, f"{info.field_name}: enter a whole number from {lo} to {hi}") from None
@@ -122,7 +129,7 @@ def short(limit: int, strip: bool = False) -> Any:
 def _temperature(value: object) -> float:
     raw = _text(value) or "1"
     try:
-        t = float(raw)
+        t = float(raw) if raw.isascii() else float("nan")
     except ValueError:
         t = float("nan")
     if not 0.05 <= t <= 20:  # also refuses nan
@@ -140,7 +147,10 @@ def _preset(value: object) -> str:
 def _shape(value: object) -> tuple[int, ...]:
     """"d_model,heads,d_k,d_v,head[,d_ff]": the sizes the form's grids were rendered with."""
     try:
-        shape = tuple(int(v) for v in _text(value).split(","))
+        parts = _text(value).split(",")
+        if not all(_index(p.strip()) for p in parts):
+            raise ValueError
+        shape = tuple(int(p) for p in parts)
         r_d_model, r_heads, r_d_k, r_d_v, r_head = shape[:5]
         r_d_ff = shape[5] if len(shape) > 5 else 0  # the FFN grid's width, 0 when none was rendered
     except ValueError:
@@ -152,19 +162,25 @@ def _shape(value: object) -> tuple[int, ...]:
     return r_d_model, r_heads, r_d_k, r_d_v, r_head, r_d_ff
 
 
-def token_list(prefix: str) -> Any:
-    def read(value: object) -> tuple[str, ...]:
-        tokens = tuple(value) if isinstance(value, list | tuple) else ()
-        for i, text in enumerate(tokens):
-            if len(text) > settings.max_token_chars:
-                raise _problem(f"{prefix}-{i}", f"token {i}: at most {settings.max_token_chars} characters")
-        if len(tokens) > settings.max_tokens:
-            raise _problem(f"{prefix}-0", f"tokens: at most {settings.max_tokens}")
-        if prefix == "token" and not tokens:
-            raise _problem(f"{prefix}-0", "tokens: at least one token is needed")
-        return tokens
+def _check_tokens(tokens: tuple[str, ...], prefix: str) -> None:
+    for i, text in enumerate(tokens):
+        if len(text) > settings.max_token_chars:
+            raise _problem(f"{prefix}-{i}", f"token {i}: at most {settings.max_token_chars} characters")
+    if len(tokens) > settings.max_tokens:
+        raise _problem(f"{prefix}-0", f"tokens: at most {settings.max_tokens}")
 
-    return Annotated[tuple[str, ...], BeforeValidator(read)]
+
+def _tokens(value: object) -> tuple[str, ...]:
+    tokens = tuple(t if isinstance(t, str) else "" for t in value) if isinstance(value, list) else ()
+    _check_tokens(tokens, "token")
+    if not tokens:
+        raise _problem("token-0", "tokens: at least one token is needed")
+    return tokens
+
+
+def _source_tokens(value: object) -> tuple[str, ...]:
+    """Kept as sent; checked by PageForm._when_used only when cross-attention is on."""
+    return tuple(t if isinstance(t, str) else "" for t in value) if isinstance(value, list) else ()
 
 
 def _cells(value: object) -> frozenset[tuple[int, int]]:
@@ -172,7 +188,7 @@ def _cells(value: object) -> frozenset[tuple[int, int]]:
     cells = set()
     for part in _text(value).split()[: settings.max_tokens**2]:
         i, _, j = part.partition(".")
-        if not (i.isdigit() and j.isdigit()):
+        if not (_index(i) and _index(j)):
             raise _problem("blocked", f"blocked: cannot read “{part[:20]}”")
         cells.add((int(i), int(j)))
     return frozenset(cells)
@@ -205,8 +221,10 @@ def _pin(value: object) -> str:
 
 def _words(limit: int, allowed: tuple[str, ...] | None = None) -> Any:
     def read(value: object) -> frozenset[str]:
-        words = _text(value).split()[:limit]
-        return frozenset(w for w in words if allowed is None or w in allowed)
+        words = _text(value).split()
+        if allowed is not None:
+            words = [w for w in words[:64] if w in allowed]
+        return frozenset(words[:limit])
 
     return Annotated[frozenset[str], BeforeValidator(read)]
 
@@ -223,9 +241,10 @@ class PageForm(BaseModel):
 
     # In the order a student meets them, which is the order errors are reported in.
     preset: Annotated[str, BeforeValidator(_preset)] = ""
-    tokens: token_list("token")
-    ctokens: token_list("ctoken") = ()
-    shape: Annotated[tuple[int, int, int, int, int, int], BeforeValidator(_shape)]
+    tokens: Annotated[tuple[str, ...], BeforeValidator(_tokens)]
+    ctokens: Annotated[tuple[str, ...], BeforeValidator(_source_tokens)] = ()
+    shape: Annotated[tuple[int, int, int, int, int, int], BeforeValidator(_shape)] = Field(validate_default=True,
+                                                                                          default="")
     seed: whole(0, s.max_seed) = None
     scale: Flag = False
     edits: Annotated[dict[tuple[str, int, int, int], float], BeforeValidator(_edits)] = {}
@@ -262,12 +281,13 @@ class PageForm(BaseModel):
     guess: short(40, strip=True) = ""
     pin: Annotated[str, BeforeValidator(_pin)] = ""
     # The row/column form of the inspector and of a quiz's prediction.
+    # Read only when their button is the action (a student may leave anything in them otherwise).
     inspect_matrix: short(20) = ""
-    inspect_row: whole(0, MAX_CELL_REF) = None
-    inspect_col: whole(0, MAX_CELL_REF) = None
+    inspect_row: short(24) = ""
+    inspect_col: short(24) = ""
     guess_matrix: short(20) = ""
-    guess_row: whole(0, MAX_CELL_REF) = None
-    guess_col: whole(0, MAX_CELL_REF) = None
+    guess_row: short(24) = ""
+    guess_col: short(24) = ""
 
     @model_validator(mode="before")
     @classmethod
@@ -284,15 +304,24 @@ class PageForm(BaseModel):
         return data
 
     @model_validator(mode="after")
-    def _cell_refs(self) -> PageForm:
-        """The row/column forms need both numbers."""
+    def _when_used(self) -> PageForm:
+        """The fields read only when used: the row/column form of the action, and the source
+        sentence's tokens when cross-attention is on."""
         prefix = "inspect" if self.action == "inspect" else "guess" if self.action == "guess" and self.quiz else ""
         if prefix:
             for part in ("row", "col"):
-                if getattr(self, f"{prefix}_{part}") is None:
-                    name = f"{prefix}_{part}"
+                name = f"{prefix}_{part}"
+                text = getattr(self, name).strip()
+                if not (_index(text) and int(text) <= MAX_CELL_REF):
                     raise _problem(name, f"{name}: enter a whole number from 0 to {MAX_CELL_REF}")
+        if self.cross:
+            _check_tokens(self.ctokens, "ctoken")
         return self
+
+    def cell_ref(self, prefix: str) -> tuple[str, int, int]:
+        """(matrix, row, col) of the row/column form ``prefix``, checked by _when_used."""
+        row, col = (int(getattr(self, f"{prefix}_{part}")) for part in ("row", "col"))
+        return getattr(self, f"{prefix}_matrix"), row, col
 
 
 def read_fields(form: Mapping[str, str]) -> PageForm:

@@ -144,7 +144,8 @@ def _structural(sc: Scenario, action: str) -> Scenario:
     for prefix, source in (("remove_token-", False), ("remove_ctoken-", True)):
         if action.startswith(prefix):
             index = action.removeprefix(prefix)
-            return remove_token(sc, int(index) if index.isdigit() else -1, source=source)
+            number = index.isascii() and index.isdigit() and len(index) <= 4  # not "²", not 5,000 digits
+            return remove_token(sc, int(index) if number else -1, source=source)
     if action == "new_weights":
         return new_weights(sc)
     return sc
@@ -231,22 +232,26 @@ def _lenient_read(fields: dict[str, str]) -> tuple[Scenario, View]:
     the student had; the bad text itself stays in its input, marked, beside the message."""
     patched = dict(fields)
     patched.pop("action", None)
+    set_aside: set[str] = set()
     for _ in range(50):
         try:
             sc, view = read_page(patched)
             sc.run()
             return sc, view
         except FormError as e:
+            if e.field in set_aside or e.field == "shape":
+                break  # setting it aside did not help: the preset's page instead
+            set_aside.add(e.field)
             if e.field == "mask":  # a query with no key: drop the hand-hidden cells
                 patched = {k: v for k, v in patched.items() if not k.startswith("block-")}
                 patched["blocked"] = ""
                 patched["mask"] = "none"
-            elif e.field in patched and patched[e.field] != "0" and "-" in e.field:
-                patched[e.field] = "0"
+            elif "-" in e.field and not e.field.startswith(("token-", "ctoken-")):
+                patched[e.field] = "0"  # a grid cell, bad or missing
+            elif e.field in patched and e.field.startswith(("token-", "ctoken-")):
+                patched[e.field] = patched[e.field][: settings.max_token_chars]
             else:
                 patched.pop(e.field, None)
-                if e.field == "shape":
-                    break
     return from_preset(fields.get("preset") if fields.get("preset") in PRESETS else DEFAULT_PRESET)
 
 
@@ -284,7 +289,7 @@ async def open_scenario(request: Request) -> Response:
     except FormError as e:
         sc, view = from_preset(DEFAULT_PRESET)
         return _respond(request, "index.html", _workspace_context(sc, view, e), status=422)
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+    except (ValueError, KeyError, TypeError, RecursionError):  # UnicodeDecodeError is a ValueError
         sc, view = from_preset(DEFAULT_PRESET)
         error = FormError("scenario", "scenario: this file is not a scenario saved by this page")
         return _respond(request, "index.html", _workspace_context(sc, view, error), status=422)

@@ -366,11 +366,11 @@ def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
     block = min(f.block or 0, max(0, scenario.blocks - 1))
     inspect = f.inspect
     if f.action == "inspect":  # the row/column form, for keyboards and no JavaScript
-        inspect = _cell_ref(f.inspect_matrix, f.inspect_row, f.inspect_col, head, block)
+        inspect = _cell_ref(*f.cell_ref("inspect"), head, block)
     quiz, revealed = f.quiz, f.revealed
     guess = guess_ref = ""
     if quiz and f.action == "guess":  # a prediction: check it, then show the cell and its arithmetic
-        guess, guess_ref = f.guess, _cell_ref(f.guess_matrix, f.guess_row, f.guess_col, head, block)
+        guess, guess_ref = f.guess, _cell_ref(*f.cell_ref("guess"), head, block)
         if is_number(guess):
             revealed |= {guess_ref}
             inspect = guess_ref
@@ -394,7 +394,7 @@ def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
     return scenario, view
 
 
-def _cell_ref(matrix: str, row: int | None, col: int | None, head: int, block: int) -> str:
+def _cell_ref(matrix: str, row: int, col: int, head: int, block: int) -> str:
     """"<matrix>.<owner>.<row>.<col>" from the inspector's (or a prediction's) row/column form; the
     owner is the head in view, the block in view for a block's matrix, 0 for the final output."""
     owner = 0 if matrix == "final" else (block if matrix in BLOCK_CELLS else head)

@@ -31,7 +31,7 @@ HEADERS = (
 
 class SecurityHeadersMiddleware:
     """Adds the headers above and the page's Content-Security-Policy to every HTTP response,
-    unless the response set its own policy (the docs)."""
+    unless the response set its own policy (the docs); a 500 from an unexpected error too."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -41,8 +41,12 @@ class SecurityHeadersMiddleware:
             await self.app(scope, receive, send)
             return
 
+        started = False
+
         async def send_with_headers(message: Message) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 headers = list(message.get("headers", []))
                 present = {name.lower() for name, _ in headers}
                 headers += [(name, value) for name, value in HEADERS if name not in present]
@@ -51,7 +55,16 @@ class SecurityHeadersMiddleware:
                 message = {**message, "headers": headers}
             await send(message)
 
-        await self.app(scope, receive, send_with_headers)
+        try:
+            await self.app(scope, receive, send_with_headers)
+        except Exception:
+            # A bug: answer 500 here, with the headers, before Starlette's error layer (outside
+            # this one) would answer without them; then let it log the exception.
+            if not started:
+                await send_with_headers({"type": "http.response.start", "status": 500,
+                                         "headers": [(b"content-type", b"text/plain; charset=utf-8")]})
+                await send_with_headers({"type": "http.response.body", "body": b"Internal Server Error"})
+            raise
 
 
 docs_router = APIRouter()

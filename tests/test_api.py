@@ -410,3 +410,10 @@ def test_api_accepts_the_largest_valid_request(client: TestClient) -> None:
     assert shape(out["concat"]) == (t, h * dh)
     assert shape(out["output"]) == (t, d)
     assert np.all(np.isfinite(out["output"]))
+
+
+def test_api_a_number_of_thousands_of_digits_is_a_422_naming_the_body(client: TestClient) -> None:
+    r = post_raw(client, '{"tokens":["a"],"x":[[1]],"num_heads":' + "9" * 5000 + "}")
+    assert r.status_code == 422
+    (item,) = r.json()["detail"]
+    assert item["field"] == "body" and "digits" in item["msg"]

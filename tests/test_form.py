@@ -30,6 +30,7 @@ def error_of(form: dict[str, str]) -> FormError:
 
 
 def test_the_model_is_strict_and_reads_every_named_field() -> None:
+    # Strict: a field added later without its own text reader refuses the text instead of coercing it.
     assert PageForm.model_config["strict"] is True
     f = read_fields({**BASE, "seed": " 7 ", "scale": "on", "mask": "causal", "temperature": "0.5",
                      "d_ff": "16", "decimals": "2", "panels": "cost lab bogus", "revealed": "q.0.0.0 q.0.0.0",
@@ -142,7 +143,8 @@ finite = st.floats(min_value=-settings.max_abs_value, max_value=settings.max_abs
     lambda c: st.tuples(st.just(r), st.just(c), st.lists(finite, min_size=r * c, max_size=r * c)))),
        st.sampled_from(["{!r}", "{:.3f}", " {:g} ", "{:e}", "{:+}"]))
 def test_cells_read_exactly_as_python_reads_them(shape: tuple, style: str) -> None:
-    """Every cell is the float Python's own parser gives for its text: exact, in any spelling."""
+    """Every cell is the float Python's own parser gives for its text: exact, in the spellings
+    Python and a browser's number input write (repr, fixed, %g with spaces, exponent, signed)."""
     rows, cols, values = shape
     texts = [style.format(v) for v in values]
     form = {f"g-{k // cols}-{k % cols}": text for k, text in enumerate(texts)}
@@ -180,3 +182,33 @@ def test_normalise_keeps_exactly_the_edits_that_change_a_weight(key: str, data: 
     edits[("not_a_weight", 0, 0, 0)] = 1.0
     edited = replace(sc, edits=edits)
     assert normalise(edited).edits == diff_edits(edited.weights(), edited.base_weights())
+
+
+@pytest.mark.parametrize(("name", "value", "message"), [
+    ("blocked", "\u00b2.0", "blocked: cannot read “².0”"),
+    ("edits", "w_q.0.0." + "9" * 5000 + "=1", "edits: cannot read “w_q.0.0." + "9" * 22 + "”"),
+    ("seed", "\u0661\u0662", f"seed: enter a whole number from 0 to {settings.max_seed}"),
+    ("seed", "9" * 5000, f"seed: enter a whole number from 0 to {settings.max_seed}"),
+    ("temperature", "\u0661", "temperature: choose a value from 0.05 to 20"),
+    ("shape", "2,1,2,2,\u00b2", "shape: the form is incomplete; reload the page"),
+])
+def test_numbers_are_ascii_digits_and_odd_text_gets_our_message(name: str, value: str, message: str) -> None:
+    """Python's int() takes "١٢" and refuses 5,000 digits with its own words: neither reaches a student."""
+    e = error_of({**BASE, name: value})
+    assert (e.field, e.message) == (name, message)
+
+
+def test_a_missing_shape_says_to_reload() -> None:
+    e = error_of({k: v for k, v in BASE.items() if k != "shape"})
+    assert (e.field, e.message) == ("shape", "shape: the form is incomplete; reload the page")
+
+
+def test_unknown_panels_do_not_push_out_known_ones() -> None:
+    assert read_fields({**BASE, "panels": "bogus other lab cost"}).panels == {"lab", "cost"}
+
+
+def test_source_tokens_are_checked_only_with_cross_attention_on() -> None:
+    long = {**BASE, "ctoken-0": "t" * (settings.max_token_chars + 1)}
+    assert read_fields(long).ctokens == ("t" * (settings.max_token_chars + 1),)
+    e = error_of({**long, "cross": "on"})
+    assert e.field == "ctoken-0"

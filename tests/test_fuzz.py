@@ -146,7 +146,10 @@ def test_a_valid_request_with_one_thing_broken_gets_200_or_a_422(client: TestCli
 
 FORM_TEXT = st.text(max_size=20) | st.sampled_from(
     ["", "0", "-1", "1e999", "nan", "-inf", "1000000000", "99999999999999999999", "0x10", "1,2", "3,1,3,3,0,0",
-     "1000000000,1,1,1,0,0", "on", "x", "softmax.0.0.0", "softmax.0|csv", "run|run", "remove_token-999999"]
+     "1000000000,1,1,1,0,0", "on", "x", "softmax.0.0.0", "softmax.0|csv", "run|run", "remove_token-999999",
+     # digits int() reads or refuses in its own words: superscripts, Arabic-Indic, thousands of them
+     "remove_token-\u00b2", "\u0661\u0662", "\u00b2.0", "9" * 5000, "remove_token-" + "9" * 5000,
+     "w_q.0.0." + "9" * 5000 + "=1", "3,1,3,3,\u00b2"]
 )
 FORM_NAMES = st.text(max_size=12) | st.sampled_from(
     ["shape", "d_model", "num_heads", "d_k", "d_v", "d_ff", "blocks", "window", "seed", "head", "block", "stage",

@@ -568,3 +568,41 @@ def test_no_inline_scripts_or_styles(client: TestClient, preset: str) -> None:
         assert "<style" not in r.text.lower()
         assert not re.search(r"\son[a-z]+\s*=", r.text, re.I)  # no inline event handlers
         assert "hx-on" not in r.text and "javascript:" not in r.text
+
+
+# --- what a student (or a crafted post) may leave in the form ----------------------------------------
+
+
+@pytest.mark.parametrize("action", ["remove_token-\u00b2", "remove_token-" + "9" * 5000, "remove_ctoken-x"])
+def test_a_remove_action_with_an_odd_index_is_refused_not_a_500(client: TestClient, action: str) -> None:
+    r = client.post("/", data={**page_form(client), "action": action}, headers=HTMX)
+    assert r.status_code in (200, 422)
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("inspect_row", "-1"), ("inspect_col", "1.5"), ("guess_row", "x"), ("ctoken-0", "t" * 500),
+])
+def test_a_field_read_only_when_used_does_not_block_an_edit(client: TestClient, name: str, value: str) -> None:
+    """The inspector's row box (in a closed panel) or a source token with cross-attention off may
+    hold anything: an edit still goes through. Its own button then names it."""
+    form = {**page_form(client), name: value, "x-0-0": "0.75"}
+    assert client.post("/stages", data=form, headers=HTMX).status_code == 200
+    if name.startswith("inspect"):
+        r = client.post("/stages", data={**form, "action": "inspect", "inspect_matrix": "q"}, headers=HTMX)
+        assert r.status_code == 422 and error_slot(r.text, "view")[1] == name
+
+
+def test_no_js_page_with_a_missing_cell_comes_back_with_the_rest(client: TestClient) -> None:
+    form = {k: v for k, v in page_form(client).items() if k != "x-1-1"}
+    form["x-0-0"] = "0.75"
+    r = client.post("/", data=form)
+    assert r.status_code == 422
+    message, field = error_slot(r.text, "x")
+    assert field == "x-1-1" and message == "X[1][1]: enter a number"
+    assert form_fields(r.text)["x-0-0"] == "0.75"  # the student's other values stay
+
+
+def test_opening_a_deeply_nested_file_is_a_clear_error(client: TestClient) -> None:
+    r = client.post("/scenario/open", files={"scenario": ("s.json", b"[" * 100_000, "application/json")})
+    assert r.status_code == 422
+    assert "this file is not a scenario" in r.text

@@ -212,3 +212,21 @@ def test_readme_security_section_lists_the_headers_sent(client: TestClient) -> N
     }
     assert set(table) >= {"Content-Security-Policy", "X-Content-Type-Options", "Referrer-Policy"}
     assert "Reporting a problem" in section
+
+
+def test_an_unexpected_error_still_gets_the_headers() -> None:
+    """Starlette's error layer sits outside every middleware: the 500 a bug causes must not lose them."""
+    from app.main import create_app
+
+    app = create_app()
+
+    @app.get("/boom")
+    def boom() -> None:
+        raise RuntimeError("a bug")
+
+    with TestClient(app, raise_server_exceptions=False) as c:
+        r = c.get("/boom")
+    assert r.status_code == 500 and r.text == "Internal Server Error"
+    assert_secure_headers(r)
+    with TestClient(app) as c, pytest.raises(RuntimeError):  # and the error is still raised (logged)
+        c.get("/boom")
