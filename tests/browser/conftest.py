@@ -135,11 +135,11 @@ class PageLog:
             self.problems.append(line)
 
     def on_request_failed(self, request: Request) -> None:
-        # A reload or a navigation cancels the page's own subresources still loading (the favicon,
-        # typically): Chromium reports those as net::ERR_ABORTED. Anything else is a problem,
-        # and so is an aborted request the page itself made (htmx's).
-        if request.failure == "net::ERR_ABORTED" and request.resource_type in ("image", "font", "stylesheet",
-                                                                               "script", "document"):
+        # A reload or a navigation cancels the loads still under way (the favicon, whose resource
+        # type is "other", typically; a form post that turns into a download): Chromium reports
+        # those as net::ERR_ABORTED. Anything else is a problem, and so is an aborted request
+        # the page's script made (htmx's xhr).
+        if request.failure == "net::ERR_ABORTED" and request.resource_type not in ("xhr", "fetch"):
             return
         self.problems.append(f"request failed: {request.method} {request.url} ({request.failure})")
 
