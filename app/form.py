@@ -71,7 +71,7 @@ def _text(value: object) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
-def _index(text: str) -> bool:
+def is_index(text: str) -> bool:
     """A small whole number in ASCII digits: not "²" or "١", not thousands of digits."""
     return text.isascii() and text.isdigit() and len(text) <= 4
 
@@ -148,7 +148,7 @@ def _shape(value: object) -> tuple[int, ...]:
     """"d_model,heads,d_k,d_v,head[,d_ff]": the sizes the form's grids were rendered with."""
     try:
         parts = _text(value).split(",")
-        if not all(_index(p.strip()) for p in parts):
+        if not all(is_index(p.strip()) for p in parts):
             raise ValueError
         shape = tuple(int(p) for p in parts)
         r_d_model, r_heads, r_d_k, r_d_v, r_head = shape[:5]
@@ -188,7 +188,7 @@ def _cells(value: object) -> frozenset[tuple[int, int]]:
     cells = set()
     for part in _text(value).split()[: settings.max_tokens**2]:
         i, _, j = part.partition(".")
-        if not (_index(i) and _index(j)):
+        if not (is_index(i) and is_index(j)):
             raise _problem("blocked", f"blocked: cannot read “{part[:20]}”")
         cells.add((int(i), int(j)))
     return frozenset(cells)
@@ -312,7 +312,7 @@ class PageForm(BaseModel):
             for part in ("row", "col"):
                 name = f"{prefix}_{part}"
                 text = getattr(self, name).strip()
-                if not (_index(text) and int(text) <= MAX_CELL_REF):
+                if not (is_index(text) and int(text) <= MAX_CELL_REF):
                     raise _problem(name, f"{name}: enter a whole number from 0 to {MAX_CELL_REF}")
         if self.cross:
             _check_tokens(self.ctokens, "ctoken")

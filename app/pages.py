@@ -21,7 +21,7 @@ from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from app.config import settings
-from app.form import DECIMALS, EDITABLE, FormError
+from app.form import DECIMALS, EDITABLE, FormError, is_index
 from app.permalink import fits_in_url, permalink, state_query
 from app.pin import decode_pin, encode_pin
 from app.presets import DEFAULT_PRESET, PRESETS
@@ -144,8 +144,7 @@ def _structural(sc: Scenario, action: str) -> Scenario:
     for prefix, source in (("remove_token-", False), ("remove_ctoken-", True)):
         if action.startswith(prefix):
             index = action.removeprefix(prefix)
-            number = index.isascii() and index.isdigit() and len(index) <= 4  # not "²", not 5,000 digits
-            return remove_token(sc, int(index) if number else -1, source=source)
+            return remove_token(sc, int(index) if is_index(index) else -1, source=source)
     if action == "new_weights":
         return new_weights(sc)
     return sc

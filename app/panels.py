@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from app.cost import Cost, attention_cost, cost_growth, crossover
+from app.cost import Cost, cost_growth, crossover
 from app.lab import (
     DEFAULT_D_KS,
     SEED_003_SCALED,
@@ -150,38 +150,23 @@ def _notes(c: Cost) -> list[str]:
     return notes
 
 
-def cost_context(
-    *,
-    t: int,
-    s: int,
-    d_model: int,
-    num_heads: int,
-    d_k: int,
-    d_v: int,
-    score: str = "dot",
-    d_a: int | None = None,
-    attention: str = "softmax",
-    d_ff: int = 0,
-    blocks: int = 0,
-    scale: bool = True,
-) -> dict:
-    """Everything templates/partials/cost.html shows: stage and parameter tables, the growth chart and its table.
+def cost_context(c: Cost, *, scale: bool = True) -> dict:
+    """Everything templates/partials/cost.html shows for the cost ``c`` (app.cost.attention_cost):
+    stage and parameter tables, the growth chart and its table.
 
-    ``scale`` (the run's ÷√d_k switch) only adds or drops the scaling row's divisions.
+    ``scale`` (the run's ÷√d_k switch, which ``c`` counted) only changes the score's label.
     """
-    c = attention_cost(
-        t=t, s=s, d_model=d_model, num_heads=num_heads, d_k=d_k, d_v=d_v, score=score, d_a=d_a,
-        attention=attention, d_ff=d_ff, blocks=blocks, scale=scale,
-    )
-    sizes = {"d_model": d_model, "num_heads": num_heads, "d_k": d_k, "d_v": d_v, "d_ff": d_ff, "blocks": blocks}
-    cross = crossover(score=score, d_a=d_a, **sizes)
-    growth = cost_growth(score=score, d_a=d_a, ts=_growth_ts(t, cross), **sizes)
+    t, s, score, attention, blocks = c.t, c.s, c.score, c.attention, c.blocks
+    sizes = {"d_model": c.d_model, "num_heads": c.num_heads, "d_k": c.d_k, "d_v": c.d_v, "d_ff": c.d_ff,
+             "blocks": blocks}
+    cross = crossover(score=score, d_a=c.d_a, **sizes)
+    growth = cost_growth(score=score, d_a=c.d_a, ts=_growth_ts(t, cross), **sizes)
     quadratic_share = c.quadratic_macs / c.total_macs if c.total_macs else 0.0
-    size_text = [("T", t), ("S", s), ("d_model", d_model), ("h", num_heads), ("d_k", d_k), ("d_v", d_v)]
+    size_text = [("T", t), ("S", s), ("d_model", c.d_model), ("h", c.num_heads), ("d_k", c.d_k), ("d_v", c.d_v)]
     if c.d_a is not None:
         size_text.append(("d_a", c.d_a))
     if blocks:
-        size_text += [("d_ff", d_ff), ("blocks", blocks)]
+        size_text += [("d_ff", c.d_ff), ("blocks", blocks)]
     return {
         "open": False,
         "t": t,

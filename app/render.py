@@ -13,6 +13,7 @@ from markupsafe import Markup, escape
 
 from app.arithmetic import BLOCK_CELLS as BLOCK_MATRICES
 from app.arithmetic import INSPECTABLE, CellRef, Explanation, cell_matrix, explain, parse_ref
+from app.cost import attention_cost
 from app.heatmap import LegendStop, format_numbers, heatmap_table, legend
 from app.panels import cost_context, lab_context
 from app.pin import decode_pin, describe_pin
@@ -535,11 +536,11 @@ def lab_panel(sc: Scenario, run: AttentionRun) -> dict:
 
 def cost_panel(sc: Scenario, run: AttentionRun, stack: TransformerRun | None) -> dict:
     """The cost panel, open, for the scenario's sizes and options."""
-    cost = cost_context(
+    cost = cost_context(attention_cost(
         t=len(sc.tokens), s=len(sc.key_tokens), d_model=sc.d_model, num_heads=run.num_heads, d_k=run.d_k,
         d_v=run.d_v, score=run.score, attention=run.attention, scale=run.scale,
         d_ff=stack.blocks[0].d_ff if stack is not None else 0, blocks=len(stack.blocks) if stack else 0,
-    )
+    ), scale=run.scale)
     return {**cost, "open": True}
 
 

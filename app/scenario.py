@@ -442,7 +442,7 @@ def resize(sc: Scenario, *, d_model: int, num_heads: int, d_k: int, d_v: int) ->
 def normalise(sc: Scenario) -> Scenario:
     """Drop edits that equal the base or no longer fit, so the hidden field stays minimal: the
     same edits as diff_edits(sc.weights(), sc.base_weights()), read off the edits alone."""
-    stacks = {name: (as_stack(name, m).shape, as_stack(name, m).tolist()) for name, m in sc._base.items()}
+    stacks = {name: (stack.shape, stack.tolist()) for name, m in sc._base.items() for stack in [as_stack(name, m)]}
     edits = {}
     for key, value in sc.edits.items():
         name, h, r, c = key

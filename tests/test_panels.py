@@ -28,7 +28,9 @@ def render_lab(**kw: object) -> str:
 
 
 def render_cost(**kw: object) -> str:
-    return ENV.get_template("partials/cost.html").render(cost=cost_context(**{**COST_SIZES, **kw}))
+    args = {**COST_SIZES, **kw}
+    return ENV.get_template("partials/cost.html").render(cost=cost_context(attention_cost(**args),
+                                                                           scale=args.get("scale", True)))
 
 
 def svgs(html: str) -> list[ET.Element]:
