@@ -153,7 +153,7 @@ class Elementwise:
     kind = "elementwise"
     ref: CellRef
     title: str
-    formula: str  # with the numbers in
+    formula: str  # LaTeX, with the numbers in
     result: float
 
 
@@ -189,6 +189,13 @@ def _shape(run: AttentionRun, ref: CellRef, stack: TransformerRun | None) -> tup
     return cell_matrix(run, ref, stack).shape
 
 
+def _tex_number(v: float, bracket: bool = False) -> str:
+    """A number for a LaTeX formula: four significant digits, never an exponent; a negative
+    factor in brackets when ``bracket``."""
+    text = np.format_float_positional(v, precision=4, unique=False, fractional=False, trim="-")
+    return f"({text})" if bracket and v < 0 else text
+
+
 def _dot(ref: CellRef, title: str, left_name: str, right_name: str, a: np.ndarray, b: np.ndarray,
          labels: list[str], bias: float | None = None) -> DotProduct:
     products = a * b
@@ -212,31 +219,34 @@ def _explain_block(stack: TransformerRun, ref: CellRef, tokens: list[str], dim_l
         beta = getattr(block.weights, f"ln{n}_beta")[j]
         source = {"ln1": "X + MultiHead" if post else "X", "ln2": "H + FFN" if post else "H"}[ref.matrix]
         return LayerNormCell(
-            ref, f"LayerNorm{'₁' if n == '1' else '₂'}[{i}][{j}] ({tokens[i]}, {dim_labels[j]}){bn}", source,
+            ref, f"LayerNorm{'₁' if n == '1' else '₂'}, row {i + 1} ({tokens[i]}), column {j + 1} ({dim_labels[j]}){bn}",
+            source,
             tuple(ln.input[i].tolist()), float(ln.mean[i]), float(ln.var[i]), LAYER_NORM_EPS,
             float(ln.input[i, j]), float(ln.normalized[i, j]), float(gamma), float(beta), float(ln.output[i, j]),
         )
     if ref.matrix == "ffn_hidden":
-        return _dot(ref, f"FFN hidden[{i}][{j}] = ffn_in[{i}] · W₁[:, {j}] + b₁[{j}]{bn}", "ffn_in", "W₁",
+        return _dot(ref, f"FFN hidden layer, row {i + 1} ({tokens[i]}), unit f{j + 1}{bn}", "ffn_in", "W₁",
                     block.ffn_in[i], block.weights.ffn_w1[:, j], dim_labels, float(block.weights.ffn_b1[j]))
     if ref.matrix == "ffn_out":
         hidden = [f"f{m + 1}" for m in range(block.d_ff)]
-        return _dot(ref, f"FFN out[{i}][{j}] = act[{i}] · W₂[:, {j}] + b₂[{j}]{bn}", "act", "W₂",
+        return _dot(ref, f"FFN output, row {i + 1} ({tokens[i]}), column {j + 1} ({dim_labels[j]}){bn}", "act", "W₂",
                     block.ffn_act[i], block.weights.ffn_w2[:, j], hidden, float(block.weights.ffn_b2[j]))
     if ref.matrix == "ffn_act":
         z = float(block.ffn_hidden[i, j])
         a = float(block.ffn_act[i, j])
-        formula = (f"ReLU({z:.4g}) = max(0, {z:.4g})" if block.activation == "relu"
-                   else f"GELU({z:.4g}) = ½·{z:.4g}·(1 + tanh(√(2/π)·({z:.4g} + 0.044715·{z:.4g}³)))")
-        return Elementwise(ref, f"act[{i}][{j}]{bn}", formula, a)
+        zt, zb = _tex_number(z), _tex_number(z, bracket=True)
+        formula = (rf"\text{{ReLU}}({zt}) = \max(0, {zt})" if block.activation == "relu"
+                   else rf"\text{{GELU}}({zt}) = \tfrac{{1}}{{2}} \cdot {zt} \cdot \big(1 + \tanh\big(\sqrt{{2/\pi}}"
+                        rf" \cdot ({zt} + 0.044715 \cdot {zb}^3)\big)\big)")
+        return Elementwise(ref, f"FFN activation, row {i + 1} ({tokens[i]}), unit f{j + 1}{bn}", formula, a)
     # residual1, residual2
     if ref.matrix == "residual1":
         left, right, names = block.x[i, j], block.attention.output[i, j], ("X", "MultiHead")
     else:
         left, right, names = block.h[i, j], block.ffn_out[i, j], ("H", "FFN")
     value = float(getattr(block, ref.matrix)[i, j])
-    return Elementwise(ref, f"{names[0]} + {names[1]} at [{i}][{j}]{bn}",
-                       f"{float(left):.4g} + {float(right):.4g}", value)
+    return Elementwise(ref, f"{names[0]} + {names[1]}, row {i + 1} ({tokens[i]}), column {j + 1}{bn}",
+                       f"{_tex_number(float(left))} + {_tex_number(float(right), bracket=True)}", value)
 
 
 def explain(run: AttentionRun, ref: CellRef, tokens: list[str], dim_labels: list[str],
@@ -253,7 +263,8 @@ def explain(run: AttentionRun, ref: CellRef, tokens: list[str], dim_labels: list
         a = run.concat[i]
         b = run.weights.w_o[:, j]
         labels = [f"concat col {r}" for r in range(a.size)]
-        return _dot(ref, f"output[{i}][{j}] = concat[{i}] · W_O[:, {j}]", "concat", "W_O", a, b, labels)
+        return _dot(ref, f"Final output, row {i + 1} ({tokens[i]}), column {j + 1} ({dim_labels[j]})", "concat", "W_O",
+                    a, b, labels)
 
     head = run.heads[ref.head]
     hn = f" (head {ref.head + 1})" if run.num_heads > 1 else ""
@@ -261,7 +272,8 @@ def explain(run: AttentionRun, ref: CellRef, tokens: list[str], dim_labels: list
         w = getattr(run.weights, f"w_{ref.matrix}")[ref.head]  # (d_model, d)
         name = ref.matrix.upper()
         source, src = (run.x, "X") if ref.matrix == "q" or run.context is None else (run.context, "C")
-        return _dot(ref, f"{name}[{i}][{j}] = {src}[{i}] · W_{name}[:, {j}]{hn}", src, f"W_{name}",
+        row_tokens = tokens if src == "X" else keys
+        return _dot(ref, f"{name}, row {i + 1} ({row_tokens[i]}), column {j + 1}{hn}", src, f"W_{name}",
                     source[i], w[:, j], dim_labels)
     if ref.matrix == "scores":
         rope = head.q_rot is not None
@@ -269,7 +281,7 @@ def explain(run: AttentionRun, ref: CellRef, tokens: list[str], dim_labels: list
         k = head.k if head.k_rot is None else head.k_rot
         qn, kn = ("Q_rot", "K_rot") if rope else ("Q", "K")
         if run.score == "general":
-            return _dot(ref, f"scores[{i}][{j}] = ({qn}·W_a)[{i}] · {kn}[{j}]{hn}", f"{qn}·W_a", kn,
+            return _dot(ref, f"Score of query {i + 1} ({tokens[i]}) for key {j + 1} ({keys[j]}){hn}", f"{qn}·W_a", kn,
                         head.q_w[i], k[j], [f"k={k}" for k in range(q.shape[1])])
         if run.score == "additive":
             v_a = run.weights.v_a[ref.head]
@@ -278,9 +290,9 @@ def explain(run: AttentionRun, ref: CellRef, tokens: list[str], dim_labels: list
                 AdditiveTerm(float(va), float(a), float(b), float(t), float(va * t))
                 for va, a, b, t in zip(v_a, head.q_1[i], head.k_2[j], np.tanh(pre), strict=True)
             )
-            return AdditiveScore(ref, f"scores[{i}][{j}] = Σₐ v_a[a] · tanh(({qn}·W₁)[{i}][a] + ({kn}·W₂)[{j}][a])"
-                                      f"{hn}", terms, float(sum(t.product for t in terms)))
-        return _dot(ref, f"scores[{i}][{j}] = Σₖ {qn}[{i}][k] · {kn}[{j}][k]{hn}", qn, kn,
+            return AdditiveScore(ref, f"Additive score of query {i + 1} ({tokens[i]}) for key {j + 1} ({keys[j]}){hn}",
+                                 terms, float(sum(t.product for t in terms)))
+        return _dot(ref, f"Score of query {i + 1} ({tokens[i]}) for key {j + 1} ({keys[j]}){hn}", qn, kn,
                     q[i], k[j], [f"k={k}" for k in range(q.shape[1])])
     if ref.matrix == "scaled":
         divisor = run.scale_factor
@@ -289,7 +301,7 @@ def explain(run: AttentionRun, ref: CellRef, tokens: list[str], dim_labels: list
         if run.temperature != 1.0:
             text += f" × τ {run.temperature:g} = {divisor:.3f}"
         bias = None if head.bias is None else float(head.bias[i, j])
-        return Division(ref, f"scaled[{i}][{j}] = scores[{i}][{j}] ÷ √d_k{hn}",
+        return Division(ref, f"Scaled score of query {i + 1} ({tokens[i]}) for key {j + 1} ({keys[j]}){hn}",
                         float(head.scores[i, j]), divisor, text, float(head.scaled[i, j]), bias)
     if ref.matrix == "softmax":
         row = head.masked[i]
@@ -303,7 +315,8 @@ def explain(run: AttentionRun, ref: CellRef, tokens: list[str], dim_labels: list
             SoftmaxEntry(tok, float(s), float(x), float(x / total), jj == j, not np.isfinite(s))
             for jj, (tok, s, x) in enumerate(zip(keys, row.tolist(), e.tolist(), strict=True))
         )
-        return SoftmaxRow(ref, f"softmax row {i} ({tokens[i]}){hn}", entries, shift, total)
+        return SoftmaxRow(ref, f"Attention weights of query {i + 1} ({tokens[i]}), softmax of its row{hn}", entries,
+                          shift, total)
     # output: a weighted sum of value rows (linear attention's implied weights in its mode)
     weights = head.softmax[i] if head.linear is None else head.linear.weights[i]
     rows = tuple(
@@ -312,4 +325,5 @@ def explain(run: AttentionRun, ref: CellRef, tokens: list[str], dim_labels: list
     )
     result = tuple(float(s) for s in (weights @ head.v))
     name = "A" if head.linear is None else "A_linear"
-    return WeightedSum(ref, f"output[{i}] = Σⱼ {name}[{i}][j] · V[j]{hn}", rows, result)
+    what = "linear attention's weights" if name == "A_linear" else "its weights"
+    return WeightedSum(ref, f"Output of query {i + 1} ({tokens[i]}): the value rows mixed by {what}{hn}", rows, result)

@@ -16,14 +16,16 @@ from app.arithmetic import INSPECTABLE, CellRef, Explanation, cell_matrix, expla
 from app.cost import attention_cost
 from app.heatmap import LegendStop, format_numbers, heatmap_table, legend
 from app.panels import cost_context, lab_context
+from app.maths import prose
 from app.pin import decode_pin, describe_pin
+from app.worked import worked
 from app.pipeline import AttentionRun, HeadResult, TransformerRun, build_mask
 from app.presets import PRESETS
 from app.quiz import LABELS as QUIZ_LABELS
 from app.quiz import check, hidden_cells, stage_results
 from app.quiz import owner as cell_owner
 from app.scenario import Scenario, View, format_input
-from app.stages import Stage, describe, neighbours, stage_or_first, visible_stages
+from app.stages import Options, Stage, describe, neighbours, stage_or_first, visible_stages
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,7 @@ class Panel:
     legend: list[LegendStop]
     kind: str
     ref: str = ""  # the table's data-ref, e.g. "softmax.0": what the export buttons ask for
+    label: Markup = Markup("")  # the caption above the heatmap, its maths typeset (title when empty)
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,39 @@ class EditorGrid:
     shape: str
     col_labels: list[str]
     rows: list[tuple[str, list[tuple[str, str, str]]]]  # (row label, [(name, value, aria label)])
+
+
+# Heatmap titles (plain text: table captions, exports) and the same as prose with typeset maths.
+TITLE_TEX: dict[str, str] = {
+    "Q": "$Q$", "K": "$K$", "V": "$V$", "Kᵀ": r"$K^{\top}$",
+    "W_Q": "$W_Q$", "W_K": "$W_K$", "W_V": "$W_V$", "W_O": "$W_O$", "W_a": "$W_a$", "W₁": "$W_1$",
+    "W₂": "$W_2$", "v_a": "$v_a$",
+    "Q rotated (RoPE)": r"$\tilde{Q}$: $Q$ rotated (RoPE)", "K rotated (RoPE)": r"$\tilde{K}$: $K$ rotated (RoPE)",
+    "ALiBi bias −m·|i−j|": r"ALiBi bias $-m\, |i - j|$",
+    "Q·W_a": "$Q W_a$", "Q·W₁": "$Q W_1$", "K·W₂": "$K W_2$",
+    "Scores Q·Kᵀ": r"Scores $Q K^{\top}$", "Scores (Q·W_a)·Kᵀ": r"Scores $(Q W_a) K^{\top}$",
+    "Scores v_aᵀ·tanh(W₁q + W₂k)": r"Scores $v_a^{\top} \tanh(q_i W_1 + k_j W_2)$",
+    "Scaled Q·Kᵀ/√d_k": r"Scaled $Q K^{\top} / \sqrt{d_k}$",
+    "Scaled (additive: not ÷√d_k)": r"Scaled (additive: not $\div \sqrt{d_k}$)",
+    "Scaled (÷√d_k off)": r"Scaled ($\div \sqrt{d_k}$ off)",
+    "Attention weights A": "Attention weights $A$", "Attention weights A (softmax)": "Attention weights $A$ (softmax)",
+    "φ(Q) = elu(Q) + 1": r"$\varphi(Q) = \text{elu}(Q) + 1$", "φ(K) = elu(K) + 1": r"$\varphi(K) = \text{elu}(K) + 1$",
+    "φ(K)ᵀ·V (built once)": r"$\varphi(K)^{\top} V$ (built once)",
+    "Output A·V": "Output $A V$", "Softmax attention's output A·V": "Softmax attention's output $A V$",
+    "Concat(head₁ … head_h)": r"$\text{Concat}(\text{head}_1, \ldots, \text{head}_h)$",
+    "MultiHead(X) = Concat·W_O": r"$\text{MultiHead}(X) = \text{Concat}\, W_O$",
+    "X = embeddings + PE": "$X = E + P$", "Embeddings": "Embeddings $E$",
+    "LayerNorm₁(X): what the heads see": r"$\text{LayerNorm}_1(X)$: what the heads see",
+    "MultiHead(LN₁(X))": r"$\text{MultiHead}(\text{LN}_1(X))$", "MultiHead(X)": r"$\text{MultiHead}(X)$",
+    "X + MultiHead": r"$X + \text{MultiHead}$", "X + MultiHead = H": r"$X + \text{MultiHead} = H$",
+    "H = LayerNorm₁(X + MultiHead)": r"$H = \text{LayerNorm}_1(X + \text{MultiHead})$",
+    "LayerNorm₂(H)": r"$\text{LayerNorm}_2(H)$", "H": "$H$", "X": "$X$", "FFN": r"$\text{FFN}$",
+    "H·W₁ + b₁": "$H W_1 + b_1$", "FFN = act·W₂ + b₂": r"$\text{FFN} = \text{act}\, W_2 + b_2$",
+    "ReLU(H·W₁ + b₁)": r"$\text{ReLU}(H W_1 + b_1)$", "GELU(H·W₁ + b₁)": r"$\text{GELU}(H W_1 + b_1)$",
+    "H + FFN": r"$H + \text{FFN}$", "Source sentence C (keys and values)": "Source sentence $C$ (keys and values)",
+    "LayerNorm₁ row statistics": r"$\text{LayerNorm}_1$ row statistics",
+    "LayerNorm₂ row statistics": r"$\text{LayerNorm}_2$ row statistics",
+}
 
 
 def token_labels(tokens: tuple[str, ...]) -> list[str]:
@@ -109,9 +145,20 @@ class PanelBuilder:
         self.dims = dim_labels(sc)
         self.selected = parse_ref(view.inspect, run, stack)
         self.hiding: tuple[str, ...] = ()  # the quiz's matrices in the stage being built
+        self.options = Options(
+            score=run.score, attention=run.attention, norm=sc.norm, cross=run.context is not None,
+            masked=run.mask is not None, scale=run.scales, temperature=run.temperature != 1.0,
+            alibi=run.heads[0].bias is not None, rope=run.heads[0].q_rot is not None,
+            added_pe=run.pe is not None or (stack is not None and stack.pe is not None), activation=sc.activation,
+        )
 
     def _panel(self, m: np.ndarray, title: str, ref: str, rows: list[str], cols: list[str],
-               kind: str = "signed", inspect: str = "", corner: str = "") -> Panel:
+               kind: str = "signed", inspect: str = "", corner: str = "", label: str = "", suffix: str = "") -> Panel:
+        """A heatmap. ``title`` is plain text (table caption, exports); ``label`` the same title as
+        prose with $…$ maths for the figure's caption, followed by ``suffix`` (e.g. the head)."""
+        label = label or TITLE_TEX.get(title, "")
+        title += suffix
+        caption = prose(label) + suffix if label else Markup("")
         sel = None
         if inspect and self.selected and self.selected.matrix == inspect:
             owner = self.view.block if inspect in BLOCK_MATRICES else self.view.head
@@ -127,8 +174,8 @@ class PanelBuilder:
         )
         shape = f"{m.shape[0]}×{m.shape[1]}"
         if hidden is not None and hidden.any():  # no scale or export that would give the values away
-            return Panel(title, shape, table, [], kind, "")
-        return Panel(title, shape, table, legend(kind, top, self.view.decimals), kind, ref)
+            return Panel(title, shape, table, [], kind, "", caption)
+        return Panel(title, shape, table, legend(kind, top, self.view.decimals), kind, ref, caption)
 
     def is_hidden(self, ref: CellRef) -> bool:
         """Whether the quiz hides this cell: a result of the stage in view, not yet revealed."""
@@ -145,10 +192,13 @@ class PanelBuilder:
         ref = f"{name}.{h}"
         scaled_title = "Scaled Q·Kᵀ/√d_k" if self.run.scales else (
             "Scaled (additive: not ÷√d_k)" if self.run.score == "additive" else "Scaled (÷√d_k off)")
+        scaled_label = TITLE_TEX[scaled_title]
         if self.run.temperature != 1.0:
             scaled_title += f" ÷ τ={self.run.temperature:g}"
+            scaled_label += rf" $\div\, \tau$ ($\tau = {self.run.temperature:g}$)"
         if head.bias is not None:
             scaled_title += " + ALiBi bias"
+            scaled_label += " + ALiBi bias"
         scores_title = {"dot": "Scores Q·Kᵀ", "general": "Scores (Q·W_a)·Kᵀ",
                         "additive": "Scores v_aᵀ·tanh(W₁q + W₂k)"}[self.run.score]
         linear = head.linear is not None
@@ -184,7 +234,20 @@ class PanelBuilder:
         if isinstance(cols, str):
             cols = [f"{cols}{j + 1}" for j in range(m.shape[1])]
         inspect = name if name in INSPECTABLE else ""
-        return self._panel(m, title + hn, ref, rows, cols, kind, inspect=inspect, corner=corner)
+        return self._panel(m, title, ref, rows, cols, kind, inspect=inspect, corner=corner,
+                           label=scaled_label if name == "scaled" else "", suffix=hn)
+
+    def transposed(self, name: str) -> Panel:
+        """Kᵀ as the scores multiply it: d_k rows, one column per key, so the product reads row by
+        column (K itself is inspectable in stage 1)."""
+        h = self.view.head
+        m = head_array(self.run.heads[h], name).T  # (d_k, S)
+        hn = f" ({head_label(self.sc, h)})" if self.run.num_heads > 1 else ""
+        title, label = {"k": ("Kᵀ", r"$K^{\top}$"), "k_rot": ("K̃ᵀ (RoPE)", r"$\tilde{K}^{\top}$ (RoPE)"),
+                        "phi_k": ("φ(K)ᵀ", r"$\varphi(K)^{\top}$")}[name]
+        rows = [f"k{i + 1}" for i in range(m.shape[0])]
+        return self._panel(m, title, f"{name}T.{h}", rows, self.keys, label=label, suffix=hn,
+                           corner="dim ↓ key →")
 
     def weight(self, name: str) -> Panel:
         h = self.view.head
@@ -197,13 +260,13 @@ class PanelBuilder:
             name, [f"{'q' if name in ('w_a', 'w_1') else 'k'}{j + 1}" for j in range(m.shape[0])])
         cols = [f"{col}{j + 1}" for j in range(m.shape[1])]
         hn = f" ({head_label(self.sc, h)})" if self.run.num_heads > 1 else ""
-        return self._panel(m, f"{label}{hn}", f"{name}.{h}", rows, cols)
+        return self._panel(m, label, f"{name}.{h}", rows, cols, suffix=hn)
 
     def block_matrix(self, name: str, title: str, m: np.ndarray, cols: list[str] | None = None,
-                     rows: list[str] | None = None) -> Panel:
+                     rows: list[str] | None = None, label: str = "") -> Panel:
         inspect = name if name in BLOCK_MATRICES else ""
         return self._panel(m, title, f"{name}.{self.view.block}", rows or self.rows,
-                           cols or self.dims, inspect=inspect)
+                           cols or self.dims, inspect=inspect, label=label)
 
     def stats(self, key: str) -> Panel:
         ln = getattr(self.block, key)
@@ -230,10 +293,12 @@ class PanelBuilder:
             x = block.x if block is not None else run.x
             if pe is not None and b == 0:
                 p["x_input"] = self._panel(x_input, "Embeddings", "x_input", self.rows, self.dims)
-                p["pe"] = self._panel(pe, f"PE ({self.sc.positional_encoding})", "pe", self.rows, self.dims)
+                p["pe"] = self._panel(pe, f"PE ({self.sc.positional_encoding})", "pe", self.rows, self.dims,
+                                      label=f"$P$: positions ({self.sc.positional_encoding})")
                 p["x"] = self._panel(x, "X = embeddings + PE", "x", self.rows, self.dims)
             else:
-                p["x"] = self._panel(x, f"X = output of block {b}" if b else "X", "x", self.rows, self.dims)
+                p["x"] = self._panel(x, f"X = output of block {b}" if b else "X", "x", self.rows, self.dims,
+                                     label=f"$X$ = output of block {b}" if b else "$X$")
             if block is not None and block.norm == "pre":
                 p["ln1"] = self.block_matrix("ln1", "LayerNorm₁(X): what the heads see", block.ln1.output)
             if run.context is not None:
@@ -246,7 +311,8 @@ class PanelBuilder:
         elif stage.key == "scores":
             rope = run.heads[0].q_rot is not None
             p["q"] = self.head_matrix("q_rot" if rope else "q")
-            p["k"] = self.head_matrix("k_rot" if rope else "k")
+            k = "k_rot" if rope else "k"
+            p["k"] = self.head_matrix(k) if run.score == "additive" else self.transposed(k)
             if run.score == "general":
                 p["w_a"], p["q_w"] = self.weight("w_a"), self.head_matrix("q_w")
             elif run.score == "additive":
@@ -266,8 +332,9 @@ class PanelBuilder:
                 p["lin_weights"] = self.head_matrix("lin_weights")
         elif stage.key == "output":
             if run.attention == "linear":
-                for name in ("phi_q", "phi_k", "v", "kv", "output", "softmax_output", "diff"):
+                for name in ("phi_q", "v", "kv", "output", "softmax_output", "diff"):
                     p[name] = self.head_matrix(name)
+                p["phi_k"] = self.transposed("phi_k")
             else:
                 p["softmax"], p["v"], p["output"] = (self.head_matrix(n) for n in ("softmax", "v", "output"))
         elif stage.key == "multihead":
@@ -306,11 +373,13 @@ class PanelBuilder:
             nxt = "the final output" if last else f"block {self.view.block + 2}'s input"
             if block.norm == "post":
                 p["residual2"] = self.block_matrix("residual2", "H + FFN", block.residual2)
-                p["ln2"] = self.block_matrix("ln2", f"LayerNorm₂(H + FFN): {nxt}", block.ln2.output)
+                p["ln2"] = self.block_matrix("ln2", f"LayerNorm₂(H + FFN): {nxt}", block.ln2.output,
+                                              label=rf"$\text{{LayerNorm}}_2(H + \text{{FFN}})$: {nxt}")
                 p["stats"] = self.stats("ln2")
             else:
-                p["residual2"] = self.block_matrix("residual2", f"H + FFN: {nxt}", block.residual2)
-        title, formula, explanation = describe(stage, score=run.score, attention=run.attention, norm=self.sc.norm)
+                p["residual2"] = self.block_matrix("residual2", f"H + FFN: {nxt}", block.residual2,
+                                                    label=rf"$H + \text{{FFN}}$: {nxt}")
+        title, formula, explanation = describe(stage, self.options)
         return StageView(stage, p, title, formula, explanation, quiz=self.hiding)
 
 
@@ -430,6 +499,7 @@ def page_context(sc: Scenario, view: View) -> dict:
     current = stage_or_first(view.stage, stages)
     prev, nxt = neighbours(current.key, stages)
     ctx_views = stage_views(builder, view)
+    explanation = inspector(builder)
     pinned = decode_pin(view.pin) if view.pin else None
     if pinned is not None:
         pinned_run = pinned.compute()  # once, for every stage shown
@@ -447,7 +517,8 @@ def page_context(sc: Scenario, view: View) -> dict:
         "prev": prev,
         "next": nxt,
         "stage_views": ctx_views,
-        "explanation": inspector(builder),
+        "explanation": explanation,
+        "worked": worked(explanation, view.decimals) if explanation is not None else None,
         "dims": builder.dims,
         "token_rows": builder.rows,
         "key_rows": builder.keys,
@@ -485,9 +556,12 @@ class _Collector(PanelBuilder):
     def __init__(self, sc: Scenario, run: AttentionRun, view: View, stack: TransformerRun | None = None) -> None:
         super().__init__(sc, run, view, stack)
         self.found: dict[str, tuple[np.ndarray, list[str], list[str], str]] = {}
+        self.labels: dict[str, tuple[str, str]] = {}  # ref → (prose label, suffix)
 
     def _panel(self, m: np.ndarray, title: str, ref: str, rows: list[str], cols: list[str],
-               kind: str = "signed", inspect: str = "", corner: str = "") -> Panel:
+               kind: str = "signed", inspect: str = "", corner: str = "", label: str = "", suffix: str = "") -> Panel:
+        self.labels.setdefault(ref, (label or TITLE_TEX.get(title, ""), suffix))
+        title += suffix
         self.found.setdefault(ref, (m, list(rows), list(cols), title))
         return Panel(title, f"{m.shape[0]}×{m.shape[1]}", Markup(""), [], kind, ref)
 
@@ -524,7 +598,9 @@ def stage_diff(sc: Scenario, view: View, run: AttentionRun, stack: TransformerRu
         if not np.any(delta):
             unchanged.append(title)
             continue
-        panel = draw._panel(delta, f"Δ {title}", f"delta-{ref}", rows, cols)
+        label, suffix = now.labels[ref]
+        panel = draw._panel(delta, f"Δ {title.removesuffix(suffix)}", f"delta-{ref}", rows, cols,
+                            label=f"Δ {label}" if label else "", suffix=suffix)
         panels.append(replace(panel, ref=""))  # a difference is not exported
     return DiffView(panels, unchanged, notes)
 

@@ -24,65 +24,66 @@ class Stage:
 
 STAGES: tuple[Stage, ...] = (
     Stage(
-        "x", 0, "X", "Input embeddings X",
-        "X ∈ ℝ^(T×d_model)",
-        "X is the input: one row per token, with its embedding vector. On their own, embeddings are "
+        "x", 0, "X", "Input embeddings $X$",
+        r"X \in \mathbb{R}^{T \times d_{\text{model}}}",
+        "$X$ is the input: one row per token, with its embedding vector. On their own, embeddings are "
         "fixed: the same word gets the same row whatever surrounds it.",
         False,
     ),
     Stage(
         "qkv", 1, "Q, K, V", "Queries, keys and values",
-        "Q = X·W_Q,  K = X·W_K,  V = X·W_V",
-        "Three separate linear projections of X. Q: what am I looking for? K: what do I offer to "
-        "match against? V: what content do I actually carry?",
+        r"Q = X W_Q,\quad K = X W_K,\quad V = X W_V",
+        "Three separate linear projections of $X$. $Q$: what am I looking for? $K$: what do I offer to "
+        "match against? $V$: what content do I actually carry?",
         True,
     ),
     Stage(
-        "scores", 2, "Scores", "Scores Q·Kᵀ",
-        "Scores_ij = Σ_k Q_ik · K_jk",
-        "Every token's query is compared with every token's key at once: entry (i, j) measures how "
-        "relevant token j is to token i. This is what makes attention parallel, not sequential.",
+        "scores", 2, "Scores", r"Scores $Q K^{\top}$",
+        r"\text{Scores} = Q K^{\top},\qquad \text{Scores}_{ij} = \sum_{k=1}^{d_k} Q_{ik}\, K_{jk}",
+        "Every token's query is compared with every token's key at once: entry $(i, j)$ measures how "
+        "relevant token $j$ is to token $i$. This is what makes attention parallel, not sequential.",
         True,
     ),
     Stage(
-        "scaled", 3, "Scaled", "Scaled scores ÷ √d_k",
-        "Scaled = Q·Kᵀ / √d_k",
-        "With q and k entries of variance 1, a dot product has variance d_k. Dividing by √d_k brings "
+        "scaled", 3, "Scaled", r"Scaled scores $\div \sqrt{d_k}$",
+        r"\text{Scaled} = \frac{Q K^{\top}}{\sqrt{d_k}}",
+        r"With $q$ and $k$ entries of variance 1, a dot product has variance $d_k$. Dividing by $\sqrt{d_k}$ brings "
         "it back to 1, so softmax does not saturate into near-zero gradients.",
         True,
     ),
     Stage(
         "mask", 4, "Mask", "Mask: hide keys",
-        "Masked_ij = −∞ where key j is hidden from query i, else Scaled_ij",
+        r"\text{Masked}_{ij} = \begin{cases} {-\infty} & \text{if key } j \text{ is hidden from query } i \\ "
+        r"\text{Scaled}_{ij} & \text{otherwise} \end{cases}",
         "A mask hides some keys from some queries before the softmax: a causal mask hides later "
-        "tokens (a decoder must not peek at the future), padding hides filler tokens. exp(−∞) = 0, "
+        r"tokens (a decoder must not peek at the future), padding hides filler tokens. $\exp(-\infty) = 0$, "
         "so a hidden key gets a weight of exactly 0.",
         True,
     ),
     Stage(
-        "softmax", 5, "Softmax", "Softmax: attention weights A",
-        "A_ij = exp(Masked_ij) / Σ_j' exp(Masked_ij')",
+        "softmax", 5, "Softmax", "Softmax: attention weights $A$",
+        r"A_{ij} = \frac{\exp(\text{Masked}_{ij})}{\sum_{j\prime} \exp(\text{Masked}_{ij\prime})}",
         "Softmax is applied row by row: each row becomes a probability distribution over the tokens, "
         "all weights positive and summing to 1. These are the attention weights.",
         True,
     ),
     Stage(
-        "output", 6, "Output", "Output A·V",
-        "Output_i = Σ_j A_ij · V_j",
+        "output", 6, "Output", r"Output $A V$",
+        r"\text{Output} = A V,\qquad \text{Output}_i = \sum_{j} A_{ij}\, V_j",
         "Each token's output is a weighted average of all value vectors, weighted by how much it "
         "attends to each position: its embedding, now enriched with context.",
         True,
     ),
     Stage(
-        "multihead", 7, "Heads · W_O", "Concatenate heads, project with W_O",
-        "MultiHead(X) = Concat(head_1, …, head_h)·W_O",
+        "multihead", 7, "Heads · Wᴼ", r"Concatenate heads, project with $W_O$",
+        r"\text{MultiHead}(X) = \text{Concat}(\text{head}_1, \ldots, \text{head}_h)\, W_O",
         "Each head finds its own pattern of relevance in a smaller subspace. Their outputs are "
-        "concatenated in order and projected back to d_model by W_O.",
+        r"concatenated in order and projected back to $d_{\text{model}}$ by $W_O$.",
         False,
     ),
     Stage(
         "addnorm1", 8, "Add & Norm", "Add & Norm: residual connection, then LayerNorm",
-        "H = LayerNorm(X + MultiHead(X))",
+        r"H = \text{LayerNorm}\big(X + \text{MultiHead}(X)\big)",
         "A residual connection adds the block's input back to the attention output, then layer "
         "normalisation gives each token's vector mean 0 and variance 1 (times a learned gain γ, plus "
         "a bias β). It keeps activations at a stable scale, and the residual lets gradients flow "
@@ -91,64 +92,68 @@ STAGES: tuple[Stage, ...] = (
     ),
     Stage(
         "ffn", 9, "FFN", "Position-wise feed-forward network",
-        "FFN(H) = act(H·W₁ + b₁)·W₂ + b₂",
+        r"\text{FFN}(H) = \text{act}(H W_1 + b_1)\, W_2 + b_2",
         "Two linear layers with a ReLU or GELU between them, applied to each position independently: "
         "attention mixes information across tokens, the FFN transforms each token on its own. Its "
-        "hidden size d_ff is usually 4·d_model.",
+        r"hidden size $d_{\text{ff}}$ is usually $4\, d_{\text{model}}$.",
         False, True,
     ),
     Stage(
         "addnorm2", 10, "Add & Norm", "Add & Norm: the block's output",
-        "Out = LayerNorm(H + FFN(H))",
+        r"\text{Out} = \text{LayerNorm}\big(H + \text{FFN}(H)\big)",
         "Another residual connection and layer norm after the FFN. The output has the input's shape, "
-        "T×d_model, so blocks stack: this output is the next block's input.",
+        r"$T \times d_{\text{model}}$, so blocks stack: this output is the next block's input.",
         False, True,
     ),
 )
 # Where the text depends on the run's options: (stage, option) → (title, formula, explanation).
+# Titles and explanations are prose with inline maths between $…$; formulas are LaTeX.
 VARIANTS: dict[tuple[str, str], tuple[str, str, str]] = {
     ("scores", "general"): (
-        "Scores: general qᵀ·W_a·k (Luong)",
-        "Scores_ij = (Q·W_a)_i · K_j = Σ_a Σ_b Q_ia · W_a[a][b] · K_jb",
-        "Luong's \"general\" score puts a learned d_k×d_k matrix between each query and key, so the model "
-        "learns which query features should match which key features. With W_a = I it is the plain dot "
-        "product.",
+        r"Scores: general $q_i^{\top} W_a\, k_j$ (Luong)",
+        r"\text{Scores}_{ij} = (Q W_a)_i \cdot K_j = \sum_{a} \sum_{b} Q_{ia}\, (W_a)_{ab}\, K_{jb}",
+        r"Luong's \"general\" score puts a learned $d_k \times d_k$ matrix between each query and key, so the "
+        r"model learns which query features should match which key features. With $W_a = I$ it is the plain "
+        r"dot product.",
     ),
     ("scores", "additive"): (
-        "Scores: additive v_aᵀ·tanh(W₁q + W₂k) (Bahdanau)",
-        "Scores_ij = Σ_a v_a[a] · tanh((Q·W₁)_ia + (K·W₂)_ja)",
-        "Bahdanau's original attention (2014) scored each query–key pair with a small neural network: "
-        "one hidden layer with tanh, then a dot product with v_a. Luong (2015) simplified this to a plain "
-        "dot product. tanh keeps every score within ±Σ|v_a|, so it is not divided by √d_k.",
+        r"Scores: additive $v_a^{\top} \tanh(q_i W_1 + k_j W_2)$ (Bahdanau)",
+        r"\text{Scores}_{ij} = \sum_{a} (v_a)_a \tanh\big((Q W_1)_{ia} + (K W_2)_{ja}\big)",
+        r"Bahdanau's original attention (2014) scored each query–key pair with a small neural network: "
+        r"one hidden layer with tanh, then a dot product with $v_a$. Luong (2015) simplified this to a plain "
+        r"dot product. tanh keeps every score within $\pm \sum_a |(v_a)_a|$, so it is not divided by "
+        r"$\sqrt{d_k}$.",
     ),
     ("scaled", "additive"): (
-        "Scaled scores (additive: ÷τ only)",
-        "Scaled = Scores / τ",
-        "Additive scores are bounded by tanh, so they are not divided by √d_k; only the temperature "
-        "τ applies.",
+        r"Scaled scores (additive: $\div\, \tau$ only)",
+        r"\text{Scaled} = \frac{\text{Scores}}{\tau}",
+        r"Additive scores are bounded by tanh, so they are not divided by $\sqrt{d_k}$; only the "
+        r"temperature $\tau$ applies.",
     ),
     ("output", "linear"): (
         "Output: linear attention",
-        "Output_i = φ(q_i)ᵀ·(φ(K)ᵀ·V) / φ(q_i)ᵀ·Σ_j φ(k_j),  φ(x) = elu(x) + 1",
-        "Linear attention replaces exp(q·k) by φ(q)·φ(k). The product can then be regrouped: φ(K)ᵀ·V is "
-        "a d_k×d_v summary built once, and each query reads it, so the cost grows as T·d² instead of "
-        "T²·d. The weights it implies are smoother than softmax's; the difference is shown below.",
+        r"\text{Output}_i = \frac{\varphi(q_i)^{\top} \big(\varphi(K)^{\top} V\big)}"
+        r"{\varphi(q_i)^{\top} \sum_{j} \varphi(k_j)},\qquad \varphi(x) = \text{elu}(x) + 1",
+        r"Linear attention replaces $\exp(q \cdot k)$ by $\varphi(q) \cdot \varphi(k)$. The product can then be "
+        r"regrouped: $\varphi(K)^{\top} V$ is a $d_k \times d_v$ summary built once, and each query reads it, "
+        r"so the cost grows as $T d^2$ instead of $T^2 d$. The weights it implies are smoother than "
+        r"softmax's; the difference is shown below.",
     ),
     ("addnorm1", "pre"): (
         "Add (pre-norm): residual around normalised attention",
-        "H = X + MultiHead(LayerNorm(X))",
-        "Pre-norm, as in GPT-2 and most recent models: LayerNorm comes first, inside the branch, and the "
-        "residual adds the untouched input. The heads above saw LayerNorm₁(X); this stage adds their "
-        "output back to X.",
+        r"H = X + \text{MultiHead}\big(\text{LayerNorm}(X)\big)",
+        r"Pre-norm, as in GPT-2 and most recent models: LayerNorm comes first, inside the branch, and the "
+        r"residual adds the untouched input. The heads above saw $\text{LayerNorm}_1(X)$; this stage adds "
+        r"their output back to $X$.",
     ),
     ("ffn", "pre"): (
-        "Position-wise feed-forward network (on LayerNorm₂(H))",
-        "FFN(LayerNorm(H)) = act(LN(H)·W₁ + b₁)·W₂ + b₂",
-        "Pre-norm: the FFN reads LayerNorm₂(H), and the residual adds its output to H itself.",
+        r"Position-wise feed-forward network (on $\text{LayerNorm}_2(H)$)",
+        r"\text{FFN}\big(\text{LayerNorm}(H)\big) = \text{act}\big(\text{LN}(H)\, W_1 + b_1\big)\, W_2 + b_2",
+        r"Pre-norm: the FFN reads $\text{LayerNorm}_2(H)$, and the residual adds its output to $H$ itself.",
     ),
     ("addnorm2", "pre"): (
         "Add (pre-norm): the block's output",
-        "Out = H + FFN(LayerNorm(H))",
+        r"\text{Out} = H + \text{FFN}\big(\text{LayerNorm}(H)\big)",
         "The output is H plus the FFN's output, with no normalisation after it: the residual stream "
         "passes through the block untouched. It is the next block's input.",
     ),
@@ -175,11 +180,63 @@ def neighbours(key: str, stages: tuple[Stage, ...] = STAGES) -> tuple[Stage | No
     return prev, nxt
 
 
-def describe(
-    stage: Stage, *, score: str = "dot", attention: str = "softmax", norm: str = "post"
-) -> tuple[str, str, str]:
-    """The stage's title, formula and explanation for these options."""
-    for option in (score, attention, norm):
+@dataclass(frozen=True)
+class Options:
+    """What of the run changes a stage's words: the mechanisms in use."""
+
+    score: str = "dot"
+    attention: str = "softmax"
+    norm: str = "post"
+    cross: bool = False  # keys and values from a source sentence C
+    masked: bool = False  # some key is hidden from some query
+    scale: bool = True  # ÷√d_k (the additive score is never scaled)
+    temperature: bool = False  # τ ≠ 1
+    alibi: bool = False
+    rope: bool = False
+    added_pe: bool = False  # sinusoidal or learned: X = E + P
+    activation: str = "relu"
+
+
+def _formula(stage: Stage, formula: str, o: Options) -> str:
+    """The stage's formula as the run computes it: C for keys and values in cross-attention, the
+    mask only when one is on, ÷√d_k and τ as set, ALiBi's bias and RoPE's rotation where on."""
+    key = stage.key
+    if key == "x":
+        x = r"X = E + P \in \mathbb{R}^{T \times d_{\text{model}}}" if o.added_pe else formula
+        return x + (r",\qquad C \in \mathbb{R}^{S \times d_{\text{model}}}" if o.cross else "")
+    if key == "qkv" and o.cross:
+        return r"Q = X W_Q,\quad K = C W_K,\quad V = C W_V"
+    if key == "scores" and o.score == "dot" and o.rope:
+        return (r"\text{Scores} = \text{RoPE}(Q)\, \text{RoPE}(K)^{\top},\qquad "
+                r"\text{Scores}_{ij} = \sum_{k=1}^{d_k} \tilde{Q}_{ik}\, \tilde{K}_{jk}")
+    if key == "scaled" and o.score != "additive":
+        top = r"Q K^{\top}" if o.score == "dot" else r"\text{Scores}"
+        below = [r"\sqrt{d_k}"] if o.scale else []
+        if o.temperature:
+            below.append(r"\tau")
+        scaled = r"\frac{" + top + "}{" + r"\,".join(below) + "}" if below else top
+        bias = r" + B,\qquad B_{ij} = -m\, |i - j|" if o.alibi else ""
+        return rf"\text{{Scaled}} = {scaled}{bias}"
+    if key == "scaled" and o.alibi:
+        return formula + r" + B,\qquad B_{ij} = -m\, |i - j|"
+    if key == "softmax" and not o.masked:
+        return r"A_{ij} = \frac{\exp(\text{Scaled}_{ij})}{\sum_{j\prime} \exp(\text{Scaled}_{ij\prime})}"
+    if key == "multihead" and o.cross:
+        return r"\text{MultiHead}(X, C) = \text{Concat}(\text{head}_1, \ldots, \text{head}_h)\, W_O"
+    if key == "ffn":
+        act = r"\text{ReLU}(z) = \max(0, z)" if o.activation == "relu" else (r"\text{GELU}(z) \approx \tfrac{1}{2} z \big(1 + \tanh\big(\sqrt{2/\pi}\,"
+                                                                    r"(z + 0.044715\, z^3)\big)\big)")
+        return formula.replace(r"\text{act}", r"\text{ReLU}" if o.activation == "relu" else r"\text{GELU}") + (
+            rf",\qquad {act}")
+    return formula
+
+
+def describe(stage: Stage, options: Options | None = None) -> tuple[str, str, str]:
+    """The stage's title (prose with $…$ maths), formula (LaTeX) and explanation (prose) for these
+    options."""
+    o = options or Options()
+    for option in (o.score, o.attention, o.norm):
         if (stage.key, option) in VARIANTS:
-            return VARIANTS[(stage.key, option)]
-    return stage.title, stage.formula, stage.explanation
+            title, formula, explanation = VARIANTS[(stage.key, option)]
+            return title, _formula(stage, formula, o), explanation
+    return stage.title, _formula(stage, stage.formula, o), stage.explanation

@@ -1,0 +1,186 @@
+"""Typeset maths for the page: MathML Core, rendered on the server, no script.
+
+Fixed formulas are written in LaTeX beside the stage or template that shows them and converted
+once by latex2mathml (maintained, pure Python, no JavaScript runtime, MathML Core output that
+Chromium, Firefox and Safari render natively), then cached. The inspector's arithmetic carries
+the run's numbers: it is built here directly as MathML from floats (``Num``, ``terms``), which is
+cheap at 64 terms and never parses text.
+
+Only text written in this project's source is ever converted. A token a student typed never
+enters a formula: tokens stay in the surrounding HTML, where Jinja escapes them.
+
+Chromium honours only ``mathvariant="normal"``, so bold and double-struck letters are written as
+their Unicode code points (ℝ, 𝐖) by the converter; a minus sign is U+2212; −∞ is wrapped in its
+own group so the minus is a prefix with no binary-operator space.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+
+from latex2mathml.converter import convert
+from markupsafe import Markup, escape
+
+MINUS = "\u2212"
+_MATH_OPEN = re.compile(r'^<math xmlns="http://www.w3.org/1998/Math/MathML" display="(inline|block)">')
+_INLINE_MATH = re.compile(r"\$([^$]+)\$")
+# A minus after an opening bracket, "=" or "," is a sign, not a subtraction: no operator spacing.
+_PREFIX_MINUS = re.compile(r"(<mo[^>]*>&#x0002[8C];</mo>|<mo[^>]*>&#x0003D;</mo>|<mo[^>]*>&#x0005B;</mo>)<mo>&#x02212;</mo>")
+
+
+_SPOKEN = (
+    (r"\\begin\{cases\}", " cases: "), (r"\\end\{cases\}", ""), (r"\\\\", "; "), ("&", " "),
+    (r"\\frac", " fraction "), (r"\\sqrt", "√"), (r"\\sum", "Σ"), (r"\\cdot", "·"), (r"\\times", "×"),
+    (r"\\top", "ᵀ"), (r"\\infty", "∞"), (r"\\in\b", "∈"), (r"\\div", "÷"), (r"\\tau", "τ"),
+    (r"\\varphi", "φ"), (r"\\mu", "μ"), (r"\\sigma", "σ"), (r"\\gamma", "γ"), (r"\\beta", "β"),
+    (r"\\mathbb\{R\}", "ℝ"), (r"\\(left|right|big|quad|qquad|,|;|!)", " "),
+)
+
+
+def _alttext(latex: str) -> str:
+    """A plain reading of the LaTeX for alttext: ℝ, Σ, √ for their commands; other commands by name."""
+    text = latex
+    for pattern, spoken in _SPOKEN:
+        text = re.sub(pattern, spoken, text)
+    text = re.sub(r"\\(text|mathrm|operatorname|mathbf|boldsymbol|tilde|hat)\s*", "", text)
+    text = re.sub(r"\\([a-zA-Z]+)", r"\1", text)
+    return re.sub(r"\s+", " ", text.replace("{", "").replace("}", "")).strip()
+
+
+def _source(text: str) -> str:
+    """Plain text of a formula: a template's {% filter %} block hands over Markup."""
+    return text.unescape() if isinstance(text, Markup) else str(text)
+
+
+def tex(latex: str, display: bool = False) -> Markup:
+    """MathML for a fixed LaTeX formula (cached: each distinct formula is converted once)."""
+    return _tex(_source(latex), display)
+
+
+@lru_cache(maxsize=4096)
+def _tex(latex: str, display: bool) -> Markup:
+    mathml = convert(latex, display="block" if display else "inline")
+    mathml = mathml.replace("<mo>&#x0221E;</mo>", "<mi>&#x0221E;</mi>")  # ∞ is a symbol, not an operator
+    mathml = _PREFIX_MINUS.sub(r'\1<mo form="prefix">&#x02212;</mo>', mathml)
+    opening = f'<math display="{"block" if display else "inline"}" alttext="{escape(_alttext(latex))}">'
+    mathml, found = _MATH_OPEN.subn(opening, mathml, count=1)
+    if not found:  # the converter's opening tag changed: fail loudly rather than render something else
+        raise ValueError(f"unexpected MathML from latex2mathml for {latex!r}")
+    return Markup(mathml)
+
+
+def prose(text: str) -> Markup:
+    """Project-written text with inline maths between $…$: the text escaped, the maths typeset."""
+    return _prose(_source(text))
+
+
+@lru_cache(maxsize=1024)
+def _prose(text: str) -> Markup:
+    parts = _INLINE_MATH.split(text)  # text, maths, text, maths, …
+    return Markup("").join(tex(p) if i % 2 else escape(p) for i, p in enumerate(parts))
+
+
+# --- MathML built from the run's numbers (the inspector) ---------------------------------------
+
+
+def number(value: float, decimals: int, *, bracket: bool = False) -> str:
+    """A number as MathML: <mn>, with a true minus sign in front when negative, and in brackets
+    when it is a negative factor (``bracket``): 0.109·(−0.154). −0.000 prints as 0.000."""
+    rounded = round(float(value), decimals) + 0.0
+    if math.isinf(rounded):
+        body = "<mi>∞</mi>" if rounded > 0 else f"<mrow><mo>{MINUS}</mo><mi>∞</mi></mrow>"
+        return body
+    text = f"{abs(rounded):.{decimals}f}"
+    if rounded >= 0 or float(text) == 0.0:
+        return f"<mn>{text}</mn>"
+    neg = f"<mrow><mo form=\"prefix\">{MINUS}</mo><mn>{text}</mn></mrow>"
+    return f'<mrow><mo stretchy="false">(</mo>{neg}<mo stretchy="false">)</mo></mrow>' if bracket else neg
+
+
+def mo(symbol: str) -> str:
+    return f"<mo>{escape(symbol)}</mo>"
+
+
+def mi(name: str) -> str:
+    return f"<mi>{escape(name)}</mi>"
+
+
+def mtext(text: str) -> str:
+    return f"<mtext>{escape(text)}</mtext>"
+
+
+def sub(base: str, index: str) -> str:
+    return f"<msub>{base}<mrow>{index}</mrow></msub>"
+
+
+def sup(base: str, exponent: str) -> str:
+    return f"<msup>{base}<mrow>{exponent}</mrow></msup>"
+
+
+def frac(numerator: str, denominator: str) -> str:
+    return f"<mfrac><mrow>{numerator}</mrow><mrow>{denominator}</mrow></mfrac>"
+
+
+def sqrt(body: str) -> str:
+    return f"<msqrt>{body}</msqrt>"
+
+
+def paren(body: str) -> str:
+    return f'<mrow><mo>(</mo>{body}<mo>)</mo></mrow>'
+
+
+def fenced_list(values: Iterable[float], decimals: int) -> str:
+    """[v₁, v₂, …] as a bracketed row of numbers."""
+    items = "<mo separator=\"true\">,</mo>".join(number(v, decimals) for v in values)
+    return f"<mrow><mo>[</mo>{items}<mo>]</mo></mrow>"
+
+
+def sum_of(parts: Sequence[str]) -> str:
+    """a + b + c, each part already MathML (a product with its negative factors in brackets)."""
+    return "<mo>+</mo>".join(parts)
+
+
+def signed_sum(values: Sequence[float], decimals: int) -> str:
+    """v₁ + v₂ − v₃ …: a negative term after the first is subtracted, as written by hand."""
+    out = []
+    for n, v in enumerate(values):
+        rounded = round(float(v), decimals) + 0.0
+        if n and rounded < 0:
+            out.append(f"<mo>{MINUS}</mo>{number(-rounded, decimals)}")
+        else:
+            out.append(("<mo>+</mo>" if n else "") + number(rounded, decimals))
+    return "".join(out)
+
+
+def product(left: float, right: float, decimals: int) -> str:
+    """left·right with each negative factor in brackets: (−0.177)·0.008, 0.109·(−0.154)."""
+    return f"{number(left, decimals, bracket=True)}<mo>·</mo>{number(right, decimals, bracket=True)}"
+
+
+def math_block(body: str, label: str, *, display: bool = False) -> Markup:
+    """Wrap MathML built from numbers in <math>; ``label`` is its plain reading (alttext)."""
+    mode = "block" if display else "inline"
+    return Markup(f'<math display="{mode}" alttext="{escape(label)}"><mrow>{body}</mrow></math>')
+
+
+def fragment(latex: str, display: bool = False) -> str:
+    """The inner MathML of a fixed LaTeX formula, to splice into a built one."""
+    html = str(tex(latex, display))
+    return html[html.index(">") + 1: html.rindex("</math>")]
+
+
+def number_math(value: float, decimals: int, bracket: bool = False) -> Markup:
+    """One number as its own <math>: for table cells of the inspector."""
+    return math_block(number(value, decimals, bracket=bracket), f"{value:.{decimals}f}")
+
+
+def vector_math(values: Sequence[float], decimals: int) -> Markup:
+    return math_block(fenced_list(values, decimals), "a row of numbers")
+
+
+def fraction_math(numerator: float, denominator: float, decimals: int) -> Markup:
+    return math_block(frac(number(numerator, decimals), number(denominator, decimals)),
+                      f"{numerator:.{decimals}f} / {denominator:.{decimals}f}")
