@@ -180,6 +180,8 @@ async def update(request: Request) -> Response:
     try:
         sc, view = read_page(fields)
         sc, view = apply_action(sc, view, fields.get("action", ""))
+        if not _is_htmx(request) and fields.get("action"):  # without JavaScript: an edit keeps the inputs open
+            view = replace(view, panels=view.panels | {"inputs"})
         ctx = _workspace_context(sc, view)
     except FormError as e:
         return _error_response(request, fields, e)

@@ -134,6 +134,15 @@
   // for it, closing one drops it from the hidden list so later updates leave it closed.
   document.addEventListener("toggle", function (ev) {
     const details = ev.target;
+    // The inputs drawer: remembered in the form's panels, so the next swap keeps it as it is.
+    if (details.dataset && details.dataset.drawer) {
+      const panels = document.getElementById("open-panels");
+      if (!panels) return;
+      const words = new Set(panels.value.split(" ").filter(Boolean));
+      if (details.open) words.add(details.dataset.drawer); else words.delete(details.dataset.drawer);
+      panels.value = Array.from(words).sort().join(" ");
+      return;
+    }
     if (!details.matches || !details.matches("details[data-panel], details.panel-extra")) return;
     const field = document.getElementById("open-panels");
     const key = details.id.replace(/-panel$/, "");

@@ -211,7 +211,7 @@ def test_general_score_terms_add_up() -> None:
     run = run_attention(X, num_heads=H, d_k=D_K, score="general", seed=3)
     for ref in every_ref(run, "scores"):
         e = explained(run, ref)
-        assert isinstance(e, DotProduct) and "W_a" in e.title
+        assert isinstance(e, DotProduct) and "W_a" in e.left_name
         assert np.isclose(e.total, stored(run, ref)[ref.row, ref.col])
 
 
@@ -233,7 +233,7 @@ def test_linear_output_is_a_weighted_sum_with_the_implied_weights() -> None:
     run = run_attention(X, num_heads=H, d_k=D_K, attention="linear")
     for ref in every_ref(run, "output"):
         e = explained(run, ref)
-        assert isinstance(e, WeightedSum) and "A_linear" in e.title
+        assert isinstance(e, WeightedSum) and "linear attention" in e.title
         assert np.isclose(e.result[ref.col], stored(run, ref)[ref.row, ref.col])
 
 
