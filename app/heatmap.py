@@ -49,10 +49,10 @@ def legend(kind: str, top: float, decimals: int) -> list[LegendStop]:
     if kind == "weights":
         step = 1.0 / SEQUENTIAL_BUCKETS
         return [
-            LegendStop(f"s{i}", f"{i * step:.2f}–{(i + 1) * step:.2f}") for i in range(SEQUENTIAL_BUCKETS)
+            LegendStop(f"s{i}", f"{i * step:.2f}") for i in range(SEQUENTIAL_BUCKETS)  # each bucket's lower end
         ]
     return [
-        LegendStop(f"d{i}", f"{i * top / DIVERGING_BUCKETS:.{decimals}f}")
+        LegendStop(f"d{i}", f"{i * top / DIVERGING_BUCKETS + 0.0:.{min(decimals, 2)}f}".replace("-", "−"))
         for i in range(-DIVERGING_BUCKETS, DIVERGING_BUCKETS + 1, 1)
     ]
 

@@ -53,16 +53,19 @@
       const table = document.querySelector('table[data-ref="' + CSS.escape(ref) + '"]');
       const tr = table && table.tBodies[0].rows[row];
       const td = tr && tr.cells[col + 1];
-      if (td) { moveFocus(td); }
+      if (td) { moveFocus(td, true); }
+      // The arithmetic just asked for: bring the inspector into view (on a laptop it opens below the fold).
+      const inspector = document.getElementById("inspector");
+      if (inspector) { inspector.scrollIntoView({ block: "nearest" }); }
     }
     markFields();
   }
 
-  function moveFocus(td) {
+  function moveFocus(td, preventScroll) {
     const table = td.closest("table");
     table.querySelectorAll("td[tabindex='0']").forEach(function (c) { c.tabIndex = -1; });
     td.tabIndex = 0;
-    td.focus();
+    td.focus({ preventScroll: Boolean(preventScroll) });
   }
 
   // In a quiz a hidden cell is not inspected (that would show its value): it becomes the cell to
