@@ -161,6 +161,9 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     document.documentElement.classList.add("js");
+    // A whole page brings the inputs drawer open (for pages without JavaScript); close it unless kept open.
+    const drawer = document.querySelector("details[data-drawer][data-keep='closed']");
+    if (drawer) drawer.open = false;
     prepareTables(document);
   });
   document.addEventListener("htmx:afterSettle", function () { prepareTables(document); });

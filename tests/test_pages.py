@@ -12,6 +12,7 @@ from httpx import Response
 from markupsafe import escape
 
 from app.config import settings
+from app.maths import prose
 from app.scenario import from_preset
 from app.stages import STAGES, visible_stages
 from tests.conftest import form_fields
@@ -142,7 +143,7 @@ def test_goto_renders_that_stage(client: TestClient, key: str) -> None:
     assert r.status_code == 200
     assert stage_articles(r.text) == [key]
     heading = re.search(rf'<h3 id="stage-{key}-h">(.*?)</h3>', r.text, re.S)
-    assert heading and str(escape(stage.title)) in heading.group(1)
+    assert heading and str(prose(stage.title)) in heading.group(1)
     assert f'<input type="hidden" name="stage" value="{key}">' in r.text
 
 
@@ -179,7 +180,7 @@ def test_inspector_shows_seed_003_softmax_row(client: TestClient) -> None:
     box = inspector(r.text)
     for number in ("1.414", "4.113", "2.028", "8.169", "0.503", "0.248"):
         assert number in box, number
-    assert '<tr class="sel"><th scope="row">token 1</th>' in box
+    assert '<tr class="sel"><th scope="row">1 token 1</th>' in box  # keys counted from 1, as on the page
     # The inspected cell is marked in the heatmap.
     assert re.search(r'data-ref="softmax.0".*?<td class="[^"]* sel">0.503</td>', r.text, re.S)
 
@@ -208,8 +209,11 @@ def test_inspector_dot_product_of_a_score(client: TestClient) -> None:
     r = client.post("/stages", data=form, headers=HTMX)
     assert r.status_code == 200
     box = inspector(r.text)
-    assert "scores[2][0]" in box
-    assert "<strong>2.000</strong>" in box  # Q[2]·K[0] = 1·1 + 1·1
+    assert "Score of query 3 (token 3) for key 1 (token 1)" in box  # counted from 1
+    assert "<mtext>Scores</mtext><mrow><mn>3</mn><mo>,</mo><mn>1</mn>" in box.replace("&#x0002C;", ",")
+    # Q₃·K₁ = 1·1 + 1·1: the products, then the result, as MathML numbers
+    assert box.count("<mn>1.000</mn><mo>·</mo><mn>1.000</mn>") == 2
+    assert '<div class="arith result"><math display="inline" alttext="= 2.000">' in box
 
 
 def test_inspector_ignores_an_out_of_range_ref(client: TestClient) -> None:
@@ -512,7 +516,7 @@ def test_more_heads_resize_d_k_and_offer_a_head_choice(client: TestClient) -> No
     after = form_fields(r.text)
     assert after["shape"] == "4,2,2,2,0,0"  # d_model, h, d_k, d_v, head, d_ff (0: no block)
     assert (after["d_k"], after["d_v"]) == ("2", "2")
-    assert '<select name="head">' in r.text
+    assert '<select name="head" hx-post=' in r.text  # beside the stages, updating the editor's weights too
     for i in range(5):
         assert [after[f"x-{i}-{j}"] for j in range(3)] == [form[f"x-{i}-{j}"] for j in range(3)]
     # The second head is shown on request, with its own weights.

@@ -26,7 +26,7 @@ def presenting(html: str) -> bool:
 
 def hidden_editor(html: str) -> str:
     """The markup inside presenter mode's hidden wrapper, which must hold the whole editor."""
-    m = re.search(r'<div hidden>\s*(<section id="editor".*?</section>)\s*</div>', html, re.S)
+    m = re.search(r'<div hidden>\s*(<details id="editor".*?</details>)\s*</div>', html, re.S)
     assert m, "the editor is not inside a hidden wrapper"
     return m.group(1)
 
@@ -106,7 +106,7 @@ def test_inspecting_a_cell_keeps_presenter_mode(client: TestClient) -> None:
     form = {**present_form(client), "stage": "softmax", "inspect": "softmax.0.2.0"}
     r = client.post("/stages", data=form, headers=HTMX)
     assert r.status_code == 200
-    assert "softmax row 2" in r.text and "0.503" in r.text
+    assert "Attention weights of query 3" in r.text and "0.503" in r.text
     assert form_fields(r.text, None)["present"] == "on"
 
 

@@ -134,7 +134,7 @@ def test_a_prediction_is_judged_and_reveals_its_cell_and_arithmetic(client: Test
     shown = cells(heatmap(r.text, "softmax.0"))
     assert shown[2 * 3 + 1] == f"{value:.3f}" and shown.count("?") == 8
     assert "Close: within the tolerance." in r.text and f"it is <strong>{value:.3f}</strong>" in r.text
-    assert "softmax row 2" in r.text  # the inspector shows the row's arithmetic
+    assert "Attention weights of query 3" in r.text  # the inspector shows the row's arithmetic
     after = {**fields, **form_fields(r.text)}
     assert after["revealed"] == "softmax.0.2.1" and after["inspect"] == "softmax.0.2.1"
     assert "revealed=softmax.0.2.1" in r.headers["HX-Replace-Url"]

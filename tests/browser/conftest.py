@@ -153,6 +153,20 @@ def page_log() -> PageLog:
 
 
 @pytest.fixture
+def inputs_open() -> bool:
+    """Whether the page opens its inputs drawer when it loads, as a student who edits does first.
+    Tests of the layout itself take the page as it comes: parametrize with [False]."""
+    return True
+
+
+# With JavaScript the drawer starts closed; a test that edits opens it as a student would (its toggle
+# is remembered in the form's panels, so later swaps keep it open).
+OPEN_INPUTS = """document.addEventListener("DOMContentLoaded", () => {
+  setTimeout(() => { const d = document.getElementById("editor"); if (d && !d.open) d.open = true; }, 0);
+});"""
+
+
+@pytest.fixture
 def js_enabled() -> bool:
     """A test runs without JavaScript with @pytest.mark.parametrize("js_enabled", [False])."""
     return True
@@ -173,9 +187,11 @@ def screenshot(page: Page) -> Callable[..., Path]:
 
 
 @pytest.fixture
-def page(browser: Browser, base_url: str, page_log: PageLog, js_enabled: bool,
+def page(browser: Browser, base_url: str, page_log: PageLog, js_enabled: bool, inputs_open: bool,
          request: pytest.FixtureRequest) -> Iterator[Page]:
     context = browser.new_context(viewport=VIEWPORT, base_url=base_url, java_script_enabled=js_enabled)
+    if js_enabled and inputs_open:
+        context.add_init_script(OPEN_INPUTS)
     context.set_default_timeout(ACTION_TIMEOUT_MS)
     page = context.new_page()
     page.on("console", page_log.on_console)
