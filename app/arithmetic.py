@@ -219,7 +219,8 @@ def _explain_block(stack: TransformerRun, ref: CellRef, tokens: list[str], dim_l
         beta = getattr(block.weights, f"ln{n}_beta")[j]
         source = {"ln1": "X + MultiHead" if post else "X", "ln2": "H + FFN" if post else "H"}[ref.matrix]
         return LayerNormCell(
-            ref, f"LayerNorm{'₁' if n == '1' else '₂'}, row {i + 1} ({tokens[i]}), column {j + 1} ({dim_labels[j]}){bn}",
+            ref, f"LayerNorm{'₁' if n == '1' else '₂'}, row {i + 1} ({tokens[i]}), "
+                 f"column {j + 1} ({dim_labels[j]}){bn}",
             source,
             tuple(ln.input[i].tolist()), float(ln.mean[i]), float(ln.var[i]), LAYER_NORM_EPS,
             float(ln.input[i, j]), float(ln.normalized[i, j]), float(gamma), float(beta), float(ln.output[i, j]),

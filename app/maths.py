@@ -28,7 +28,8 @@ MINUS = "\u2212"
 _MATH_OPEN = re.compile(r'^<math xmlns="http://www.w3.org/1998/Math/MathML" display="(inline|block)">')
 _INLINE_MATH = re.compile(r"\$([^$]+)\$")
 # A minus after an opening bracket, "=" or "," is a sign, not a subtraction: no operator spacing.
-_PREFIX_MINUS = re.compile(r"(<mo[^>]*>&#x0002[8C];</mo>|<mo[^>]*>&#x0003D;</mo>|<mo[^>]*>&#x0005B;</mo>)<mo>&#x02212;</mo>")
+_PREFIX_MINUS = re.compile(
+    r"(<mo[^>]*>&#x0002[8C];</mo>|<mo[^>]*>&#x0003D;</mo>|<mo[^>]*>&#x0005B;</mo>)<mo>&#x02212;</mo>")
 
 
 _SPOKEN = (

@@ -15,10 +15,9 @@ from app.arithmetic import BLOCK_CELLS as BLOCK_MATRICES
 from app.arithmetic import INSPECTABLE, CellRef, Explanation, cell_matrix, explain, parse_ref
 from app.cost import attention_cost
 from app.heatmap import LegendStop, format_numbers, heatmap_table, legend
-from app.panels import cost_context, lab_context
 from app.maths import prose
+from app.panels import cost_context, lab_context
 from app.pin import decode_pin, describe_pin
-from app.worked import worked
 from app.pipeline import AttentionRun, HeadResult, TransformerRun, build_mask
 from app.presets import PRESETS
 from app.quiz import LABELS as QUIZ_LABELS
@@ -26,6 +25,7 @@ from app.quiz import check, hidden_cells, stage_results
 from app.quiz import owner as cell_owner
 from app.scenario import Scenario, View, format_input
 from app.stages import Options, Stage, describe, neighbours, stage_or_first, visible_stages
+from app.worked import worked
 
 
 @dataclass(frozen=True)

@@ -224,10 +224,10 @@ def _formula(stage: Stage, formula: str, o: Options) -> str:
     if key == "multihead" and o.cross:
         return r"\text{MultiHead}(X, C) = \text{Concat}(\text{head}_1, \ldots, \text{head}_h)\, W_O"
     if key == "ffn":
-        act = r"\text{ReLU}(z) = \max(0, z)" if o.activation == "relu" else (r"\text{GELU}(z) \approx \tfrac{1}{2} z \big(1 + \tanh\big(\sqrt{2/\pi}\,"
-                                                                    r"(z + 0.044715\, z^3)\big)\big)")
-        return formula.replace(r"\text{act}", r"\text{ReLU}" if o.activation == "relu" else r"\text{GELU}") + (
-            rf",\qquad {act}")
+        name = r"\text{ReLU}" if o.activation == "relu" else r"\text{GELU}"
+        act = (r"\text{ReLU}(z) = \max(0, z)" if o.activation == "relu" else
+               r"\text{GELU}(z) \approx \tfrac{1}{2} z \big(1 + \tanh\big(\sqrt{2/\pi}\,(z + 0.044715\, z^3)\big)\big)")
+        return formula.replace(r"\text{act}", name) + rf",\qquad {act}"
     return formula
 
 

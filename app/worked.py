@@ -21,7 +21,7 @@ from app.arithmetic import (
     SoftmaxRow,
     WeightedSum,
 )
-from app.maths import MINUS, fenced_list, fragment, frac, math_block, number, product, signed_sum, sqrt, sum_of
+from app.maths import MINUS, fenced_list, frac, fragment, math_block, number, product, signed_sum, sqrt, sum_of
 
 # A matrix's symbol in the inspector's formulas (LaTeX), and how its operands are indexed.
 SYMBOLS = {
@@ -97,7 +97,8 @@ def _division(e: Division, d: int) -> Worked:
 def _softmax(e: SoftmaxRow, d: int) -> Worked:
     i, j = e.ref.row, e.ref.col
     s = r"\text{Masked}" if any(en.hidden for en in e.entries) else r"\text{Scaled}"
-    symbolic = rf"A_{{{i + 1},{j + 1}}} = \frac{{\exp({s}_{{{i + 1},{j + 1}}})}}{{\sum_{{j'}} \exp({s}_{{{i + 1},j'}})}}"
+    symbolic = (rf"A_{{{i + 1},{j + 1}}} = \frac{{\exp({s}_{{{i + 1},{j + 1}}})}}"
+                rf"{{\sum_{{j'}} \exp({s}_{{{i + 1},j'}})}}")
     chosen = next(en for en in e.entries if en.selected)
     lines = [math_block(
         f"<mo>=</mo>{frac(number(chosen.exp, d), number(e.total, d))}<mo>=</mo><mn>{_plain(chosen.weight, d)}</mn>",
