@@ -269,8 +269,9 @@ def _num(v: float) -> str:
 
 
 def format_input(v: float) -> str:
-    """How a number appears in an input: short, and exact for what a student typed."""
-    return _num(round(float(v), 6))
+    """How a number appears in an input: short, and exact for what a student typed. A value that
+    rounds to zero shows as 0, never -0 (adding 0.0 turns −0.0 into +0.0)."""
+    return _num(round(float(v), 6) + 0.0)
 
 
 # --- reading a form -----------------------------------------------------------------------------

@@ -606,3 +606,13 @@ def test_opening_a_deeply_nested_file_is_a_clear_error(client: TestClient) -> No
     r = client.post("/scenario/open", files={"scenario": ("s.json", b"[" * 100_000, "application/json")})
     assert r.status_code == 422
     assert "this file is not a scenario" in r.text
+
+
+def test_a_value_that_rounds_to_zero_shows_as_0_in_its_input(client: TestClient) -> None:
+    """−0.0 and a tiny negative typed into X come back as 0, never -0."""
+    form = {**page_form(client), "x-0-0": "-0.0", "x-0-1": "-0.0000001", "w_q-0-0": "-1e-9"}
+    r = client.post("/", data=form)
+    assert r.status_code == 200
+    after = form_fields(r.text)
+    assert (after["x-0-0"], after["x-0-1"], after["w_q-0-0"]) == ("0", "0", "0")
+    assert 'value="-0"' not in r.text
