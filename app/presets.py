@@ -33,6 +33,9 @@ class Preset:
     positional_encoding: str = "none"
     context_tokens: tuple[str, ...] = ()  # a source sentence: cross-attention
     context_x: tuple[tuple[float, ...], ...] = ()
+    # The source sentence ticking cross-attention starts from (its embedding C drawn from the seed),
+    # for a preset without context_tokens; none: "src 1" … "src T".
+    source_tokens: tuple[str, ...] = ()
     stage: str = "x"  # the stage the preset opens on
     window: int | None = None  # local / strided masks: the window or stride
     score: str = "dot"
@@ -125,6 +128,9 @@ _EN_X = (
     (0.0, 0.0, 0.0, 0.0, 1.0, -0.5),
 )
 _FR = ("Le", "chat", "assis", "sur", "le", "tapis")
+# Seed 003's French sentence as the source for the presets on "the cat sat on mat": ticking
+# cross-attention there gives S = 6 source tokens against T = 5 queries.
+_DEFAULT_SOURCE = _FR
 _ALIGN_WEIGHTS = {
     "w_q": (tuple(tuple(4.0 * v for v in row) for row in _identity(6)),),
     "w_k": (_identity(6),),
@@ -150,6 +156,7 @@ PRESETS: dict[str, Preset] = {
             ),
             tokens=_DEFAULT_TOKENS,
             x=_DEFAULT_X,
+            source_tokens=_DEFAULT_SOURCE,
         ),
         Preset(
             key="pool",
@@ -296,6 +303,7 @@ PRESETS: dict[str, Preset] = {
             ),
             tokens=_DEFAULT_TOKENS,
             x=_DEFAULT_X,
+            source_tokens=_DEFAULT_SOURCE,
             mask="causal",
             stage="mask",
         ),
@@ -354,6 +362,7 @@ PRESETS: dict[str, Preset] = {
             ),
             tokens=_DEFAULT_TOKENS,
             x=_DEFAULT_X,
+            source_tokens=_DEFAULT_SOURCE,
             attention="linear",
             stage="output",
         ),
@@ -368,6 +377,7 @@ PRESETS: dict[str, Preset] = {
             ),
             tokens=_DEFAULT_TOKENS,
             x=_DEFAULT_X,
+            source_tokens=_DEFAULT_SOURCE,
             blocks=2,
             stage="addnorm1",
         ),

@@ -73,6 +73,7 @@ class EditorGrid:
 # Heatmap titles (plain text: table captions, exports) and the same as prose with typeset maths.
 TITLE_TEX: dict[str, str] = {
     "Q": "$Q$", "K": "$K$", "V": "$V$", "Kᵀ": r"$K^{\top}$",
+    "Q = X·W_Q": "$Q = X W_Q$", "K = C·W_K": "$K = C W_K$", "V = C·W_V": "$V = C W_V$",
     "W_Q": "$W_Q$", "W_K": "$W_K$", "W_V": "$W_V$", "W_O": "$W_O$", "W_a": "$W_a$", "W₁": "$W_1$",
     "W₂": "$W_2$", "v_a": "$v_a$",
     "Q rotated (RoPE)": r"$\tilde{Q}$: $Q$ rotated (RoPE)", "K rotated (RoPE)": r"$\tilde{K}$: $K$ rotated (RoPE)",
@@ -204,10 +205,12 @@ class PanelBuilder:
         linear = head.linear is not None
         # Rows and columns are the token lists, or a prefix numbered here: "q" → q1, q2, … (only
         # for the matrix asked for).
+        # In cross-attention the titles say where each comes from: queries from X, keys and values from C.
+        cross = self.run.context is not None
         spec = {
-            "q": ("Q", self.rows, "q", "signed"),
-            "k": ("K", self.keys, "k", "signed"),
-            "v": ("V", self.keys, "v", "signed"),
+            "q": ("Q = X·W_Q" if cross else "Q", self.rows, "q", "signed"),
+            "k": ("K = C·W_K" if cross else "K", self.keys, "k", "signed"),
+            "v": ("V = C·W_V" if cross else "V", self.keys, "v", "signed"),
             "q_rot": ("Q rotated (RoPE)", self.rows, "q", "signed"),
             "k_rot": ("K rotated (RoPE)", self.keys, "k", "signed"),
             "bias": ("ALiBi bias −m·|i−j|", self.rows, self.keys, "signed"),
@@ -425,7 +428,8 @@ def editor_grids(sc: Scenario, view: View, run: AttentionRun, stack: Transformer
     d_v = sc.d_v
     o_rows = [f"h{h + 1}·v{j + 1}" for j in range(d_v)]
     grids = {
-        "x": grid("x", "X (target sentence)" if sc.cross else "X", sc.x, token_labels(sc.tokens), dims, "X"),
+        "x": grid("x", "X (target sentence: queries)" if sc.cross else "X", sc.x, token_labels(sc.tokens), dims,
+                  "X"),
         "c": None,
         "pos": None,
         "weights": [
@@ -459,7 +463,8 @@ def editor_grids(sc: Scenario, view: View, run: AttentionRun, stack: Transformer
             grid("ln2_beta", "LayerNorm₂ β", bw.ln2_beta, ["β₂"], dims, "LayerNorm₂ β"),
         ]
     if sc.cross and sc.context_x is not None:
-        grids["c"] = grid("c", "C (source sentence)", sc.context_x, token_labels(sc.context_tokens), dims, "C")
+        grids["c"] = grid("c", "C (source sentence: keys and values)", sc.context_x, token_labels(sc.context_tokens),
+                          dims, "C")
     if sc.position_table is not None:
         positions = [f"pos {i}" for i in range(sc.position_table.shape[0])]
         grids["pos"] = grid("pos", "P (learned position table)", sc.position_table, positions, dims, "P")

@@ -250,6 +250,19 @@ def filler_values(rows: int, cols: int, seed: int) -> np.ndarray:
     return np.round(rng.uniform(-1.0, 1.0, (rows, cols)), 2)
 
 
+def starting_source(preset: str, seed: int, t: int, d_model: int) -> tuple[tuple[str, ...], np.ndarray]:
+    """The source sentence cross-attention starts from when it is ticked: the preset's own context
+    (translate) when it fits d_model; else the preset's source_tokens, or "src 1" … "src T", with an
+    embedding C of (S, d_model) drawn from the seed, so that C differs from X and K, V and the
+    scores change visibly."""
+    p = PRESETS.get(preset)
+    if p is not None and p.context_tokens and p.d_model == d_model:
+        return p.context_tokens, np.array(p.context_x, dtype=np.float64)
+    tokens = p.source_tokens if p is not None and p.source_tokens else tuple(f"src {i + 1}" for i in range(t))
+    rng = np.random.default_rng([seed, 2])  # a stream apart from the weights' and filler_values'
+    return tokens, np.round(rng.uniform(-1.0, 1.0, (len(tokens), d_model)), 2)  # (S, d_model)
+
+
 def encode_edits(edits: Mapping[tuple[str, int, int, int], float]) -> str:
     return " ".join(f"{n}.{h}.{r}.{c}={_num(v)}" for (n, h, r, c), v in sorted(edits.items()))
 
@@ -269,8 +282,9 @@ def _num(v: float) -> str:
 
 
 def format_input(v: float) -> str:
-    """How a number appears in an input: short, and exact for what a student typed."""
-    return _num(round(float(v), 6))
+    """How a number appears in an input: short, and exact for what a student typed. A value that
+    rounds to zero shows as 0, never -0 (adding 0.0 turns −0.0 into +0.0)."""
+    return _num(round(float(v), 6) + 0.0)
 
 
 # --- reading a form -----------------------------------------------------------------------------
@@ -320,23 +334,31 @@ def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
     if d_v == r_d_v and r_d_v == r_d_k:
         d_v = d_k
 
-    # Cross-attention: a source sentence of S tokens; switched on, it starts as a copy of X.
+    # Cross-attention: a source sentence of S tokens; switched on, it starts as starting_source.
     context_tokens: tuple[str, ...] = ()
     context_x = None
     if f.cross:
         if f.ctokens:
             context_tokens = f.ctokens
-            context_x = read_matrix(form, "c", len(context_tokens), r_d_model, "source X")
+            context_x = read_matrix(form, "c", len(context_tokens), r_d_model, "C")
         else:
-            context_tokens, context_x = tokens, x.copy()
+            context_tokens, context_x = starting_source(f.preset, f.seed or 0, t, r_d_model)
+    # Switching cross-attention on or off changes what the keys are: cells hidden by hand and
+    # padding marks named the old keys.
+    switched = f.cross != bool(f.ctokens)
     s_len = len(context_tokens) or t
-    if "mask_grid" in form:  # the mask stage is on screen: its checkboxes are the truth
+    if switched:
+        blocked = frozenset()
+    elif "mask_grid" in form:  # the mask stage is on screen: its checkboxes are the truth
         blocked = frozenset((i, j) for i in range(t) for j in range(s_len) if f"block-{i}-{j}" in form)
     else:
         blocked = f.blocked
     position_table = None
     if f.positional_encoding == "learned" and "pos-0-0" in form:
-        position_table = read_matrix(form, "pos", max(t, s_len), r_d_model, "P")
+        # The rows on screen: a longer source sentence just switched on has more positions than
+        # the form has rows; with_position_table fills them from the seed.
+        rows = next((r for r in range(max(t, s_len), 0, -1) if f"pos-{r - 1}-0" in form), 1)
+        position_table = read_matrix(form, "pos", rows, r_d_model, "P")
     d_ff = f.d_ff or r_d_ff or 4 * d_model
     if d_ff == r_d_ff and d_model != r_d_model:
         d_ff = 4 * d_model  # d_ff follows d_model unless the student set it
@@ -353,7 +375,7 @@ def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
         activation=f.activation,
         norm=f.norm,
         blocked=blocked,
-        padding=frozenset(j for j in range(s_len) if f"pad-{j}" in form),
+        padding=frozenset() if switched else frozenset(j for j in range(s_len) if f"pad-{j}" in form),
         positional_encoding=f.positional_encoding,
         temperature=f.temperature,
         context_tokens=context_tokens,

@@ -18,6 +18,12 @@
     }
   });
 
+  // Choosing a scenario loads it at once (without JavaScript, the Load button beside it does).
+  document.addEventListener("change", function (ev) {
+    if (ev.target.id !== "preset-choice" || !ev.target.form) return;
+    ev.target.form.requestSubmit();
+  });
+
   // Enter in a value cell would submit the whole form; the edit is already on its way.
   document.addEventListener("keydown", function (ev) {
     if (ev.key !== "Enter" || !ev.target.matches) return;

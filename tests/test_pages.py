@@ -610,3 +610,40 @@ def test_opening_a_deeply_nested_file_is_a_clear_error(client: TestClient) -> No
     r = client.post("/scenario/open", files={"scenario": ("s.json", b"[" * 100_000, "application/json")})
     assert r.status_code == 422
     assert "this file is not a scenario" in r.text
+
+
+def test_a_value_that_rounds_to_zero_shows_as_0_in_its_input(client: TestClient) -> None:
+    """−0.0 and a tiny negative typed into X come back as 0, never -0."""
+    form = {**page_form(client), "x-0-0": "-0.0", "x-0-1": "-0.0000001", "w_q-0-0": "-1e-9"}
+    r = client.post("/", data=form)
+    assert r.status_code == 200
+    after = form_fields(r.text)
+    assert (after["x-0-0"], after["x-0-1"], after["w_q-0-0"]) == ("0", "0", "0")
+    assert 'value="-0"' not in r.text
+
+
+# --- cross-attention --------------------------------------------------------------------------------
+
+
+def test_ticking_cross_attention_labels_k_and_v_with_c(client: TestClient) -> None:
+    """Queries from X, keys and values from C: stage 1 multiplies C, not X, by W_K and W_V."""
+    self_attention = client.post("/stages", data={**page_form(client), "stage": "qkv"}, headers=HTMX)
+    assert self_attention.status_code == 200
+    assert re.findall(r'<span class="expr">(\w) ·</span>', self_attention.text) == ["X", "X", "X"]
+    assert '<span class="mname">K</span> <span class="shape">5×3</span>' in self_attention.text
+    r = client.post("/", data={**page_form(client), "cross": "on", "stage": "qkv"})
+    assert r.status_code == 200
+    assert re.findall(r'<span class="expr">(\w) ·</span>', r.text) == ["X", "C", "C"]
+    titles = re.findall(r'<span class="mname">([^<]*)</span> <span class="shape">([^<]*)</span>', r.text)
+    assert ("Q = X·W_Q", "5×3") in titles
+    assert ("K = C·W_K", "6×3") in titles and ("V = C·W_V", "6×3") in titles
+    assert ("X (target sentence: queries)", "5×3") in titles
+    assert ("C (source sentence: keys and values)", "6×3") in titles
+    assert "K = C·W_K and V = C·W_V have a row per source token of C (S = 6)" in r.text
+    fields = form_fields(r.text)
+    assert [fields[f"ctoken-{i}"] for i in range(6)] == ["Le", "chat", "assis", "sur", "le", "tapis"]
+    scores = client.post("/stages", data={**fields, "goto": "scores"}, headers=HTMX)
+    assert scores.status_code == 200
+    assert len(heatmap(scores.text, "scores.0")) == 5 and len(heatmap(scores.text, "scores.0")[0]) == 6
+    x = client.post("/stages", data={**fields, "goto": "x"}, headers=HTMX)
+    assert "T = 5 tokens, S = 6 source tokens, d_model = 3." in x.text

@@ -98,8 +98,11 @@ def focus_body(page: Page) -> None:
 
 
 def load_preset_from_menu(page: Page, key: str) -> None:
+    """Choose a scenario in the menu: with JavaScript that alone loads it, without it the Load button does."""
+    scripted = page.evaluate("() => document.documentElement.classList.contains('js')")
     page.locator("#preset-choice").select_option(key)
-    page.get_by_role("button", name="Load").click()
+    if not scripted:
+        page.get_by_role("button", name="Load").click()
     expect(page).to_have_url(re.compile(rf"[?&]preset={re.escape(key)}$"))
     expect(page.locator("#preset-choice")).to_have_value(key)
     expect(page.locator("p.summary")).to_contain_text(PRESETS[key].title)
@@ -283,6 +286,28 @@ def test_pool_preset_from_the_menu(page: Page) -> None:
     expect(cell(scores, 0, 2)).to_have_text("0.30")  # pool·badminton
     go_to_stage(page, "multihead")
     expect(cell(heatmap(page, "final"), 0, 0)).to_have_text("0.38")
+
+
+def test_choosing_a_scenario_loads_it_without_the_button(page: Page) -> None:
+    page.goto("/")
+    expect(page.get_by_role("button", name="Load")).to_be_hidden()  # the menu loads on change
+    page.locator("#preset-choice").select_option("bank-money")
+    expect(page).to_have_url(re.compile(r"[?&]preset=bank-money$"))
+    expect(page.locator("p.summary")).to_contain_text(PRESETS["bank-money"].title)
+    expect(page.locator('input[name="token-0"]')).to_have_value("Ryan")
+
+
+@pytest.mark.parametrize("js_enabled", [False])
+def test_without_javascript_the_load_button_loads_the_scenario(page: Page) -> None:
+    page.goto("/")
+    page.locator("#preset-choice").select_option("pool")
+    expect(page).to_have_url(re.compile(r"/$"))  # choosing alone does nothing without a script
+    load = page.get_by_role("button", name="Load")
+    expect(load).to_be_visible()
+    load.click()
+    expect(page).to_have_url(re.compile(r"[?&]preset=pool$"))
+    expect(page.locator("p.summary")).to_contain_text(PRESETS["pool"].title)
+    expect(page.locator('input[name="token-0"]')).to_have_value("pool")
 
 
 def test_three_token_preset_from_the_menu(page: Page) -> None:

@@ -1,0 +1,96 @@
+"""The page's state (app.scenario): how values appear in the editor, what a mechanism switched on
+starts from, and how far a scenario has moved from its preset."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from app.permalink import state_query
+from app.presets import PRESETS
+from app.scenario import Scenario, View, format_input, from_preset, read_form, with_position_table
+
+
+@pytest.mark.parametrize(("value", "shown"), [
+    (-0.0, "0"), (-1e-9, "0"), (-4.9e-7, "0"), (0.0, "0"), (1e-9, "0"),
+    (-5e-6, "-5e-06"), (-0.5, "-0.5"), (2.0, "2"), (0.123456789, "0.123457"),
+])
+def test_an_input_never_shows_minus_zero(value: float, shown: str) -> None:
+    assert format_input(value) == shown
+
+
+# --- cross-attention switched on ------------------------------------------------------------------
+
+
+def _tick_cross(key: str, **fields: str) -> tuple[Scenario, View]:
+    """The preset's form posted with cross-attention just ticked (no source sentence on screen yet)."""
+    sc, view = from_preset(key)
+    form = {k: v for k, v in state_query(sc, view) if not k.startswith(("ctoken-", "c-", "cross"))}
+    return read_form({**form, "cross": "on", **fields})
+
+
+def test_ticking_cross_attention_gives_the_default_preset_its_own_source_sentence() -> None:
+    off, _ = from_preset("default")
+    on, _ = _tick_cross("default")
+    assert on.cross and on.context_tokens == ("Le", "chat", "assis", "sur", "le", "tapis")
+    assert on.context_x.shape == (6, off.d_model)  # S = 6 ≠ T = 5
+    assert not np.array_equal(on.context_x[: len(off.tokens)], off.x)
+    a, b = off.run().heads[0], on.run().heads[0]
+    assert b.scores.shape == (5, 6) and b.softmax.shape == (5, 6)
+    np.testing.assert_array_equal(a.q, b.q)  # queries still come from X
+    for name in ("k", "v"):  # keys and values from C: other rows, other numbers
+        assert getattr(b, name).shape[0] == 6
+        assert not np.allclose(getattr(a, name), getattr(b, name)[:5]), name
+    assert not np.allclose(a.scores, b.scores[:, :5])
+    assert not np.allclose(a.softmax, b.softmax[:, :5])
+    # Deterministic: the same seed gives the same sentence, another seed another embedding.
+    again, _ = _tick_cross("default")
+    np.testing.assert_array_equal(again.context_x, on.context_x)
+    other, _ = _tick_cross("default", seed="7")
+    assert not np.array_equal(other.context_x, on.context_x)
+
+
+def test_a_preset_without_a_source_sentence_gets_numbered_source_tokens() -> None:
+    on, _ = _tick_cross("pool")
+    assert on.context_tokens == ("src 1", "src 2", "src 3")
+    assert not np.array_equal(on.context_x, on.x)
+
+
+def test_the_translate_preset_keeps_its_own_source_sentence() -> None:
+    sc, _ = from_preset("translate")
+    assert sc.context_tokens == PRESETS["translate"].context_tokens
+    np.testing.assert_array_equal(sc.context_x, np.array(PRESETS["translate"].context_x))
+    again, _ = _tick_cross("translate")  # unticked, then ticked again
+    assert again.context_tokens == sc.context_tokens
+    np.testing.assert_array_equal(again.context_x, sc.context_x)
+
+
+def test_switching_cross_attention_clears_the_marks_on_the_old_keys() -> None:
+    on, _ = _tick_cross("causal", blocked="4.0", **{"pad-1": "on"})
+    assert (on.blocked, on.padding) == (frozenset(), frozenset())
+    sc, view = on, View(stage="mask")
+    form = dict(state_query(replace(sc, blocked=frozenset({(4, 0)}), padding=frozenset({5})), view))
+    kept, _ = read_form(form)
+    assert (kept.blocked, kept.padding) == ({(4, 0)}, {5})  # while it stays on, they stay
+    off, _ = read_form({k: v for k, v in form.items() if k != "cross"})  # unticked
+    assert not off.cross and (off.blocked, off.padding) == (frozenset(), frozenset())
+
+
+def test_a_longer_source_sentence_with_a_learned_position_table() -> None:
+    """S = 6 > T = 5: the table grows a row, the five on screen are kept."""
+    sc, view = from_preset("default")
+    learned = dict(state_query(with_position_table(replace(sc, positional_encoding="learned")), view))
+    learned["pos-2-1"] = "0.5"
+    on, _ = read_form({**learned, "cross": "on"})
+    assert on.position_table.shape == (6, sc.d_model)
+    assert on.position_table[2, 1] == 0.5
+
+
+def test_cross_attention_switched_on_survives_its_url() -> None:
+    on, view = _tick_cross("default")
+    back, _ = read_form(dict(state_query(on, view)))
+    assert back.context_tokens == on.context_tokens
+    np.testing.assert_array_equal(back.context_x, on.context_x)
+    np.testing.assert_array_equal(back.run().output, on.run().output)
