@@ -1,12 +1,14 @@
 """The attention-lines figure: one line per query–key pair and head, widths and opacities that follow
-the stated mapping, escaping, masks, cross-attention and large T."""
+the stated mapping, escaping, the bank presets' where head, masks, cross-attention, large T, the quiz."""
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
+from fastapi.testclient import TestClient
 
 from app.attention_lines import ALL_LINES_UP_TO, ROW, THRESHOLD, attention_lines
 from app.pipeline import run_attention
@@ -25,6 +27,15 @@ def weights_of(preset: str) -> tuple[np.ndarray, tuple[str, ...], tuple[str, ...
 def draw(a: np.ndarray, queries: tuple[str, ...], keys: tuple[str, ...], **options: object) -> ET.Element:
     labels = [f"head {h + 1}" for h in range(a.shape[0])]
     return ET.fromstring(str(attention_lines(a, queries, keys, labels, fig_id="t", **options).svg))
+
+
+def svg_in(html: str, stage: str = "softmax") -> ET.Element:
+    """The figure of one stage on a page, parsed."""
+    article = re.search(rf'<article class="stage" id="stage-{stage}".*?</article>', html, re.S)
+    assert article, f"no {stage} stage"
+    m = re.search(r'<svg xmlns="http://www.w3.org/2000/svg"[^>]*class="lines-svg.*?</svg>', article.group(0), re.S)
+    assert m, f"no attention lines in the {stage} stage"
+    return ET.fromstring(m.group(0))
 
 
 def tokens(root: ET.Element, side: str) -> list[ET.Element]:
@@ -144,3 +155,70 @@ def test_large_runs_draw_only_the_weights_above_the_threshold() -> None:
 def test_weights_that_do_not_fit_the_tokens_are_an_error() -> None:
     with pytest.raises(ValueError, match="do not fit"):
         attention_lines(np.full((1, 2, 2), 0.5), ("a",), ("a", "b"), ["head 1"], fig_id="t")
+
+
+# --- on the page ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("preset", "who", "when", "where"), [
+    ("bank-river", "Sherry", "lying", "river"),
+    ("bank-money", "Ryan", "needed", "money"),
+])
+def test_bank_attends_like_seed_000s_figure(client: TestClient, preset: str, who: str, when: str,
+                                             where: str) -> None:
+    r = client.get("/", params={"preset": preset, "stage": "softmax"})
+    assert r.status_code == 200
+    root = svg_in(r.text)
+    assert "has-focus" in root.get("class")
+    focused = [(i, q) for i, q in enumerate(tokens(root, "qs")) if "focus" in q.get("class").split()]
+    assert [label(q) for _, q in focused] == ["bank"]
+    i, bank = focused[0]
+    keys = [label(k) for k in tokens(root, "ks")]
+    strongest = [keys[key_of(i, max(lines(bank, h), key=lambda x: float(x.get("data-w"))))] for h in range(3)]
+    assert strongest == [who, when, where]
+    for name in ("head 1: who", "head 2: when", "head 3: where"):
+        assert f'<span class="sw" aria-hidden="true"></span>{name}</label>' in r.text
+
+
+def test_head_checkboxes_never_post(client: TestClient) -> None:
+    r = client.get("/", params={"preset": "bank-money", "stage": "softmax"})
+    assert r.status_code == 200
+    boxes = re.findall(r'<label class="head-toggle h\d"><input [^>]*>', r.text)
+    assert len(boxes) == 3
+    assert all(" name=" not in box and "checked" in box for box in boxes)
+
+
+def test_a_preset_without_a_focus_draws_every_query_alike(client: TestClient) -> None:
+    r = client.get("/", params={"preset": "translate"})  # opens on the softmax stage
+    assert r.status_code == 200
+    root = svg_in(r.text)
+    assert "has-focus" not in root.get("class")
+    assert all(q.get("class") == "tok q" for q in tokens(root, "qs"))
+
+
+def test_output_stage_shows_the_lines_for_softmax_attention_only(client: TestClient) -> None:
+    r = client.get("/", params={"preset": "bank-river", "stage": "output"})
+    assert r.status_code == 200
+    assert len(tokens(svg_in(r.text, "output"), "qs")) == 7
+    r = client.get("/", params={"preset": "linear"})  # opens on the output stage
+    assert r.status_code == 200
+    assert 'id="stage-output"' in r.text and "lines-svg" not in r.text
+
+
+def test_show_all_keeps_every_id_unique(client: TestClient) -> None:
+    r = client.get("/", params={"preset": "bank-river", "show_all": "on"})
+    assert r.status_code == 200
+    assert r.text.count('class="lines-svg') == 2  # softmax and output
+    ids = re.findall(r'\sid="([^"]+)"', r.text)
+    assert len(ids) == len(set(ids))
+
+
+def test_a_quiz_on_the_weights_hides_the_lines(client: TestClient) -> None:
+    r = client.get("/", params={"preset": "bank-river", "stage": "softmax", "quiz": "on"})
+    assert r.status_code == 200
+    assert "lines-svg" not in r.text and "data-w=" not in r.text
+    assert "appear once every weight of this head is revealed" in r.text
+    # The output stage's quiz hides the output, not the weights: the lines stay.
+    r = client.get("/", params={"preset": "bank-river", "stage": "output", "quiz": "on"})
+    assert r.status_code == 200
+    assert "lines-svg" in r.text
