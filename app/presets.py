@@ -42,6 +42,7 @@ class Preset:
     attention: str = "softmax"
     blocks: int = 0  # transformer blocks around attention
     d_ff: int = 0  # 0: 4·d_model
+    focus: str = ""  # a token whose attention lines are drawn first (seed 000's figure shows bank's)
 
     @property
     def d_model(self) -> int:
@@ -222,6 +223,7 @@ PRESETS: dict[str, Preset] = {
             dim_names=_BANK_DIMS,
             head_names=_BANK_HEADS,
             weights=_BANK_WEIGHTS,
+            focus="bank",
         ),
         Preset(
             key="bank-money",
@@ -249,6 +251,7 @@ PRESETS: dict[str, Preset] = {
             dim_names=_BANK_DIMS,
             head_names=_BANK_HEADS,
             weights=_BANK_WEIGHTS,
+            focus="bank",
         ),
         Preset(
             key="translate",

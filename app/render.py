@@ -13,6 +13,7 @@ from markupsafe import Markup, escape
 
 from app.arithmetic import BLOCK_CELLS as BLOCK_MATRICES
 from app.arithmetic import INSPECTABLE, CellRef, Explanation, cell_matrix, explain, parse_ref
+from app.attention_lines import LinesFigure, attention_lines
 from app.cost import attention_cost
 from app.heatmap import LegendStop, format_numbers, heatmap_table, legend
 from app.maths import prose
@@ -57,6 +58,7 @@ class StageView:
     explanation: str
     quiz: tuple[str, ...] = ()  # the matrices a quiz hides here
     diff: DiffView | None = None
+    lines: LinesFigure | None = None  # the weights as lines between tokens (softmax and output stages)
 
 
 @dataclass(frozen=True)
@@ -278,6 +280,20 @@ class PanelBuilder:
         return self._panel(m, f"LayerNorm{n} row statistics", f"{key}stats.{self.view.block}",
                            self.rows, ["mean μ", "variance σ²"])
 
+    def lines(self, stage: Stage) -> LinesFigure | None:
+        """Every head's weights as lines between the tokens; not while a quiz hides the weights."""
+        if "softmax" in self.hiding:
+            h = self.view.head
+            if hidden_cells("softmax", self.run.heads[h].softmax, h, self.view.revealed).any():
+                return None
+        p = PRESETS.get(self.sc.preset)
+        focus = self.sc.tokens.index(p.focus) if p is not None and p.focus in self.sc.tokens else None
+        return attention_lines(
+            np.stack([head.softmax for head in self.run.heads]),  # (h, T, S)
+            self.sc.tokens, self.sc.key_tokens, [head_label(self.sc, h) for h in range(self.run.num_heads)],
+            fig_id=f"lines-{stage.key}", focus=focus, cross=self.sc.cross,
+        )
+
     def stage(self, stage: Stage) -> StageView:
         self.hiding = stage_results(stage.key, self.stack, self.view.block) if self.view.quiz else ()
         try:
@@ -383,7 +399,9 @@ class PanelBuilder:
                 p["residual2"] = self.block_matrix("residual2", f"H + FFN: {nxt}", block.residual2,
                                                     label=rf"$H + \text{{FFN}}$: {nxt}")
         title, formula, explanation = describe(stage, self.options)
-        return StageView(stage, p, title, formula, explanation, quiz=self.hiding)
+        drawn = stage.key == "softmax" or (stage.key == "output" and run.attention == "softmax")
+        return StageView(stage, p, title, formula, explanation, quiz=self.hiding,
+                         lines=self.lines(stage) if drawn else None)
 
 
 def stage_views(builder: PanelBuilder, view: View) -> list[StageView]:
@@ -569,6 +587,9 @@ class _Collector(PanelBuilder):
         title += suffix
         self.found.setdefault(ref, (m, list(rows), list(cols), title))
         return Panel(title, f"{m.shape[0]}×{m.shape[1]}", Markup(""), [], kind, ref)
+
+    def lines(self, stage: Stage) -> LinesFigure | None:
+        return None  # matrices only
 
 
 def stage_diff(sc: Scenario, view: View, run: AttentionRun, stack: TransformerRun | None, pinned: Scenario,

@@ -165,6 +165,27 @@
     }
   }, true);
 
+  // Attention lines: the head checkboxes work in CSS alone; remembering the unticked ones here keeps
+  // them unticked across the swap that follows every edit.
+  const untickedHeads = {}; // figure id → Set of head indices
+  document.addEventListener("change", function (ev) {
+    const box = ev.target.closest && ev.target.closest(".head-toggle input");
+    const figure = box && box.closest("figure.lines");
+    if (!figure) return;
+    const unticked = untickedHeads[figure.id] || (untickedHeads[figure.id] = new Set());
+    if (box.checked) unticked.delete(box.dataset.h); else unticked.add(box.dataset.h);
+  });
+
+  function restoreHeads() {
+    Object.keys(untickedHeads).forEach(function (id) {
+      const figure = document.getElementById(id);
+      if (!figure) return;
+      figure.querySelectorAll(".head-toggle input").forEach(function (box) {
+        box.checked = !untickedHeads[id].has(box.dataset.h);
+      });
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     document.documentElement.classList.add("js");
     // A whole page brings the inputs drawer open (for pages without JavaScript); close it unless kept open.
@@ -172,6 +193,6 @@
     if (drawer) drawer.open = false;
     prepareTables(document);
   });
-  document.addEventListener("htmx:afterSettle", function () { prepareTables(document); });
+  document.addEventListener("htmx:afterSettle", function () { prepareTables(document); restoreHeads(); });
   document.addEventListener("htmx:oobAfterSwap", markFields);
 })();

@@ -81,6 +81,13 @@ def test_preset_head_names_fit_num_heads(key: str) -> None:
     assert preset.head_names == () or len(preset.head_names) == preset.num_heads
 
 
+@pytest.mark.parametrize("key", list(PRESETS))
+def test_preset_focus_is_one_of_its_tokens(key: str) -> None:
+    preset = PRESETS[key]
+    assert preset.focus == "" or preset.focus in preset.tokens
+    assert (preset.focus == "bank") == key.startswith("bank-")  # seed 000's figure draws bank's lines
+
+
 @pytest.mark.parametrize("key", ["bank-river", "bank-money"])
 def test_bank_presets_have_the_who_when_where_heads(key: str) -> None:
     preset = PRESETS[key]
