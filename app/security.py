@@ -15,7 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 SWAGGER_UI = "vendor/swagger-ui-5.35.0"  # from the npm package swagger-ui-dist, unchanged
 
-_COMMON = ("default-src 'self'", "script-src 'self'", "img-src 'self' data:", "connect-src 'self'",
+_COMMON = ("default-src 'self'", "script-src 'self'", "img-src 'self' data:", "font-src 'self'", "connect-src 'self'",
            "object-src 'none'", "base-uri 'none'", "frame-ancestors 'none'", "form-action 'self'")
 PAGE_POLICY = "; ".join((*_COMMON, "style-src 'self'"))
 DOCS_POLICY = "; ".join((*_COMMON, "style-src 'self' 'unsafe-inline'"))
