@@ -185,3 +185,36 @@ def vector_math(values: Sequence[float], decimals: int) -> Markup:
 def fraction_math(numerator: float, denominator: float, decimals: int) -> Markup:
     return math_block(frac(number(numerator, decimals), number(denominator, decimals)),
                       f"{numerator:.{decimals}f} / {denominator:.{decimals}f}")
+
+
+# --- the cost panel's counts: plain formulas such as "h·T·d_model·d_k", typeset -----------------------
+
+_UNICODE_TEX = (
+    ("d_model", r"d_{\text{model}}"), ("d_ff", r"d_{\text{ff}}"), ("·", r" \cdot "), ("×", r" \times "),
+    ("−", "-"), ("²", "^2"), ("³", "^3"), ("ᵀ", r"^{\top}"), ("√", r"\sqrt "), ("φ", r"\varphi "),
+    ("Σ", r"\sum "), ("ⱼ", "_j"), ("₁", "_1"), ("₂", "_2"), ("÷", r" \div "), ("γ", r"\gamma "),
+    ("β", r"\beta "), ("τ", r"\tau "), ("…", r"\ldots "),
+)
+_MATH_WORD = re.compile(r"^[\s(]*[A-Za-z]?[\s(]*$|[_·ᵀ√φΣ²³₁₂ⱼ×÷]")
+
+
+def unicode_tex(text: str) -> str:
+    """A formula written with Unicode (h·T·d_model·d_k, φ(K)ᵀ·V) as LaTeX."""
+    for plain, latex in _UNICODE_TEX:
+        text = text.replace(plain, latex)
+    return re.sub(r"\\sqrt (d_k|d_v|T)", r"\\sqrt{\1}", text)
+
+
+@lru_cache(maxsize=1024)
+def formula_text(text: str) -> Markup:
+    """A whole Unicode formula typeset: "h·T·d_model·d_k" → MathML."""
+    return tex(unicode_tex(text))
+
+
+@lru_cache(maxsize=1024)
+def label_text(text: str) -> Markup:
+    """A name that mixes words and symbols ("Q projection X·W_Q"): each symbolic word typeset,
+    the others left as text."""
+    words = text.split(" ")
+    return Markup(" ").join(tex(unicode_tex(w)) if w and _MATH_WORD.search(w) and w != "(" else escape(w)
+                            for w in words)

@@ -22,7 +22,7 @@ from fastapi.templating import Jinja2Templates
 
 from app.config import settings
 from app.form import DECIMALS, EDITABLE, FormError, is_index
-from app.maths import fraction_math, number_math, prose, tex, vector_math
+from app.maths import formula_text, fraction_math, label_text, number_math, prose, tex, vector_math
 from app.permalink import fits_in_url, permalink, state_query
 from app.pin import decode_pin, encode_pin
 from app.presets import DEFAULT_PRESET, PRESETS
@@ -43,7 +43,8 @@ TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 templates = Jinja2Templates(directory=TEMPLATES_DIR)
 templates.env.auto_reload = False  # compiled once: no stat of every template file on every render
 templates.env.globals.update(settings=settings, decimals_choices=DECIMALS, tex=tex, prose=prose,
-                             number_math=number_math, vector_math=vector_math, fraction_math=fraction_math)
+                             number_math=number_math, vector_math=vector_math, fraction_math=fraction_math,
+                             formula_text=formula_text, label_text=label_text)
 templates.env.filters["edits"] = encode_edits
 # {% filter prose %}text with $maths${% endfilter %}: LaTeX as template text, free of string escapes.
 templates.env.filters.update(tex=tex, prose=prose)

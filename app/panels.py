@@ -17,6 +17,7 @@ from app.lab import (
     scaling_lab,
     softmax_example,
 )
+from app.maths import unicode_tex
 from app.svg import cost_growth_svg, score_spread_svg
 
 LAB_SAMPLES = 4000
@@ -31,8 +32,8 @@ def seed_number(x: float) -> str:
 
 
 def fixed(x: float, decimals: int = 3) -> str:
-    """Fixed point, with −0.000 shown as 0.000."""
-    return f"{round(x, decimals) + 0.0:.{decimals}f}"
+    """Fixed point with a true minus sign, and −0.000 shown as 0.000."""
+    return f"{round(x, decimals) + 0.0:.{decimals}f}".replace("-", "\u2212")
 
 
 def count(n: int) -> str:
@@ -118,11 +119,11 @@ def lab_context(*, seed: int, temperature: float, scale: bool, d_k: int) -> dict
         "examples": [
             _example(
                 "unscaled", "Unscaled: softmax([8, −4, 6])",
-                "Simulates d_k = 64 (std ≈ 8): almost all weight collapses to one position.", unscaled_ex,
+                r"Simulates $d_k = 64$ (std $\approx 8$): almost all weight collapses to one position.", unscaled_ex,
             ),
             _example(
                 "scaled", "Scaled: softmax([1.0, −0.5, 0.75])",
-                "Std ≈ 1: weight spreads across all positions.", scaled_ex,
+                r"Std $\approx 1$: weight spreads across all positions.", scaled_ex,
             ),
         ],
         "jacobian_ratio": f"{scaled_ex.jacobian_norm / unscaled_ex.jacobian_norm:.1f}",
@@ -139,14 +140,16 @@ def _notes(c: Cost) -> list[str]:
     notes = []
     if c.t != c.s:
         notes.append(
-            f"Cross-attention: {c.t} queries against {c.s} keys. The chart below is self-attention (S = T)."
+            f"Cross-attention: {c.t} queries against {c.s} keys. The chart below is self-attention ($S = T$)."
         )
     if c.attention == "linear" and c.score != "dot":
-        notes.append(f"Linear attention replaces the score function by φ(q)ᵀφ(k): the {c.score} score is not counted.")
+        notes.append(rf"Linear attention replaces the score function by $\varphi(q)^{{\top}} \varphi(k)$: "
+                     f"the {c.score} score is not counted.")
     if c.attention == "linear":
-        notes.append("Linear attention never builds the T×S weights, so its stages grow with T and S, not T·S.")
+        notes.append(r"Linear attention never builds the $T \times S$ weights, so its stages grow with $T$ and $S$, "
+                     r"not $T S$.")
     if c.score == "additive" and c.attention == "softmax":
-        notes.append("Bahdanau's additive score is never divided by √d_k.")
+        notes.append(r"Bahdanau's additive score is never divided by $\sqrt{d_k}$.")
     return notes
 
 
@@ -176,7 +179,7 @@ def cost_context(c: Cost, *, scale: bool = True) -> dict:
         "score_label": SCORE_LABELS[score] + (" ÷ √d_k" if scale and score != "additive" else ""),
         "attention": attention,
         "attention_label": ATTENTION_LABELS[attention],
-        "sizes": ", ".join(f"{k} = {v}" for k, v in size_text),
+        "sizes": ", ".join(f"{v} blocks" if k == "blocks" else f"${unicode_tex(k)} = {v}$" for k, v in size_text),
         "layers": c.layers,
         "blocks": blocks,
         "stage_rows": [

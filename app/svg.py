@@ -10,6 +10,7 @@ print the same numbers in a table next to each chart.
 from __future__ import annotations
 
 import math
+import re
 
 from markupsafe import Markup, escape
 
@@ -25,9 +26,20 @@ def _num(v: float) -> str:
     return f"{v:.2f}".rstrip("0").rstrip(".")
 
 
+_SUBSCRIPT = re.compile(r"\bd_([a-z]+)")
+_HYPHEN_MINUS = re.compile(r"(?<![\w.])-(?=\d)")
+
+
+def _svg_maths(text: str) -> Markup:
+    """Escaped label text with a true minus sign, and d_k set as d with a lowered k (SVG has no MathML)."""
+    text = _HYPHEN_MINUS.sub("\u2212", text)
+    lowered = r'<tspan font-style="italic">d</tspan><tspan baseline-shift="sub" font-size="75%">\1</tspan>'
+    return Markup(_SUBSCRIPT.sub(lowered, str(escape(text))))
+
+
 def _text(x: float, y: float, text: str, cls: str, anchor: str = "start") -> str:
     return (
-        f'<text x="{_num(x)}" y="{_num(y)}" class="{escape(cls)}" text-anchor="{anchor}">{escape(text)}</text>'
+        f'<text x="{_num(x)}" y="{_num(y)}" class="{escape(cls)}" text-anchor="{anchor}">{_svg_maths(text)}</text>'
     )
 
 
