@@ -150,7 +150,7 @@ PRESETS: dict[str, Preset] = {
         Preset(
             key="default",
             title="Five tokens, d = 3",
-            source="Seed 000: the demo size, T = 5 tokens and d = 3 dimensions",
+            source="Seed 000: the demo size, $T = 5$ tokens and $d = 3$ dimensions",
             summary=(
                 "Five tokens with three-dimensional embeddings and random projections from seed 0. "
                 "Edit any number and watch every later stage follow."
@@ -164,8 +164,8 @@ PRESETS: dict[str, Preset] = {
             title="pool beats badminton",
             source="Seed 001: self-attention as attention(A, A, A)",
             summary=(
-                "No learned weights yet: W_Q = W_K = W_V = W_O = I and no scaling, so the scores are "
-                "A·Aᵀ. pool is more similar to badminton (0.30) than to beats (0.14), so badminton "
+                r"No learned weights yet: $W_Q = W_K = W_V = W_O = I$ and no scaling, so the scores are "
+                r"$A A^{\top}$. pool is more similar to badminton (0.30) than to beats (0.14), so badminton "
                 "adds more to pool's output."
             ),
             tokens=("pool", "beats", "badminton"),
@@ -183,9 +183,9 @@ PRESETS: dict[str, Preset] = {
         Preset(
             key="three-token",
             title="Three-token worked example",
-            source="Seed 003: worked example, d_k = 2",
+            source="Seed 003: worked example, $d_k = 2$",
             summary=(
-                "X is the identity, so Q, K and V are exactly the article's matrices. Token 3's query "
+                "$X$ is the identity, so $Q$, $K$ and $V$ are exactly the article's matrices. Token 3's query "
                 "[1, 1] matches key 1 [1, 1] best, so it puts the most weight (0.503) on key 1."
             ),
             tokens=("token 1", "token 2", "token 3"),
@@ -301,7 +301,7 @@ PRESETS: dict[str, Preset] = {
             title="Causal mask: a decoder cannot peek",
             source="Seeds 001, 003, 004: masked attention",
             summary=(
-                "GPT-style decoders hide every later token: query i sees keys 0…i only. The weights "
+                r"GPT-style decoders hide every later token: query $i$ sees keys $1, \ldots, i$ only. The weights "
                 "above the diagonal are exactly 0. Tick cells in the Mask stage to hide more."
             ),
             tokens=_DEFAULT_TOKENS,
@@ -315,8 +315,8 @@ PRESETS: dict[str, Preset] = {
             title="Sinusoidal positional encoding, d_model = 4",
             source="Seed 003: worked example of the PE matrix",
             summary=(
-                "Zero embeddings, so X is exactly the PE matrix of seed 003: sin(pos), cos(pos), "
-                "sin(pos/100), cos(pos/100) for positions 0–2."
+                r"Zero embeddings, so $X$ is exactly the PE matrix of seed 003: $\sin(pos)$, $\cos(pos)$, "
+                r"$\sin(pos/100)$, $\cos(pos/100)$ for positions 0–2."
             ),
             tokens=("pos 0", "pos 1", "pos 2"),
             x=((0.0, 0.0, 0.0, 0.0),) * 3,
@@ -327,7 +327,7 @@ PRESETS: dict[str, Preset] = {
             title="Older score functions: Bahdanau (additive) and Luong (general)",
             source="Seed 003: from Bahdanau's small network to the dot product",
             summary=(
-                "Seed 003's three tokens, scored by Bahdanau's small network v_aᵀ·tanh(W₁q + W₂k) "
+                r"Seed 003's three tokens, scored by Bahdanau's small network $v_a^{\top} \tanh(q W_1 + k W_2)$ "
                 "instead of a dot product. Select a score to see each tanh; switch the score to "
                 "general (Luong) or dot in Mechanisms to compare."
             ),
@@ -342,11 +342,11 @@ PRESETS: dict[str, Preset] = {
         Preset(
             key="sparse",
             title="Sparse attention: a strided pattern on 16 tokens",
-            source="Seed 003: the variants table (sparse attention, O(n√n))",
+            source=r"Seed 003: the variants table (sparse attention, $O(n\sqrt{n})$)",
             summary=(
-                "With a stride of 4 = √16, each query sees its 3 neighbours on each side and every "
-                "4th token: about 2√T keys instead of T. Switch the mask to a local window to compare, "
-                "and open the Cost panel to see what it saves as T grows."
+                r"With a stride of $4 = \sqrt{16}$, each query sees its 3 neighbours on each side and every "
+                r"4th token: about $2\sqrt{T}$ keys instead of $T$. Switch the mask to a local window to compare, "
+                "and open the Cost panel to see what it saves as $T$ grows."
             ),
             tokens=_SPARSE_TOKENS,
             x=_SPARSE_X,
@@ -357,11 +357,11 @@ PRESETS: dict[str, Preset] = {
         Preset(
             key="linear",
             title="Linear attention (φ = elu + 1) against softmax",
-            source="Seed 003: the variants table (linear attention, O(n·d²))",
+            source="Seed 003: the variants table (linear attention, $O(n d^2)$)",
             summary=(
-                "Each head's output comes from φ(Q)·(φ(K)ᵀ·V), a d_k×d_v summary built once, instead "
-                "of a T×T weight matrix. The Output stage shows the result, softmax's, and their "
-                "difference; the Softmax stage shows the weights linear attention implies."
+                r"Each head's output comes from $\varphi(Q) \big(\varphi(K)^{\top} V\big)$, a $d_k \times d_v$ summary "
+                r"built once, instead of a $T \times T$ weight matrix. The Output stage shows the result, "
+                "softmax's, and their difference; the Softmax stage shows the weights linear attention implies."
             ),
             tokens=_DEFAULT_TOKENS,
             x=_DEFAULT_X,
@@ -374,9 +374,9 @@ PRESETS: dict[str, Preset] = {
             title="Transformer blocks: Add & Norm, FFN, Add & Norm, stacked twice",
             source="Seeds 002, 003: the transformer block",
             summary=(
-                "Multi-head attention, then LayerNorm(X + MultiHead(X)), a position-wise FFN with "
-                "d_ff = 12, and LayerNorm(H + FFN(H)): steps 8–10. The second block takes the "
-                "first one's output; choose it with “show block”. Try pre-norm in Transformer block."
+                r"Multi-head attention, then $\text{LayerNorm}(X + \text{MultiHead}(X))$, a position-wise FFN with "
+                r"$d_{\text{ff}} = 12$, and $\text{LayerNorm}(H + \text{FFN}(H))$: steps 8–10. The second block "
+                "takes the first one's output; choose it with “show block”. Try pre-norm in Transformer block."
             ),
             tokens=_DEFAULT_TOKENS,
             x=_DEFAULT_X,

@@ -74,14 +74,14 @@ def test_a_student_predicts_a_hidden_weight_and_sees_it_with_its_arithmetic(
     start_quiz(page)
     assert {v for row in cells(weights) for v in row} == {"?"}
     expect(heatmap(page, "scaled.0")).not_to_contain_text("?")  # the operand stays
-    expect(page.locator("#inspector")).not_to_contain_text("softmax row")
+    expect(page.locator("#inspector")).not_to_contain_text("Attention weights of query")
 
     value = preset_run("three-token").heads[0].softmax[2, 0]
     cell(weights, 2, 0).click()  # a hidden cell: chosen for the prediction, not inspected
     expect(page.locator('section.quiz [name="guess_row"]')).to_have_value("2")
     expect(page.locator('section.quiz [name="guess_col"]')).to_have_value("0")
     expect(page.locator("#guess")).to_be_focused()
-    expect(page.locator("#inspector")).not_to_contain_text("softmax row")
+    expect(page.locator("#inspector")).not_to_contain_text("Attention weights of query")
 
     page.keyboard.type(f"{value + 0.02:.3f}")
     page.keyboard.press("Enter")
@@ -89,7 +89,7 @@ def test_a_student_predicts_a_hidden_weight_and_sees_it_with_its_arithmetic(
     expect(feedback).to_contain_text("Close: within the tolerance.")
     expect(feedback).to_contain_text(f"it is {value:.3f}")
     expect(cell(weights, 2, 0)).to_have_text(f"{value:.3f}")
-    expect(page.locator("#inspector")).to_contain_text("softmax row 2")  # and its arithmetic
+    expect(page.locator("#inspector")).to_contain_text("Attention weights of query 3")  # and its arithmetic
     assert sum(v == "?" for row in cells(weights) for v in row) == 8
     expect(page.locator("section.quiz")).to_contain_text("weights A: 1 of 9 revealed")
     expect(page).to_have_url(re.compile(r"revealed=softmax\.0\.2\.0"))

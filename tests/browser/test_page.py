@@ -189,7 +189,7 @@ def test_editing_x_updates_every_later_stage_and_keeps_focus(page: Page) -> None
     page.goto("/")
     show_all_stages(page)
     changes = {  # stage → heatmaps that depend on X[0][0]
-        "x": ["x"], "qkv": ["q.0", "k.0", "v.0"], "scores": ["q.0", "k.0", "scores.0"],
+        "x": ["x"], "qkv": ["q.0", "k.0", "v.0"], "scores": ["q.0", "kT.0", "scores.0"],
         "scaled": ["scores.0", "scaled.0"], "mask": ["scaled.0"], "softmax": ["scaled.0", "softmax.0"],
         "output": ["softmax.0", "v.0", "output.0"], "multihead": ["concat", "final"],
     }
@@ -228,7 +228,7 @@ def test_clicking_a_weight_shows_its_softmax_row(page: Page) -> None:
     cell(weights, 2, 0).click()
 
     inspector = page.locator("#inspector")
-    expect(inspector).to_contain_text("softmax row 2")
+    expect(inspector).to_contain_text("Attention weights of query 3")
     for number in ("4.113", "8.169", "0.503"):
         expect(inspector).to_contain_text(number)
     expect(inspector.locator("tr.sel")).to_contain_text("4.113 ÷ 8.169 = 0.503")
@@ -241,9 +241,12 @@ def test_clicking_a_score_shows_its_dot_product(page: Page) -> None:
     go_to_stage(page, "scores")
     cell(heatmap(page, "scores.0"), 2, 0).click()
     inspector = page.locator("#inspector")
-    expect(inspector).to_contain_text("scores[2][0]")
-    expect(inspector).to_contain_text("1.000·1.000 + 1.000·1.000")
-    expect(inspector.locator(".arith.result")).to_have_text("= 2.000")
+    expect(inspector).to_contain_text("Score of query 3 (token 3) for key 1 (token 1)")  # counted from 1
+    expect(inspector.locator(".heading math")).to_have_count(1)  # Scores₃,₁ = Σₖ Q₃,ₖ K₁,ₖ, typeset
+    products = inspector.locator(".arith math").first
+    expect(products).to_have_attribute("alttext", "the products")
+    assert products.inner_text().replace("\n", "").replace(" ", "") == "=1.000·1.000+1.000·1.000"
+    expect(inspector.locator(".arith.result")).to_have_text(re.compile(r"^=\s*2\.000$"))
 
 
 def test_keyboard_moves_between_cells_and_enter_inspects(page: Page) -> None:
@@ -251,9 +254,10 @@ def test_keyboard_moves_between_cells_and_enter_inspects(page: Page) -> None:
     go_to_stage(page, "scores")
     scores = heatmap(page, "scores.0")
     expect(scores.locator("td[tabindex='0']")).to_have_count(1)  # one tab stop per table
-    heatmap(page, "k.0").locator("td[tabindex='0']").focus()
-    page.keyboard.press("Tab")  # K's export control comes between the two tables
-    expect(page.locator("#stage-scores figure.panel", has=page.locator('table[data-ref="k.0"]'))
+    heatmap(page, "q.0").locator("td[tabindex='0']").focus()
+    page.keyboard.press("Tab")  # Q's export control, then Kᵀ's (Kᵀ's cells are inspected as K in stage 1)
+    page.keyboard.press("Tab")
+    expect(page.locator("#stage-scores figure.panel", has=page.locator('table[data-ref="kT.0"]'))
            .locator("details.export summary")).to_be_focused()
     page.keyboard.press("Tab")
     expect(cell(scores, 0, 0)).to_be_focused()
@@ -265,7 +269,7 @@ def test_keyboard_moves_between_cells_and_enter_inspects(page: Page) -> None:
 
     inspector = page.locator("#inspector")
     expect(inspector).to_contain_text("scores[2][1]")
-    expect(inspector.locator(".arith.result")).to_have_text("= 1.000")
+    expect(inspector.locator(".arith.result")).to_have_text(re.compile(r"^=\s*1\.000$"))
     expect(current_stage(page)).to_have_id("stage-scores")  # arrows in a matrix do not step
     expect(cell(scores, 2, 1)).to_have_class(re.compile(r"\bsel\b"))
     expect(cell(scores, 2, 1)).to_be_focused()
@@ -416,7 +420,7 @@ def test_two_heads_show_a_head_selector_and_a_wider_concat(page: Page) -> None:
     head_choice = page.locator('select[name="head"]')
     expect(head_choice).to_be_visible()
     expect(head_choice.locator("option")).to_have_text(["head 1", "head 2"])
-    expect(page.locator("#stages .head-note")).to_contain_text("head 1 (of 2")
+    expect(page.locator("#stages .head-choice")).to_contain_text("of 2")  # beside the stages
 
     go_to_stage(page, "multihead")
     d_v = int(page.locator('input[name="d_v"]').input_value())
@@ -452,7 +456,7 @@ def test_without_javascript_forms_post_and_the_page_follows(page: Page) -> None:
     page.locator('input[name="inspect_row"]').fill("0")
     page.locator('input[name="inspect_col"]').fill("0")
     page.get_by_role("button", name="Inspect").click()
-    expect(page.locator("#inspector")).to_contain_text("softmax row 0")
+    expect(page.locator("#inspector")).to_contain_text("Attention weights of query 1")
     expect(cell(heatmap(page, "softmax.0"), 0, 0)).to_have_class(re.compile(r"\bsel\b"))
     expect(page.locator('input[name="x-0-0"]')).to_have_value("2.5")
 
@@ -477,7 +481,7 @@ def test_screenshot_of_the_softmax_stage_with_a_weight_inspected(
     page.goto("/")
     go_to_stage(page, "softmax")
     cell(heatmap(page, "softmax.0"), 2, 1).click()
-    expect(page.locator("#inspector")).to_contain_text("softmax row 2")
+    expect(page.locator("#inspector")).to_contain_text("Attention weights of query 3")
     page.mouse.move(0, 0)  # no hover styles in the picture
 
     path = screenshot("softmax-inspected")

@@ -99,7 +99,7 @@ def test_presenter_mode_shows_one_large_stage_and_steps_with_the_arrow_keys(
     expect(current_stage(page)).to_have_id("stage-softmax")
     page.locator('table.heatmap[data-ref="softmax.0"] tbody tr').nth(2).locator("td").first.click()
     inspector = page.locator("#inspector")
-    expect(inspector).to_contain_text("softmax row 2")
+    expect(inspector).to_contain_text("Attention weights of query 3")
     expect(inspector.locator("tr.sel")).to_contain_text("4.113 ÷ 8.169 = 0.503")
     expect(inspector).to_be_visible()
     assert font_px(inspector.locator(".arith-table")) >= 1.3 * 16
@@ -111,7 +111,7 @@ def test_presenter_mode_shows_one_large_stage_and_steps_with_the_arrow_keys(
     expect(page.locator("#editor")).to_be_visible()
     expect(page.locator("header.top")).to_be_visible()
     expect(current_stage(page)).to_have_id("stage-softmax")
-    expect(page.locator("#inspector")).to_contain_text("softmax row 2")
+    expect(page.locator("#inspector")).to_contain_text("Attention weights of query 3")
     expect(page.locator("#state input[name='present']")).to_have_value("")
     assert font_px(page.locator("#stage-softmax .formula")) == normal_formula
 

@@ -61,7 +61,7 @@ def test_linear_attention_shows_its_difference_from_softmax(page: Page) -> None:
     assert cells(heatmap(page, "softmax_output.0", "output")) == fmt(head.softmax_output)
     assert cells(heatmap(page, "diff.0", "output")) == fmt(head.output - head.softmax_output)
     cell(output, 1, 0).click()
-    expect(page.locator("#inspector")).to_contain_text("A_linear")
+    expect(page.locator("#inspector")).to_contain_text("linear attention's weights")
     goto_stage(page, "softmax")
     expect(heatmap(page, "lin_weights.0", "softmax")).to_be_visible()
 
@@ -94,8 +94,8 @@ def test_transformer_block_steps_inspects_layernorm_and_follows_an_ffn_edit(page
     assert cells(ln) == fmt(block.ln1.output)
     cell(ln, 1, 2).click()
     inspector = page.locator("#inspector")
-    expect(inspector).to_contain_text("μ =")
-    expect(inspector.locator(".result strong")).to_have_text(f"{block.ln1.output[1, 2]:.3f}")
+    expect(inspector.locator(".arith math[alttext='mean and variance']")).to_contain_text("μ=")
+    expect(inspector.locator(".arith.result")).to_contain_text(f"{block.ln1.output[1, 2]:.3f}".replace("-", "\u2212"))
     # Step forward with the keyboard into the FFN.
     page.locator("#next-stage").focus()
     page.keyboard.press("ArrowRight")
