@@ -99,8 +99,10 @@ def heatmap_table(
         attrs += ' data-inspect="1"'
     if hidden is not None:
         attrs += ' data-quiz="1"'
+    cols = m.shape[1] if m.ndim == 2 else 0
+    width = " cols-s" if cols <= 4 else (" cols-m" if cols <= 6 else "")  # presenter mode sizes by it
     html = (
-        f'<table class="heatmap {kind}"{attrs}><caption>{escape(caption)}</caption>'
+        f'<table class="heatmap {kind}{width}"{attrs}><caption>{escape(caption)}</caption>'
         f'<thead><tr><th scope="col" class="corner">{corner_text}</th>{head}</tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table>"
     )

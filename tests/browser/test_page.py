@@ -231,7 +231,9 @@ def test_clicking_a_weight_shows_its_softmax_row(page: Page) -> None:
     expect(inspector).to_contain_text("Attention weights of query 3")
     for number in ("4.113", "8.169", "0.503"):
         expect(inspector).to_contain_text(number)
-    expect(inspector.locator("tr.sel")).to_contain_text("4.113 ÷ 8.169 = 0.503")
+    selected = inspector.locator("tr.sel")
+    expect(selected.locator("math[alttext='4.113 / 8.169']")).to_have_count(1)  # exp ÷ the row's sum, typeset
+    expect(selected).to_contain_text("= 0.503")
     expect(cell(weights, 2, 0)).to_have_class(re.compile(r"\bsel\b"))
     expect(cell(weights, 2, 0)).to_be_focused()  # focus survives the swap
 
@@ -243,7 +245,7 @@ def test_clicking_a_score_shows_its_dot_product(page: Page) -> None:
     inspector = page.locator("#inspector")
     expect(inspector).to_contain_text("Score of query 3 (token 3) for key 1 (token 1)")  # counted from 1
     expect(inspector.locator(".heading math")).to_have_count(1)  # Scores₃,₁ = Σₖ Q₃,ₖ K₁,ₖ, typeset
-    products = inspector.locator(".arith math").first
+    products = inspector.locator(".arith:not(.heading) math").first
     expect(products).to_have_attribute("alttext", "the products")
     assert products.inner_text().replace("\n", "").replace(" ", "") == "=1.000·1.000+1.000·1.000"
     expect(inspector.locator(".arith.result")).to_have_text(re.compile(r"^=\s*2\.000$"))
@@ -268,7 +270,7 @@ def test_keyboard_moves_between_cells_and_enter_inspects(page: Page) -> None:
     page.keyboard.press("Enter")
 
     inspector = page.locator("#inspector")
-    expect(inspector).to_contain_text("scores[2][1]")
+    expect(inspector).to_contain_text("Score of query 3 (token 3) for key 2 (token 2)")
     expect(inspector.locator(".arith.result")).to_have_text(re.compile(r"^=\s*1\.000$"))
     expect(current_stage(page)).to_have_id("stage-scores")  # arrows in a matrix do not step
     expect(cell(scores, 2, 1)).to_have_class(re.compile(r"\bsel\b"))
@@ -426,7 +428,7 @@ def test_two_heads_show_a_head_selector_and_a_wider_concat(page: Page) -> None:
     d_v = int(page.locator('input[name="d_v"]').input_value())
     concat = heatmap(page, "concat")
     assert col_labels(concat) == [f"h{h}·v{j}" for h in (1, 2) for j in range(1, d_v + 1)]
-    expect(page.locator("#stage-multihead .note")).to_contain_text("h = 2 heads")
+    expect(page.locator("#stage-multihead .note")).to_contain_text(re.compile(r"h\s*=\s*2 heads"))
 
     head_choice.select_option("1")
     expect(page.locator("#editor details.weights summary")).to_contain_text("Weights of head 2")

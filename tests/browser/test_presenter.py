@@ -100,7 +100,9 @@ def test_presenter_mode_shows_one_large_stage_and_steps_with_the_arrow_keys(
     page.locator('table.heatmap[data-ref="softmax.0"] tbody tr').nth(2).locator("td").first.click()
     inspector = page.locator("#inspector")
     expect(inspector).to_contain_text("Attention weights of query 3")
-    expect(inspector.locator("tr.sel")).to_contain_text("4.113 ÷ 8.169 = 0.503")
+    selected = inspector.locator("tr.sel")
+    expect(selected.locator("math[alttext='4.113 / 8.169']")).to_have_count(1)  # exp ÷ the row's sum, typeset
+    expect(selected).to_contain_text("= 0.503")
     expect(inspector).to_be_visible()
     assert font_px(inspector.locator(".arith-table")) >= 1.3 * 16
     expect(page.locator("#workspace")).to_have_class(PRESENTING)
