@@ -298,7 +298,7 @@ PRESETS: dict[str, Preset] = {
             title="Causal mask: a decoder cannot peek",
             source="Seeds 001, 003, 004: masked attention",
             summary=(
-                "GPT-style decoders hide every later token: query i sees keys 0…i only. The weights "
+                "GPT-style decoders hide every later token: query i sees keys 1…i only. The weights "
                 "above the diagonal are exactly 0. Tick cells in the Mask stage to hide more."
             ),
             tokens=_DEFAULT_TOKENS,

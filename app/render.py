@@ -68,7 +68,8 @@ class EditorGrid:
 
 
 def token_labels(tokens: tuple[str, ...]) -> list[str]:
-    return [f"{i} {t}" for i, t in enumerate(tokens)]
+    """"1 the", "2 cat", …: the page counts rows, columns and heads from 1."""
+    return [f"{i + 1} {t}" for i, t in enumerate(tokens)]
 
 
 def head_label(sc: Scenario, h: int) -> str:
@@ -396,7 +397,7 @@ def editor_grids(sc: Scenario, view: View, run: AttentionRun, stack: Transformer
         grids["c"] = grid("c", "C (source sentence: keys and values)", sc.context_x, token_labels(sc.context_tokens),
                           dims, "C")
     if sc.position_table is not None:
-        positions = [f"pos {i}" for i in range(sc.position_table.shape[0])]
+        positions = [f"pos {i + 1}" for i in range(sc.position_table.shape[0])]
         grids["pos"] = grid("pos", "P (learned position table)", sc.position_table, positions, dims, "P")
     return grids
 
@@ -409,9 +410,11 @@ def mask_grid(sc: Scenario, run: AttentionRun, view: View) -> Markup:
     pattern = build_mask(sc.mask_mode, t, s, sc.window)
     pattern = np.zeros((t, s), dtype=bool) if pattern is None else pattern
     texts = format_numbers(run.heads[view.head].scaled, view.decimals)
+    keys = [escape(f"key {j + 1} ({token})") for j, token in enumerate(sc.key_tokens)]
     rows = []
     for i, label in enumerate(token_labels(sc.tokens)):
         lab = escape(label)
+        query = escape(f"query {i + 1} ({sc.tokens[i]})")
         cells = []
         for j in range(s):
             reason = sc.mask_mode if pattern[i, j] else ("padding" if j in sc.padding else "")
@@ -419,7 +422,7 @@ def mask_grid(sc: Scenario, run: AttentionRun, view: View) -> Markup:
             state = (" checked" if hidden else "") + (" disabled" if reason else "")
             why = f'<span class="why">{reason}</span>' if reason else ""
             cells.append(f'<td class="{"hidden" if hidden else "open"}"><label><input type="checkbox" '
-                         f'name="block-{i}-{j}"{state} aria-label="hide key {j} from query {lab}"> '
+                         f'name="block-{i}-{j}"{state} aria-label="hide {keys[j]} from {query}"> '
                          f'{"−∞" if hidden else texts[i][j]}</label>{why}</td>')
         rows.append(f'<tr><th scope="row">{lab}</th>{"".join(cells)}</tr>')
     return Markup("".join(rows))

@@ -8,6 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from app.form import FormError
 from app.permalink import state_query
 from app.presets import PRESETS
 from app.scenario import Scenario, View, format_input, from_preset, read_form, with_position_table
@@ -94,3 +95,11 @@ def test_cross_attention_switched_on_survives_its_url() -> None:
     assert back.context_tokens == on.context_tokens
     np.testing.assert_array_equal(back.context_x, on.context_x)
     np.testing.assert_array_equal(back.run().output, on.run().output)
+
+
+def test_a_query_left_with_no_key_is_named_counting_from_1() -> None:
+    sc, _ = from_preset("default")
+    with pytest.raises(FormError) as e:
+        replace(sc, blocked=frozenset((2, j) for j in range(5))).compute()
+    assert e.value.field == "mask"
+    assert e.value.message.startswith("mask: query 3 (sat) would see no key at all")
