@@ -22,7 +22,7 @@ from app.presets import PRESETS
 from app.quiz import LABELS as QUIZ_LABELS
 from app.quiz import check, hidden_cells, stage_results
 from app.quiz import owner as cell_owner
-from app.scenario import Scenario, View, format_input
+from app.scenario import Scenario, View, departure, format_input
 from app.stages import Stage, describe, neighbours, stage_or_first, visible_stages
 
 
@@ -70,6 +70,47 @@ class EditorGrid:
 def token_labels(tokens: tuple[str, ...]) -> list[str]:
     """"1 the", "2 cat", …: the page counts rows, columns and heads from 1."""
     return [f"{i + 1} {t}" for i, t in enumerate(tokens)]
+
+
+def describe_scenario(sc: Scenario) -> str:
+    """The scenario in one factual line, for a banner whose preset no longer describes it:
+    "6 tokens, d_model = 4, 2 heads, causal mask"."""
+    t, h = len(sc.tokens), sc.num_heads
+    words = f" “{' '.join(sc.tokens)}”" if t <= 8 else ""  # a short sentence is read at a glance
+    parts = [f"{t} token{'s' if t != 1 else ''}{words}", f"d_model = {sc.d_model}", f"{h} head{'s' if h != 1 else ''}"]
+    if sc.d_k != max(1, sc.d_model // h) or sc.d_v != sc.d_k:
+        parts.append(f"d_k = {sc.d_k}, d_v = {sc.d_v}")
+    parts += {"causal": ["causal mask"], "local": [f"local window ±{sc.window}"],
+              "strided": [f"strided mask (stride {sc.window})"]}.get(sc.mask_mode, [])
+    if sc.blocked:
+        parts.append(f"{len(sc.blocked)} cell{'s' if len(sc.blocked) != 1 else ''} hidden by hand")
+    if sc.padding:
+        parts.append(f"{len(sc.padding)} padding key{'s' if len(sc.padding) != 1 else ''}")
+    if sc.cross:
+        parts.append(f"cross-attention to {len(sc.context_tokens)} source tokens")
+    parts += {"sinusoidal": ["sinusoidal PE"], "learned": ["learned PE"], "rope": ["RoPE"],
+              "alibi": ["ALiBi"]}.get(sc.positional_encoding, [])
+    parts += {"general": ["general (Luong) score"], "additive": ["additive (Bahdanau) score"]}.get(sc.score, [])
+    if sc.attention == "linear":
+        parts.append("linear attention")
+    if not sc.scale:
+        parts.append("no ÷√d_k")
+    if sc.temperature != 1.0:
+        parts.append(f"τ = {sc.temperature:g}")
+    if sc.blocks:
+        act = "ReLU" if sc.activation == "relu" else "GELU"
+        parts.append(f"{sc.blocks} transformer block{'s' if sc.blocks != 1 else ''} ({sc.norm}-norm, {act}, "
+                     f"d_ff = {sc.ffn_size})")
+    return ", ".join(parts)
+
+
+def summary_context(sc: Scenario) -> dict | None:
+    """The banner: the preset's summary while it still describes the page (noting edited values),
+    else a factual line for the scenario as it is now. None without a preset."""
+    if sc.preset_obj is None:
+        return None
+    structure, values = departure(sc)
+    return {"edited": structure, "values_edited": values, "line": describe_scenario(sc) if structure else ""}
 
 
 def head_label(sc: Scenario, h: int) -> str:
@@ -448,6 +489,7 @@ def page_context(sc: Scenario, view: View) -> dict:
         "first_run": first,
         "stack": stack,
         "preset": PRESETS.get(sc.preset),
+        "banner": summary_context(sc),
         "presets": PRESETS,
         "stages": stages,
         "current": current,

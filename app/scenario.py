@@ -231,6 +231,25 @@ def from_preset(key: str) -> tuple[Scenario, View]:
     return with_position_table(scenario), View(decimals=p.decimals, stage=p.stage)
 
 
+def departure(sc: Scenario) -> tuple[bool, bool]:
+    """How far the scenario has moved from its preset: (structure, values). Structure: the tokens,
+    the sizes or a mechanism differ, so the preset's summary no longer describes the page. Values:
+    only numbers differ (X, C, or an edited weight). (False, False) without a preset."""
+    if sc.preset_obj is None:
+        return False, False
+    base, _ = from_preset(sc.preset)
+    fields = ("tokens", "d_model", "num_heads", "d_k", "d_v", "scale", "temperature", "mask_mode", "blocked",
+              "padding", "positional_encoding", "context_tokens", "score", "attention", "blocks")
+    structure = any(getattr(sc, name) != getattr(base, name) for name in fields)
+    structure |= sc.mask_mode in ("local", "strided") and sc.window != base.window
+    structure |= bool(sc.blocks) and (sc.ffn_size, sc.activation, sc.norm) != (base.ffn_size, base.activation,
+                                                                                 base.norm)
+    if structure:
+        return True, False
+    same_c = sc.context_x is None or np.array_equal(sc.context_x, base.context_x)
+    return False, bool(sc.edits) or not np.array_equal(sc.x, base.x) or not same_c
+
+
 def with_position_table(sc: Scenario) -> Scenario:
     """Learned encodings need a table with a row per position; other encodings need none."""
     if sc.positional_encoding != "learned":

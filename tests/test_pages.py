@@ -674,3 +674,51 @@ def test_the_page_counts_from_1_everywhere_a_student_reads_an_index(client: Test
     learned = client.post("/", data={**form_fields(r.text), "positional_encoding": "learned"})
     assert learned.status_code == 200
     assert '<th scope="row">pos 1</th>' in learned.text and "pos 0<" not in learned.text
+
+
+# --- the banner -------------------------------------------------------------------------------------
+
+
+def summary(html: str) -> str:
+    m = re.search(r'<p id="summary"[^>]*>.*?</p>', html, re.S)
+    assert m, "no summary"
+    return m.group(0)
+
+
+def test_the_banner_follows_a_structural_change(client: TestClient) -> None:
+    preset = from_preset("default")[0].preset_obj
+    form = page_form(client)
+    assert preset.summary in summary(client.get("/").text)
+    r = client.post("/", data={**form, "d_model": "4", "num_heads": "2", "mask": "causal", "action": "add_token"},
+                    headers=HTMX)
+    assert r.status_code == 200
+    banner = summary(r.text)
+    assert preset.title in banner and preset.summary not in banner
+    assert ("edited from the preset: 6 tokens “the cat sat on mat new”, d_model = 4, 2 heads, causal mask."
+            in banner)
+    assert '<a href="/?preset=default">Start over from the preset</a>' in banner
+    # A token renamed in the values area (an htmx edit of the stages) updates it out of band.
+    renamed = client.post("/stages", data={**form, "token-0": "a"}, headers=HTMX)
+    assert renamed.status_code == 200
+    banner = summary(renamed.text)
+    assert 'hx-swap-oob="true"' in banner and "edited from the preset: 5 tokens “a cat sat on mat”" in banner
+
+
+def test_the_banner_keeps_the_summary_for_value_edits_and_says_so(client: TestClient) -> None:
+    text = str(escape(from_preset("pool")[0].preset_obj.summary))
+    form = page_form(client, "pool")
+    same = client.post("/stages", data={**form, "stage": "scores"}, headers=HTMX)
+    assert text in summary(same.text) and "values edited" not in summary(same.text)
+    edited = client.post("/stages", data={**form, "x-0-0": "0.9"}, headers=HTMX)
+    assert edited.status_code == 200
+    banner = summary(edited.text)
+    assert 'hx-swap-oob="true"' in banner
+    assert text in banner and "(values edited)" in banner and "edited from the preset" not in banner
+    no_js = client.post("/", data={**form, "x-0-0": "0.9"})
+    assert "(values edited)" in summary(no_js.text) and 'hx-swap-oob' not in summary(no_js.text)
+
+
+def test_without_a_preset_the_banner_is_empty_but_there_for_updates(client: TestClient) -> None:
+    r = client.post("/", data={**page_form(client), "action": "new_weights"}, headers=HTMX)
+    assert r.status_code == 200
+    assert summary(r.text) == '<p id="summary" class="summary" hidden></p>'

@@ -321,6 +321,23 @@ def test_three_token_preset_from_the_menu(page: Page) -> None:
     ]
 
 
+def test_the_banner_follows_the_scenario(page: Page) -> None:
+    page.goto("/?preset=pool")
+    banner = page.locator("#summary")
+    expect(banner).to_contain_text("No learned weights yet")
+    with page.expect_response(lambda r: r.url.endswith("/stages")):
+        page.locator('input[name="x-0-0"]').fill("0.9")
+    expect(banner).to_contain_text("(values edited)")
+    with page.expect_response(lambda r: r.url.endswith("/stages")):
+        page.locator('input[name="token-1"]').fill("loses")
+    expect(banner).to_contain_text("edited from the preset: 3 tokens “pool loses badminton”, d_model = 4, 1 head")
+    expect(banner).not_to_contain_text("No learned weights yet")
+    banner.get_by_role("link", name="Start over from the preset").click()
+    expect(page).to_have_url(re.compile(r"[?&]preset=pool$"))
+    expect(page.locator('input[name="token-1"]')).to_have_value("beats")
+    expect(banner).to_contain_text("No learned weights yet")
+
+
 @pytest.mark.parametrize(("preset", "sense"), [("bank-river", "river"), ("bank-money", "money")])
 def test_bank_attends_to_the_word_that_sets_its_sense(page: Page, preset: str, sense: str) -> None:
     page.goto("/")
