@@ -163,9 +163,10 @@ def _shape(value: object) -> tuple[int, ...]:
 
 
 def _check_tokens(tokens: tuple[str, ...], prefix: str) -> None:
+    which = "source token" if prefix == "ctoken" else "token"
     for i, text in enumerate(tokens):
-        if len(text) > settings.max_token_chars:
-            raise _problem(f"{prefix}-{i}", f"token {i}: at most {settings.max_token_chars} characters")
+        if len(text) > settings.max_token_chars:  # the page counts tokens from 1
+            raise _problem(f"{prefix}-{i}", f"{which} {i + 1}: at most {settings.max_token_chars} characters")
     if len(tokens) > settings.max_tokens:
         raise _problem(f"{prefix}-0", f"tokens: at most {settings.max_tokens}")
 
@@ -208,7 +209,8 @@ def _edits(value: object) -> dict[tuple[str, int, int, int], float]:
     except ValidationError as e:
         err = e.errors()[0]
         name, h, r, c = keys[err["loc"][0]]
-        raise _problem("edits", _number_message(err, f"{name}[{h}][{r}][{c}]")) from None
+        # The entry as the hidden field writes it (0-based, like every internal reference).
+        raise _problem("edits", _number_message(err, f"edits: {name}.{h}.{r}.{c}")) from None
     return dict(zip(keys, values, strict=True))
 
 
@@ -280,7 +282,7 @@ class PageForm(BaseModel):
     revealed: _words(MAX_REVEALED) = frozenset()
     guess: short(40, strip=True) = ""
     pin: Annotated[str, BeforeValidator(_pin)] = ""
-    # The row/column form of the inspector and of a quiz's prediction.
+    # The row/column form of the inspector and of a quiz's prediction, counting from 1 as the page does.
     # Read only when their button is the action (a student may leave anything in them otherwise).
     inspect_matrix: short(20) = ""
     inspect_row: short(24) = ""
@@ -312,15 +314,16 @@ class PageForm(BaseModel):
             for part in ("row", "col"):
                 name = f"{prefix}_{part}"
                 text = getattr(self, name).strip()
-                if not (is_index(text) and int(text) <= MAX_CELL_REF):
-                    raise _problem(name, f"{name}: enter a whole number from 0 to {MAX_CELL_REF}")
+                if not (is_index(text) and 1 <= int(text) <= MAX_CELL_REF):
+                    raise _problem(name, f"{name}: enter a whole number from 1 to {MAX_CELL_REF}")
         if self.cross:
             _check_tokens(self.ctokens, "ctoken")
         return self
 
     def cell_ref(self, prefix: str) -> tuple[str, int, int]:
-        """(matrix, row, col) of the row/column form ``prefix``, checked by _when_used."""
-        row, col = (int(getattr(self, f"{prefix}_{part}")) for part in ("row", "col"))
+        """(matrix, row, col) of the row/column form ``prefix``, checked by _when_used: typed from 1,
+        returned from 0 as every cell reference counts."""
+        row, col = (int(getattr(self, f"{prefix}_{part}")) - 1 for part in ("row", "col"))
         return getattr(self, f"{prefix}_matrix"), row, col
 
 
@@ -359,14 +362,15 @@ def _number_message(err: Any, label: str) -> str:
 
 def read_matrix(form: Mapping[str, str], prefix: str, rows: int, cols: int, label: str) -> np.ndarray:
     """The grid of inputs ``<prefix>-<row>-<col>`` as a (rows, cols) array. A missing or bad cell
-    is a FormError naming that input, e.g. ``x-1-2`` with "X[1][2]: “abc” is not a number"."""
+    is a FormError naming that input, counted from 1 as the page counts: ``x-1-2`` with
+    "X row 2, column 3: “abc” is not a number"."""
     names = [f"{prefix}-{i}-{j}" for i in range(rows) for j in range(cols)]
     try:
         values = _NUMBERS.validate_python([form.get(n) or "" for n in names])
     except ValidationError as e:
         err = e.errors()[0]
         i, j = divmod(err["loc"][0], cols)
-        raise FormError(names[err["loc"][0]], _number_message(err, f"{label}[{i}][{j}]")) from None
+        raise FormError(names[err["loc"][0]], _number_message(err, f"{label} row {i + 1}, column {j + 1}")) from None
     return np.array(values, dtype=np.float64).reshape(rows, cols)
 
 

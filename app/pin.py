@@ -53,4 +53,6 @@ def describe_pin(sc: Scenario) -> str:
     """A one-line reminder of what was pinned."""
     p = PRESETS.get(sc.preset)
     name = f"“{p.title}”" if p is not None else "a custom state"
-    return f"{name}: {' · '.join(sc.tokens)} (T = {len(sc.tokens)}, d_model = {sc.d_model}, h = {sc.num_heads})"
+    t, h = len(sc.tokens), sc.num_heads
+    return (f"{name}: {' · '.join(sc.tokens)} ({t} token{'s' if t != 1 else ''}, embeddings of {sc.d_model}, "
+            f"{h} head{'s' if h != 1 else ''})")

@@ -78,7 +78,7 @@ def tolerance(name: str, m: np.ndarray, decimals: int) -> float:
 @dataclass(frozen=True)
 class Feedback:
     ref: str
-    label: str  # e.g. "weights A[1][2]"
+    label: str  # e.g. "weights A row 2, column 3": counted from 1, as the page counts
     guess: float | None  # None: what was typed is not a number
     value: float
     error: float  # guess − value
@@ -101,7 +101,7 @@ def check(guess: str, ref_text: str, run: AttentionRun, stack: TransformerRun | 
         return None
     m = cell_matrix(run, ref, stack)
     value = float(m[ref.row, ref.col])
-    label = f"{LABELS.get(ref.matrix, ref.matrix)}[{ref.row}][{ref.col}]"
+    label = f"{LABELS.get(ref.matrix, ref.matrix)} row {ref.row + 1}, column {ref.col + 1}"
     tol = tolerance(ref.matrix, m, decimals)
     try:
         typed = float(guess)

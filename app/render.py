@@ -24,7 +24,7 @@ from app.presets import PRESETS
 from app.quiz import LABELS as QUIZ_LABELS
 from app.quiz import check, hidden_cells, stage_results
 from app.quiz import owner as cell_owner
-from app.scenario import Scenario, View, format_input
+from app.scenario import Scenario, View, departure, format_input
 from app.stages import Options, Stage, describe, neighbours, stage_or_first, visible_stages
 from app.worked import worked
 
@@ -107,7 +107,51 @@ TITLE_TEX: dict[str, str] = {
 
 
 def token_labels(tokens: tuple[str, ...]) -> list[str]:
-    return [f"{i} {t}" for i, t in enumerate(tokens)]
+    """"1 the", "2 cat", …: the page counts rows, columns and heads from 1."""
+    return [f"{i + 1} {t}" for i, t in enumerate(tokens)]
+
+
+def describe_scenario(sc: Scenario) -> str:
+    """The scenario in one factual line, for a banner whose preset no longer describes it:
+    "6 tokens, embeddings of 4, 2 heads, causal mask". Plain words, no maths: it quotes the tokens,
+    which a student typed and which must never reach the maths converter."""
+    t, h = len(sc.tokens), sc.num_heads
+    words = f" “{' '.join(sc.tokens)}”" if t <= 8 else ""  # a short sentence is read at a glance
+    parts = [f"{t} token{'s' if t != 1 else ''}{words}", f"embeddings of {sc.d_model}",
+             f"{h} head{'s' if h != 1 else ''}"]
+    if sc.d_k != max(1, sc.d_model // h) or sc.d_v != sc.d_k:
+        parts.append(f"queries and keys of {sc.d_k}, values of {sc.d_v}")
+    parts += {"causal": ["causal mask"], "local": [f"local window ±{sc.window}"],
+              "strided": [f"strided mask (stride {sc.window})"]}.get(sc.mask_mode, [])
+    if sc.blocked:
+        parts.append(f"{len(sc.blocked)} cell{'s' if len(sc.blocked) != 1 else ''} hidden by hand")
+    if sc.padding:
+        parts.append(f"{len(sc.padding)} padding key{'s' if len(sc.padding) != 1 else ''}")
+    if sc.cross:
+        parts.append(f"cross-attention to {len(sc.context_tokens)} source tokens")
+    parts += {"sinusoidal": ["sinusoidal PE"], "learned": ["learned PE"], "rope": ["RoPE"],
+              "alibi": ["ALiBi"]}.get(sc.positional_encoding, [])
+    parts += {"general": ["general (Luong) score"], "additive": ["additive (Bahdanau) score"]}.get(sc.score, [])
+    if sc.attention == "linear":
+        parts.append("linear attention")
+    if not sc.scale:
+        parts.append("no ÷√d_k")
+    if sc.temperature != 1.0:
+        parts.append(f"τ = {sc.temperature:g}")
+    if sc.blocks:
+        act = "ReLU" if sc.activation == "relu" else "GELU"
+        parts.append(f"{sc.blocks} transformer block{'s' if sc.blocks != 1 else ''} ({sc.norm}-norm, {act}, "
+                     f"d_ff = {sc.ffn_size})")
+    return ", ".join(parts)
+
+
+def summary_context(sc: Scenario) -> dict | None:
+    """The banner: the preset's summary while it still describes the page (noting edited values),
+    else a factual line for the scenario as it is now. None without a preset."""
+    if sc.preset_obj is None:
+        return None
+    structure, values = departure(sc)
+    return {"edited": structure, "values_edited": values, "line": describe_scenario(sc) if structure else ""}
 
 
 def head_label(sc: Scenario, h: int) -> str:
@@ -484,7 +528,7 @@ def editor_grids(sc: Scenario, view: View, run: AttentionRun, stack: Transformer
         grids["c"] = grid("c", "C (source sentence: keys and values)", sc.context_x, token_labels(sc.context_tokens),
                           dims, "C")
     if sc.position_table is not None:
-        positions = [f"pos {i}" for i in range(sc.position_table.shape[0])]
+        positions = [f"pos {i + 1}" for i in range(sc.position_table.shape[0])]
         grids["pos"] = grid("pos", "P (learned position table)", sc.position_table, positions, dims, "P")
     return grids
 
@@ -497,9 +541,11 @@ def mask_grid(sc: Scenario, run: AttentionRun, view: View) -> Markup:
     pattern = build_mask(sc.mask_mode, t, s, sc.window)
     pattern = np.zeros((t, s), dtype=bool) if pattern is None else pattern
     texts = format_numbers(run.heads[view.head].scaled, view.decimals)
+    keys = [escape(f"key {j + 1} ({token})") for j, token in enumerate(sc.key_tokens)]
     rows = []
     for i, label in enumerate(token_labels(sc.tokens)):
         lab = escape(label)
+        query = escape(f"query {i + 1} ({sc.tokens[i]})")
         cells = []
         for j in range(s):
             reason = sc.mask_mode if pattern[i, j] else ("padding" if j in sc.padding else "")
@@ -507,7 +553,7 @@ def mask_grid(sc: Scenario, run: AttentionRun, view: View) -> Markup:
             state = (" checked" if hidden else "") + (" disabled" if reason else "")
             why = f'<span class="why">{reason}</span>' if reason else ""
             cells.append(f'<td class="{"hidden" if hidden else "open"}"><label><input type="checkbox" '
-                         f'name="block-{i}-{j}"{state} aria-label="hide key {j} from query {lab}"> '
+                         f'name="block-{i}-{j}"{state} aria-label="hide {keys[j]} from {query}"> '
                          f'{"−∞" if hidden else texts[i][j]}</label>{why}</td>')
         rows.append(f'<tr><th scope="row">{lab}</th>{"".join(cells)}</tr>')
     return Markup("".join(rows))
@@ -534,6 +580,7 @@ def page_context(sc: Scenario, view: View) -> dict:
         "first_run": first,
         "stack": stack,
         "preset": PRESETS.get(sc.preset),
+        "banner": summary_context(sc),
         "presets": PRESETS,
         "stages": stages,
         "current": current,

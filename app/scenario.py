@@ -132,7 +132,7 @@ class Scenario:
         mask = self.mask_array()
         if mask is not None and mask.all(axis=1).any():
             row = int(np.argmax(mask.all(axis=1)))
-            raise FormError("mask", f"mask: query {row} ({self.tokens[row]}) would see no key at all; "
+            raise FormError("mask", f"mask: query {row + 1} ({self.tokens[row]}) would see no key at all; "
                                     "unhide at least one key in its row, or widen the window")
         w = self.weights()
         options = dict(
@@ -231,6 +231,25 @@ def from_preset(key: str) -> tuple[Scenario, View]:
     return with_position_table(scenario), View(decimals=p.decimals, stage=p.stage)
 
 
+def departure(sc: Scenario) -> tuple[bool, bool]:
+    """How far the scenario has moved from its preset: (structure, values). Structure: the tokens,
+    the sizes or a mechanism differ, so the preset's summary no longer describes the page. Values:
+    only numbers differ (X, C, or an edited weight). (False, False) without a preset."""
+    if sc.preset_obj is None:
+        return False, False
+    base, _ = from_preset(sc.preset)
+    fields = ("tokens", "d_model", "num_heads", "d_k", "d_v", "scale", "temperature", "mask_mode", "blocked",
+              "padding", "positional_encoding", "context_tokens", "score", "attention", "blocks")
+    structure = any(getattr(sc, name) != getattr(base, name) for name in fields)
+    structure |= sc.mask_mode in ("local", "strided") and sc.window != base.window
+    structure |= bool(sc.blocks) and (sc.ffn_size, sc.activation, sc.norm) != (base.ffn_size, base.activation,
+                                                                                 base.norm)
+    if structure:
+        return True, False
+    same_c = sc.context_x is None or np.array_equal(sc.context_x, base.context_x)
+    return False, bool(sc.edits) or not np.array_equal(sc.x, base.x) or not same_c
+
+
 def with_position_table(sc: Scenario) -> Scenario:
     """Learned encodings need a table with a row per position; other encodings need none."""
     if sc.positional_encoding != "learned":
@@ -305,7 +324,7 @@ def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
     x = read_matrix(form, "x", t, r_d_model, "X")
     edits = dict(f.edits)
     # The inputs on screen (the selected head's matrices, the first block's) win over the hidden edits.
-    hn = f"[head {r_head + 1}]"
+    hn = f" (head {r_head + 1})"
     on_screen = (
         ("w_q", r_d_model, r_d_k, f"W_Q{hn}"), ("w_k", r_d_model, r_d_k, f"W_K{hn}"),
         ("w_v", r_d_model, r_d_v, f"W_V{hn}"), ("w_a", r_d_k, r_d_k, f"W_a{hn}"),
@@ -319,7 +338,7 @@ def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
         if f"{name}-0-0" in form and rows and cols:
             _put(edits, name, r_head if name in PER_HEAD else 0, read_matrix(form, name, rows, cols, label))
     if "w_o-0-0" in form:
-        m = read_matrix(form, "w_o", r_d_v, r_d_model, f"W_O[head {r_head + 1} rows]")
+        m = read_matrix(form, "w_o", r_d_v, r_d_model, f"W_O rows of head {r_head + 1},")
         for r in range(r_d_v):
             for c in range(r_d_model):
                 edits[("w_o", 0, r_head * r_d_v + r, c)] = float(m[r, c])

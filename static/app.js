@@ -85,8 +85,9 @@
       if (el) el.value = value;
     };
     set("guess_matrix", table.dataset.ref.split(".")[0]);
-    set("guess_row", td.parentElement.rowIndex - 1);
-    set("guess_col", td.cellIndex - 1);
+    // The boxes count from 1, as the page does: the header row and the row header make up the 1.
+    set("guess_row", td.parentElement.rowIndex);
+    set("guess_col", td.cellIndex);
     const guess = box.querySelector('[name="guess"]');
     if (guess) guess.focus();
   }

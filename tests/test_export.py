@@ -205,7 +205,7 @@ def test_evil_tokens_are_neutralised(client: TestClient, token: str) -> None:
     r = export(client, form, "softmax.0", "csv")
     assert r.status_code == 200
     cols, rows, _ = read_csv(r.text)
-    assert rows[0] == cols[0] == f"0 {token}"  # the label, intact, as text
+    assert rows[0] == cols[0] == f"1 {token}"  # the label, intact, as text
     for row in csv.reader(io.StringIO(r.text)):
         for value in row[:1] if row[0] else row[1:]:  # every label; numbers may be negative
             assert not value.startswith(FORMULA_START), value
@@ -218,7 +218,7 @@ def test_evil_tokens_are_neutralised(client: TestClient, token: str) -> None:
 
     data = export(client, form, "softmax.0", "json")
     assert data.headers["x-content-type-options"] == "nosniff"
-    assert data.json()["row_labels"][0] == f"0 {token}"  # data in a JSON string, never markup
+    assert data.json()["row_labels"][0] == f"1 {token}"  # data in a JSON string, never markup
 
 
 def test_csv_labels_that_could_start_a_formula_get_an_apostrophe() -> None:

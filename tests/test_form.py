@@ -71,8 +71,8 @@ def test_a_value_that_is_not_text_is_not_coerced() -> None:
     ("shape", "99,1,2,2,0", "shape: out of range; reload the page"),
     ("preset", "nope", "preset: unknown preset “nope”"),
     ("edits", "w_q.0.0.0", "edits: cannot read “w_q.0.0.0”"),
-    ("edits", "w_q.0.0.0=nan", "w_q[0][0][0]: enter a finite number between −1000 and 1000"),
-    ("edits", "w_k.1.0.1=abc", "w_k[1][0][1]: “abc” is not a number"),
+    ("edits", "w_q.0.0.0=nan", "edits: w_q.0.0.0: enter a finite number between −1000 and 1000"),
+    ("edits", "w_k.1.0.1=abc", "edits: w_k.1.0.1: “abc” is not a number"),
     ("blocked", "1.x", "blocked: cannot read “1.x”"),
     ("pin", "p" * (4 * 1024 * 1024 + 1), "pin: the pinned state is too large; unpin it"),
 ])
@@ -83,7 +83,7 @@ def test_a_bad_field_is_an_error_naming_it(name: str, value: str, message: str) 
 
 def test_tokens_are_bounded() -> None:
     e = error_of({**BASE, "token-1": "t" * (settings.max_token_chars + 1)})
-    assert (e.field, e.message) == ("token-1", f"token 1: at most {settings.max_token_chars} characters")
+    assert (e.field, e.message) == ("token-1", f"token 2: at most {settings.max_token_chars} characters")
     many = {f"token-{i}": "t" for i in range(settings.max_tokens + 5)}
     e = error_of({**BASE, **many})
     assert (e.field, e.message) == ("token-0", f"tokens: at most {settings.max_tokens}")
@@ -94,8 +94,12 @@ def test_tokens_are_bounded() -> None:
 def test_the_row_and_column_forms_need_both_numbers() -> None:
     e = error_of({**BASE, "action": "inspect", "inspect_matrix": "q", "inspect_row": "1"})
     assert e.field == "inspect_col"
-    sc, view = read_form({**BASE, "action": "inspect", "inspect_matrix": "q", "inspect_row": "1", "inspect_col": "0"})
+    # Typed counting from 1, as the page counts; the cell reference counts from 0.
+    sc, view = read_form({**BASE, "action": "inspect", "inspect_matrix": "q", "inspect_row": "2", "inspect_col": "1"})
     assert view.inspect == "q.0.1.0"
+    e = error_of({**BASE, "action": "inspect", "inspect_matrix": "q", "inspect_row": "2", "inspect_col": "0"})
+    assert (e.field, e.message) == ("inspect_col",
+                                    f"inspect_col: enter a whole number from 1 to {8 * settings.max_tokens}")
     # A prediction outside a quiz is not one: its fields are not needed.
     assert read_form({**BASE, "action": "guess"})[1].guess == ""
 
@@ -106,21 +110,21 @@ def test_braces_and_markup_in_a_message_stay_as_typed() -> None:
         e = error_of({**BASE, "preset": typed})
         assert e.message == f"preset: unknown preset “{typed}”"
         e = error_of({**BASE, "x-1-0": typed})
-        assert (e.field, e.message) == ("x-1-0", f"X[1][0]: “{typed}” is not a number")
+        assert (e.field, e.message) == ("x-1-0", f"X row 2, column 1: “{typed}” is not a number")
 
 
 # --- grids ---------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("", "W[0][1]: enter a number"),
-    ("   ", "W[0][1]: enter a number"),
-    ("abc", "W[0][1]: “abc” is not a number"),
-    ("1,5", "W[0][1]: “1,5” is not a number"),
-    ("nan", "W[0][1]: enter a finite number between −1000 and 1000"),
-    ("-Infinity", "W[0][1]: enter a finite number between −1000 and 1000"),
-    ("1e999", "W[0][1]: enter a finite number between −1000 and 1000"),
-    ("1000.5", "W[0][1]: enter a finite number between −1000 and 1000"),
+    ("", "W row 1, column 2: enter a number"),
+    ("   ", "W row 1, column 2: enter a number"),
+    ("abc", "W row 1, column 2: “abc” is not a number"),
+    ("1,5", "W row 1, column 2: “1,5” is not a number"),
+    ("nan", "W row 1, column 2: enter a finite number between −1000 and 1000"),
+    ("-Infinity", "W row 1, column 2: enter a finite number between −1000 and 1000"),
+    ("1e999", "W row 1, column 2: enter a finite number between −1000 and 1000"),
+    ("1000.5", "W row 1, column 2: enter a finite number between −1000 and 1000"),
 ])
 def test_a_bad_cell_names_its_input(text: str, message: str) -> None:
     form = {"w-0-0": "1", "w-0-1": text, "w-1-0": "bad too", "w-1-1": "1"}
@@ -132,7 +136,7 @@ def test_a_bad_cell_names_its_input(text: str, message: str) -> None:
 def test_a_missing_cell_is_an_error() -> None:
     with pytest.raises(FormError) as e:
         read_matrix({"w-0-0": "1"}, "w", 1, 2, "W")
-    assert (e.value.field, e.value.message) == ("w-0-1", "W[0][1]: enter a number")
+    assert (e.value.field, e.value.message) == ("w-0-1", "W row 1, column 2: enter a number")
 
 
 finite = st.floats(min_value=-settings.max_abs_value, max_value=settings.max_abs_value, allow_nan=False)
@@ -211,4 +215,12 @@ def test_source_tokens_are_checked_only_with_cross_attention_on() -> None:
     long = {**BASE, "ctoken-0": "t" * (settings.max_token_chars + 1)}
     assert read_fields(long).ctokens == ("t" * (settings.max_token_chars + 1),)
     e = error_of({**long, "cross": "on"})
-    assert e.field == "ctoken-0"
+    assert (e.field, e.message) == ("ctoken-0", f"source token 1: at most {settings.max_token_chars} characters")
+
+
+def test_a_bad_weight_cell_names_its_matrix_head_row_and_column_from_1() -> None:
+    w_q = {f"w_q-{i}-{j}": "0.5" for i in range(2) for j in range(2)}
+    e = error_of({**BASE, **w_q, "w_q-1-0": "abc"})
+    assert (e.field, e.message) == ("w_q-1-0", "W_Q (head 1) row 2, column 1: “abc” is not a number")
+    e = error_of({**BASE, "cross": "on", "ctoken-0": "a", "c-0-0": "1", "c-0-1": ""})
+    assert (e.field, e.message) == ("c-0-1", "C row 1, column 2: enter a number")

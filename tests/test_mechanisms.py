@@ -13,6 +13,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from markupsafe import escape
 
 from app.pipeline import (
     alibi_bias,
@@ -221,13 +222,16 @@ def test_the_mask_grid_shows_each_scaled_score_or_why_it_is_hidden() -> None:
     scaled = (sc.x @ w["w_q"][0]) @ (sc.x @ w["w_k"][0]).T / math.sqrt(sc.d_k)
     html = str(mask_grid(sc, run, View(decimals=3)))
     rows = re.findall(r'<tr><th scope="row">(.*?)</th>(.*?)</tr>', html)
-    assert [label for label, _ in rows][0].startswith("0 &lt;b&gt;x&lt;/b&gt;") and "<b>" not in html
+    assert [label for label, _ in rows][0].startswith("1 &lt;b&gt;x&lt;/b&gt;") and "<b>" not in html
+    names = [str(escape(t)) for t in sc.tokens]
     for i, (_, cells) in enumerate(rows):
         tds = re.findall(r'<td class="(\w+)"><label><input type="checkbox" name="block-(\d+)-(\d+)"([^>]*)> '
                          r'(.*?)</label>(?:<span class="why">(\w+)</span>)?</td>', cells)
         assert len(tds) == len(sc.tokens)
         for j, (cls, qi, kj, attrs, text, why) in enumerate(tds):
             assert (int(qi), int(kj)) == (i, j)
+            # The label counts from 1, as the page does; the field name is internal and counts from 0.
+            assert f'aria-label="hide key {j + 1} ({names[j]}) from query {i + 1} ({names[i]})"' in attrs
             expected_why = "causal" if j > i else ("padding" if j == 1 else "")
             hidden = bool(expected_why) or (i, j) == (3, 0)
             assert why == expected_why

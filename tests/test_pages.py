@@ -195,13 +195,22 @@ def test_inspector_softmax_of_very_negative_scores(client: TestClient) -> None:
 
 
 def test_inspector_row_and_column_form(client: TestClient) -> None:
+    """The form counts from 1, as the page does; the cell reference it becomes counts from 0."""
     form = {**page_form(client, "three-token"), "stage": "softmax", "action": "inspect",
-            "inspect_matrix": "softmax", "inspect_row": "2", "inspect_col": "0"}
+            "inspect_matrix": "softmax", "inspect_row": "3", "inspect_col": "1"}
     r = client.post("/stages", data=form, headers=HTMX)
     assert r.status_code == 200
     assert 'id="inspect-ref" value="softmax.0.2.0"' in r.text
     box = inspector(r.text)
     assert "8.169" in box and "0.503" in box
+    assert "(counting from 1)" in box
+    assert re.search(r'name="inspect_row" min="1" max="3" value="3"', box)
+    assert re.search(r'name="inspect_col" min="1" max="\d+" value="1"', box)
+    for row in ("0", "-1"):
+        refused = client.post("/stages", data={**form, "inspect_row": row}, headers=HTMX)
+        assert refused.status_code == 422
+        assert error_slot(refused.text, "view") == (
+            f"inspect_row: enter a whole number from 1 to {8 * settings.max_tokens}", "inspect_row")
 
 
 def test_inspector_dot_product_of_a_score(client: TestClient) -> None:
@@ -234,7 +243,7 @@ def test_htmx_bad_cell_is_422_without_swap(client: TestClient, bad: str) -> None
     assert "<html" not in r.text
     message, field = error_slot(r.text, "x")
     assert field == "x-1-2"
-    assert "X[1][2]" in message
+    assert message.startswith("X row 2, column 3: ")
     assert 'hx-swap-oob="true"' in r.text
 
 
@@ -265,7 +274,7 @@ def test_no_js_bad_cell_returns_the_page_with_the_message(client: TestClient) ->
     assert is_full_page(r)
     message, field = error_slot(r.text, "x")
     assert field == "x-1-2"
-    assert "X[1][2]" in message
+    assert message.startswith("X row 2, column 3: ")
     assert re.search(r'name="x-1-2" value="abc"[^>]*aria-invalid="true"', r.text)
 
 
@@ -295,7 +304,7 @@ def test_bad_shared_link_is_422_with_the_default_page(client: TestClient) -> Non
     r = client.get("/", params={**page_form(client), "x-0-0": "nan"})
     assert r.status_code == 422
     assert is_full_page(r)
-    assert "X[0][0]" in error_slot(r.text, "x")[0]
+    assert error_slot(r.text, "x")[0].startswith("X row 1, column 1: ")
 
 
 def test_unknown_preset_in_the_query_falls_back_to_the_default(client: TestClient) -> None:
@@ -333,7 +342,7 @@ def test_typed_text_is_escaped_in_error_messages(client: TestClient, token: str)
         r = client.post("/", data={**page_form(client), "x-0-0": token}, headers=headers)
         assert r.status_code == 422
         assert "<script>alert" not in r.text and "<img" not in r.text
-        assert "X[0][0]" in error_slot(r.text, "x")[0]
+        assert error_slot(r.text, "x")[0].startswith("X row 1, column 1: ")
 
 
 # --- presets --------------------------------------------------------------------------------------
@@ -602,7 +611,7 @@ def test_no_js_page_with_a_missing_cell_comes_back_with_the_rest(client: TestCli
     r = client.post("/", data=form)
     assert r.status_code == 422
     message, field = error_slot(r.text, "x")
-    assert field == "x-1-1" and message == "X[1][1]: enter a number"
+    assert field == "x-1-1" and message == "X row 2, column 2: enter a number"
     assert form_fields(r.text)["x-0-0"] == "0.75"  # the student's other values stay
 
 
@@ -639,11 +648,82 @@ def test_ticking_cross_attention_labels_k_and_v_with_c(client: TestClient) -> No
     assert ("K = C·W_K", "6×3") in titles and ("V = C·W_V", "6×3") in titles
     assert ("X (target sentence: queries)", "5×3") in titles
     assert ("C (source sentence: keys and values)", "6×3") in titles
-    assert "K = C·W_K and V = C·W_V have a row per source token of C (S = 6)" in r.text
+    assert "have a row per source token of" in r.text and 'alttext="K = C W_K"' in r.text
+    assert 'alttext="S = 6"' in r.text
     fields = form_fields(r.text)
     assert [fields[f"ctoken-{i}"] for i in range(6)] == ["Le", "chat", "assis", "sur", "le", "tapis"]
     scores = client.post("/stages", data={**fields, "goto": "scores"}, headers=HTMX)
     assert scores.status_code == 200
     assert len(heatmap(scores.text, "scores.0")) == 5 and len(heatmap(scores.text, "scores.0")[0]) == 6
     x = client.post("/stages", data={**fields, "goto": "x"}, headers=HTMX)
-    assert "T = 5 tokens, S = 6 source tokens, d_model = 3." in x.text
+    assert all(f'alttext="{maths}"' in x.text for maths in ("T = 5", "S = 6", "d_model = 3"))
+
+
+# --- counting from 1 --------------------------------------------------------------------------------
+
+
+def test_the_page_counts_from_1_everywhere_a_student_reads_an_index(client: TestClient) -> None:
+    r = client.get("/", params={"preset": "default"})
+    assert r.status_code == 200
+    assert "Rows, columns, tokens and heads are counted from 1." in r.text
+    assert '<th scope="row">1 the</th>' in r.text and '<th scope="row">0 the</th>' not in r.text
+    assert 'aria-label="token 1"' in r.text and 'aria-label="token 0"' not in r.text
+    assert 'aria-label="token 5 (mat) is padding"' in r.text
+    assert 'aria-label="remove token 1 (the)"' in r.text and 'aria-label="remove token 0 (the)"' not in r.text
+    assert 'aria-label="X row 1 the, column x1"' in r.text
+    assert re.search(r'name="inspect_row" min="1" max="5" value="1"', r.text)
+    cross = client.post("/", data={**form_fields(r.text), "cross": "on"})
+    assert cross.status_code == 200
+    assert 'aria-label="source token 1"' in cross.text and 'aria-label="remove source token 6 (tapis)"' in cross.text
+    assert 'aria-label="source token 1 (Le) is padding"' in cross.text
+    learned = client.post("/", data={**form_fields(r.text), "positional_encoding": "learned"})
+    assert learned.status_code == 200
+    assert '<th scope="row">pos 1</th>' in learned.text and "pos 0<" not in learned.text
+
+
+# --- the banner -------------------------------------------------------------------------------------
+
+
+def summary(html: str) -> str:
+    m = re.search(r'<p id="summary"[^>]*>.*?</p>', html, re.S)
+    assert m, "no summary"
+    return m.group(0)
+
+
+def test_the_banner_follows_a_structural_change(client: TestClient) -> None:
+    preset = from_preset("default")[0].preset_obj
+    form = page_form(client)
+    assert preset.summary in summary(client.get("/").text)
+    r = client.post("/", data={**form, "d_model": "4", "num_heads": "2", "mask": "causal", "action": "add_token"},
+                    headers=HTMX)
+    assert r.status_code == 200
+    banner = summary(r.text)
+    assert preset.title in banner and preset.summary not in banner
+    assert ("edited from the preset: 6 tokens “the cat sat on mat new”, embeddings of 4, 2 heads, causal mask."
+            in banner)
+    assert '<a href="/?preset=default">Start over from the preset</a>' in banner
+    # A token renamed in the values area (an htmx edit of the stages) updates it out of band.
+    renamed = client.post("/stages", data={**form, "token-0": "a"}, headers=HTMX)
+    assert renamed.status_code == 200
+    banner = summary(renamed.text)
+    assert 'hx-swap-oob="true"' in banner and "edited from the preset: 5 tokens “a cat sat on mat”" in banner
+
+
+def test_the_banner_keeps_the_summary_for_value_edits_and_says_so(client: TestClient) -> None:
+    text = str(escape(from_preset("pool")[0].preset_obj.summary))
+    form = page_form(client, "pool")
+    same = client.post("/stages", data={**form, "stage": "scores"}, headers=HTMX)
+    assert text in summary(same.text) and "values edited" not in summary(same.text)
+    edited = client.post("/stages", data={**form, "x-0-0": "0.9"}, headers=HTMX)
+    assert edited.status_code == 200
+    banner = summary(edited.text)
+    assert 'hx-swap-oob="true"' in banner
+    assert text in banner and "(values edited)" in banner and "edited from the preset" not in banner
+    no_js = client.post("/", data={**form, "x-0-0": "0.9"})
+    assert "(values edited)" in summary(no_js.text) and 'hx-swap-oob' not in summary(no_js.text)
+
+
+def test_without_a_preset_the_banner_is_empty_but_there_for_updates(client: TestClient) -> None:
+    r = client.post("/", data={**page_form(client), "action": "new_weights"}, headers=HTMX)
+    assert r.status_code == 200
+    assert summary(r.text) == '<p id="summary" class="summary" hidden></p>'

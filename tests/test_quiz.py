@@ -36,8 +36,9 @@ def quiz_form(client: TestClient, preset: str = "three-token", stage: str = "sof
 
 
 def predict(client: TestClient, fields: dict[str, str], matrix: str, row: int, col: int, guess: str):
-    posted = {**fields, "action": "guess", "guess_matrix": matrix, "guess_row": str(row),
-              "guess_col": str(col), "guess": guess}
+    """A prediction for the cell (row, col), counted from 0; the boxes count from 1, as the page does."""
+    posted = {**fields, "action": "guess", "guess_matrix": matrix, "guess_row": str(row + 1),
+              "guess_col": str(col + 1), "guess": guess}
     return client.post("/stages", data=posted, headers=HTMX)
 
 
@@ -91,8 +92,8 @@ def test_check_judges_against_the_pipelines_value() -> None:
 
 def test_read_form_reveals_only_a_cell_predicted_with_a_number() -> None:
     fields = dict(state_query(*from_preset("three-token")))
-    base = {**fields, "quiz": "on", "action": "guess", "guess_matrix": "softmax", "guess_row": "2",
-            "guess_col": "1"}
+    base = {**fields, "quiz": "on", "action": "guess", "guess_matrix": "softmax", "guess_row": "3",
+            "guess_col": "2"}  # counted from 1: the cell softmax.0.2.1
     _, view = read_form({**base, "guess": "0.3"})
     assert view.quiz and view.revealed == {"softmax.0.2.1"} and view.inspect == "softmax.0.2.1"
     _, view = read_form({**base, "guess": "three"})
@@ -134,6 +135,9 @@ def test_a_prediction_is_judged_and_reveals_its_cell_and_arithmetic(client: Test
     shown = cells(heatmap(r.text, "softmax.0"))
     assert shown[2 * 3 + 1] == f"{value:.3f}" and shown.count("?") == 8
     assert "Close: within the tolerance." in r.text and f"it is <strong>{value:.3f}</strong>" in r.text
+    assert "for weights A row 3, column 2; it is" in r.text
+    assert re.search(r'name="guess_row" min="1" max="3" value="3"', r.text)
+    assert re.search(r'name="guess_col" min="1" max="3" value="2"', r.text)
     assert "Attention weights of query 3" in r.text  # the inspector shows the row's arithmetic
     after = {**fields, **form_fields(r.text)}
     assert after["revealed"] == "softmax.0.2.1" and after["inspect"] == "softmax.0.2.1"
@@ -148,13 +152,13 @@ def test_a_prediction_that_is_not_a_number_reveals_nothing(client: TestClient) -
     r = predict(client, quiz_form(client), "softmax", 0, 0, "a lot")
     assert r.status_code == 200
     assert cells(heatmap(r.text, "softmax.0")) == ["?"] * 9
-    assert "Type a number to predict weights A[0][0]." in r.text
+    assert "Type a number to predict weights A row 1, column 1." in r.text
     assert 'value="a lot"' in r.text  # what the student typed stays
 
 
 def test_the_inspector_does_not_show_a_hidden_cell(client: TestClient) -> None:
-    fields = {**quiz_form(client), "action": "inspect", "inspect_matrix": "softmax", "inspect_row": "1",
-              "inspect_col": "1"}
+    fields = {**quiz_form(client), "action": "inspect", "inspect_matrix": "softmax", "inspect_row": "2",
+              "inspect_col": "2"}
     r = client.post("/stages", data=fields, headers=HTMX)
     assert r.status_code == 200
     assert "hidden by the quiz: predict it first" in r.text and "softmax row 1" not in r.text

@@ -8,9 +8,19 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from app.form import FormError
 from app.permalink import state_query
 from app.presets import PRESETS
-from app.scenario import Scenario, View, format_input, from_preset, read_form, with_position_table
+from app.scenario import (
+    Scenario,
+    View,
+    departure,
+    format_input,
+    from_preset,
+    new_weights,
+    read_form,
+    with_position_table,
+)
 
 
 @pytest.mark.parametrize(("value", "shown"), [
@@ -94,3 +104,53 @@ def test_cross_attention_switched_on_survives_its_url() -> None:
     assert back.context_tokens == on.context_tokens
     np.testing.assert_array_equal(back.context_x, on.context_x)
     np.testing.assert_array_equal(back.run().output, on.run().output)
+
+
+def test_a_query_left_with_no_key_is_named_counting_from_1() -> None:
+    sc, _ = from_preset("default")
+    with pytest.raises(FormError) as e:
+        replace(sc, blocked=frozenset((2, j) for j in range(5))).compute()
+    assert e.value.field == "mask"
+    assert e.value.message.startswith("mask: query 3 (sat) would see no key at all")
+
+
+# --- how far from the preset ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", list(PRESETS))
+def test_every_preset_as_loaded_and_read_back_is_its_preset(key: str) -> None:
+    sc, view = from_preset(key)
+    assert departure(sc) == (False, False)
+    assert departure(read_form(dict(state_query(sc, view)))[0]) == (False, False)
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    ({"x-0-0": "0.75"}, (False, True)),
+    ({"edits": "w_k.0.1.2=3"}, (False, True)),
+    ({"token-0": "a"}, (True, False)),
+    ({"action": ""}, (False, False)),
+    ({"d_model": "4"}, (True, False)),
+    ({"num_heads": "3"}, (True, False)),
+    ({"d_k": "2"}, (True, False)),
+    ({"mask": "causal"}, (True, False)),
+    ({"mask": "local"}, (True, False)),
+    ({"blocked": "1.0"}, (True, False)),
+    ({"pad-2": "on"}, (True, False)),
+    ({"cross": "on"}, (True, False)),
+    ({"positional_encoding": "rope"}, (True, False)),
+    ({"score": "additive"}, (True, False)),
+    ({"attention": "linear"}, (True, False)),
+    ({"temperature": "2"}, (True, False)),
+    ({"blocks": "1"}, (True, False)),
+])
+def test_departure_tells_structure_from_values(change: dict[str, str], expected: tuple[bool, bool]) -> None:
+    sc, view = from_preset("default")
+    form = {k: v for k, v in state_query(sc, view) if k != "scale"}  # the ÷√d_k toggle is a mechanism
+    assert departure(read_form({**form, "scale": "on", **change})[0]) == expected
+    assert departure(read_form(form)[0]) == (True, False)  # ÷√d_k switched off
+
+
+def test_a_source_sentence_edited_is_a_value_edit_and_no_preset_is_no_departure() -> None:
+    sc, view = from_preset("translate")
+    assert departure(read_form({**dict(state_query(sc, view)), "c-0-0": "0.5"})[0]) == (False, True)
+    assert departure(new_weights(sc)) == (False, False)

@@ -140,8 +140,11 @@ def evil_fields(client: TestClient) -> dict[str, str]:
 
 
 def test_evil_tokens_are_inert_in_the_page_inspector_quiz_and_pin(client: TestClient) -> None:
+    # Plain tokens of its own, as the evil ones are: both pages' banners quote the edited sentence.
+    plain = {f"token-{i}": t for i, t in enumerate(("one", "two", "three"))}
     clean = client.post("/stages", data={**form_fields(client.get("/?preset=three-token&stage=softmax").text),
-                                         "inspect": "softmax.0.1.1", "quiz": "on", "action": "pin"}, headers=HTMX)
+                                         **plain, "inspect": "softmax.0.1.1", "quiz": "on", "action": "pin"},
+                        headers=HTMX)
     fields = {**evil_fields(client), "inspect": "softmax.0.1.1", "quiz": "on", "action": "pin"}
     r = client.post("/stages", data=fields, headers=HTMX)
     assert r.status_code == 200

@@ -78,8 +78,8 @@ def test_a_student_predicts_a_hidden_weight_and_sees_it_with_its_arithmetic(
 
     value = preset_run("three-token").heads[0].softmax[2, 0]
     cell(weights, 2, 0).click()  # a hidden cell: chosen for the prediction, not inspected
-    expect(page.locator('section.quiz [name="guess_row"]')).to_have_value("2")
-    expect(page.locator('section.quiz [name="guess_col"]')).to_have_value("0")
+    expect(page.locator('section.quiz [name="guess_row"]')).to_have_value("3")  # counted from 1
+    expect(page.locator('section.quiz [name="guess_col"]')).to_have_value("1")
     expect(page.locator("#guess")).to_be_focused()
     expect(page.locator("#inspector")).not_to_contain_text("Attention weights of query")
 
@@ -119,8 +119,8 @@ def test_the_quiz_works_from_the_keyboard_and_follows_an_edit(page: Page) -> Non
     page.keyboard.press("ArrowRight")
     page.keyboard.press("Enter")  # on a hidden cell: choose it
     expect(page.locator("#guess")).to_be_focused()
-    expect(page.locator('section.quiz [name="guess_row"]')).to_have_value("1")
-    expect(page.locator('section.quiz [name="guess_col"]')).to_have_value("1")
+    expect(page.locator('section.quiz [name="guess_row"]')).to_have_value("2")  # counted from 1
+    expect(page.locator('section.quiz [name="guess_col"]')).to_have_value("2")
     page.keyboard.type("1")
     page.keyboard.press("Enter")
     run = preset_run("three-token")
@@ -200,8 +200,8 @@ def test_quiz_and_pin_work_without_javascript(page: Page) -> None:
     """Plain form posts: every button submits the whole form and the server answers a page."""
     page.goto("/?preset=three-token&stage=softmax&quiz=on")
     value = preset_run("three-token").heads[0].softmax[1, 2]
-    page.locator('section.quiz [name="guess_row"]').fill("1")
-    page.locator('section.quiz [name="guess_col"]').fill("2")
+    page.locator('section.quiz [name="guess_row"]').fill("2")  # counted from 1: the cell (1, 2)
+    page.locator('section.quiz [name="guess_col"]').fill("3")
     page.locator("#guess").fill(f"{value:.2f}")
     page.get_by_role("button", name="Check").click()
     expect(page.locator("#quiz-feedback")).to_contain_text("Close: within the tolerance.")

@@ -79,7 +79,7 @@ def test_panel_csv_downloads_with_javascript_and_the_page_stays(page: Page) -> N
     assert posts == ["/export"]  # fetched by export.js; htmx posted nothing
     assert name == "softmax_0.csv"
     labels, values = csv_values(text)
-    assert labels == ["0 token 1", "1 token 2", "2 token 3"]
+    assert labels == ["1 token 1", "2 token 2", "3 token 3"]
     assert values.tolist() == expected_run("three-token").heads[0].softmax.tolist()
     assert np.round(values, 3).tolist() == S003_A.tolist()
     # htmx did not swap the file into the page: same address, same stage, the panel still there.
@@ -125,10 +125,10 @@ def test_a_bad_field_shows_the_export_message(page: Page, page_log: PageLog) -> 
     page.goto("/?preset=three-token")
     go_to_stage(page, "softmax")
     page.locator('input[name="x-0-0"]').fill("5000")
-    expect(page.locator("#err-x")).to_contain_text("X[0][0]")
+    expect(page.locator("#err-x")).to_contain_text("X row 1, column 1")
     control = export_control(page, "softmax.0", "softmax")
     control.get_by_role("button", name="CSV").click()
-    expect(control.locator(".export-error")).to_contain_text("X[0][0]")
+    expect(control.locator(".export-error")).to_contain_text("X row 1, column 1")
 
 
 @pytest.mark.parametrize("js_enabled", [False])

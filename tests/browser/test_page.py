@@ -327,6 +327,23 @@ def test_three_token_preset_from_the_menu(page: Page) -> None:
     ]
 
 
+def test_the_banner_follows_the_scenario(page: Page) -> None:
+    page.goto("/?preset=pool")
+    banner = page.locator("#summary")
+    expect(banner).to_contain_text("No learned weights yet")
+    with page.expect_response(lambda r: r.url.endswith("/stages")):
+        page.locator('input[name="x-0-0"]').fill("0.9")
+    expect(banner).to_contain_text("(values edited)")
+    with page.expect_response(lambda r: r.url.endswith("/stages")):
+        page.locator('input[name="token-1"]').fill("loses")
+    expect(banner).to_contain_text("edited from the preset: 3 tokens “pool loses badminton”, embeddings of 4, 1 head")
+    expect(banner).not_to_contain_text("No learned weights yet")
+    banner.get_by_role("link", name="Start over from the preset").click()
+    expect(page).to_have_url(re.compile(r"[?&]preset=pool$"))
+    expect(page.locator('input[name="token-1"]')).to_have_value("beats")
+    expect(banner).to_contain_text("No learned weights yet")
+
+
 @pytest.mark.parametrize(("preset", "sense"), [("bank-river", "river"), ("bank-money", "money")])
 def test_bank_attends_to_the_word_that_sets_its_sense(page: Page, preset: str, sense: str) -> None:
     page.goto("/")
@@ -339,7 +356,7 @@ def test_bank_attends_to_the_word_that_sets_its_sense(page: Page, preset: str, s
     row = [float(v) for v in cells(weights)[bank]]
     others = [j for j in range(len(row)) if j != bank]
     strongest = max(others, key=lambda j: row[j])
-    assert col_labels(weights)[strongest] == f"{strongest} {sense}"
+    assert col_labels(weights)[strongest] == f"{strongest + 1} {sense}"  # the page counts from 1
 
 
 # --- 6. a bad value -----------------------------------------------------------------------------
@@ -359,7 +376,7 @@ def test_bad_value_shows_an_error_and_keeps_the_stages(page: Page, page_log: Pag
         x12.fill(bad)  # 1e999 overflows: Chromium sends ""; 5000 is over the bound of 1000
     assert answer.value.status == 422
     error = page.locator("#err-x")
-    expect(error).to_contain_text("X[1][2]")
+    expect(error).to_contain_text("X row 2, column 3")
     expect(error).to_have_attribute("data-field", "x-1-2")
     assert page.locator("#stages .stage-area").inner_text() == stages_before
     expect(current_stage(page)).to_have_id("stage-softmax")
@@ -379,7 +396,7 @@ def test_bad_value_marks_its_input_invalid(page: Page, page_log: PageLog) -> Non
     x12 = page.locator('input[name="x-1-2"]')
     with page.expect_response(lambda r: r.url.endswith("/stages")):
         x12.fill("5000")
-    expect(page.locator("#err-x")).to_contain_text("X[1][2]")
+    expect(page.locator("#err-x")).to_contain_text("X row 2, column 3")
     expect(x12).to_have_attribute("aria-invalid", "true", timeout=2_000)
 
 
@@ -387,7 +404,7 @@ def test_invalid_mark_from_the_server_survives_page_load(page: Page, page_log: P
     page_log.allow(422, "/", method="GET")
     response = page.goto("/?preset=default&shape=3,1,3,3,0&token-0=a&x-0-0=5000&x-0-1=1&x-0-2=1")
     assert response is not None and response.status == 422
-    expect(page.locator("#err-x")).to_contain_text("X[0][0]")
+    expect(page.locator("#err-x")).to_contain_text("X row 1, column 1")
     expect(page.locator('input[name="x-0-0"]')).to_have_attribute("aria-invalid", "true", timeout=2_000)
 
 
@@ -410,7 +427,7 @@ def test_adding_and_removing_a_token_resizes_the_scores(page: Page) -> None:
     expect(page.locator(f'input[name="token-{t}"]')).to_have_count(0)
     scores = heatmap(page, "scores.0")
     assert [len(row) for row in cells(scores)] == [t] * t
-    assert col_labels(scores) == ["0 the", "1 sat", "2 on", "3 mat", "4 new"]
+    assert col_labels(scores) == ["1 the", "2 sat", "3 on", "4 mat", "5 new"]
 
 
 def test_two_heads_show_a_head_selector_and_a_wider_concat(page: Page) -> None:
@@ -452,14 +469,15 @@ def test_without_javascript_forms_post_and_the_page_follows(page: Page) -> None:
     assert shown == fmt(expected_run("default", {(0, 0): 2.5}).heads[0].softmax)
     assert shown != fmt(expected_run("default").heads[0].softmax)
 
-    # The row/column form inspects a cell without JavaScript too.
+    # The row/column form inspects a cell without JavaScript too, counting from 1 as the page does.
     page.locator("#inspector summary").click()
     page.locator('select[name="inspect_matrix"]').select_option("softmax")
-    page.locator('input[name="inspect_row"]').fill("0")
-    page.locator('input[name="inspect_col"]').fill("0")
+    page.locator('input[name="inspect_row"]').fill("2")
+    page.locator('input[name="inspect_col"]').fill("3")
     page.get_by_role("button", name="Inspect").click()
-    expect(page.locator("#inspector")).to_contain_text("Attention weights of query 1")
-    expect(cell(heatmap(page, "softmax.0"), 0, 0)).to_have_class(re.compile(r"\bsel\b"))
+    expect(page.locator("#inspector")).to_contain_text("(cat)")  # the second token's row
+    expect(cell(heatmap(page, "softmax.0"), 1, 2)).to_have_class(re.compile(r"\bsel\b"))
+    expect(page.locator('input[name="inspect_row"]')).to_have_value("2")
     expect(page.locator('input[name="x-0-0"]')).to_have_value("2.5")
 
 
