@@ -33,7 +33,7 @@ _HYPHEN_MINUS = re.compile(r"(?<![\w.])-(?=\d)")
 def _svg_maths(text: str) -> Markup:
     """Escaped label text with a true minus sign, and d_k set as d with a lowered k (SVG has no MathML)."""
     text = _HYPHEN_MINUS.sub("\u2212", text)
-    lowered = r'<tspan font-style="italic">d</tspan><tspan baseline-shift="sub" font-size="75%">\1</tspan>'
+    lowered = r'<tspan class="var">d</tspan><tspan class="sub">\1</tspan>'
     return Markup(_SUBSCRIPT.sub(lowered, str(escape(text))))
 
 

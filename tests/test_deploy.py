@@ -399,6 +399,7 @@ def test_chromium_edits_and_steps_under_the_sub_path(proxied: Callable[..., Reve
             page.on("pageerror", log.on_page_error)
             page.on("request", lambda request: requested.append(request.url))
             assert page.goto(f"{proxy.url}{ROOT}/").status == 200
+            page.locator("#editor > summary").click()  # open the inputs drawer, as a student does to edit
             x00 = page.locator('input[name="x-0-0"]')
             with page.expect_response(lambda r: r.url.endswith(f"{ROOT}/stages")) as edit:
                 x00.fill("2.5")

@@ -638,14 +638,17 @@ def test_ticking_cross_attention_labels_k_and_v_with_c(client: TestClient) -> No
     """Queries from X, keys and values from C: stage 1 multiplies C, not X, by W_K and W_V."""
     self_attention = client.post("/stages", data={**page_form(client), "stage": "qkv"}, headers=HTMX)
     assert self_attention.status_code == 200
-    assert re.findall(r'<span class="expr">(\w) ·</span>', self_attention.text) == ["X", "X", "X"]
-    assert '<span class="mname">K</span> <span class="shape">5×3</span>' in self_attention.text
+    operand = r'<span class="expr"><math display="inline" alttext="(\w)">'
+    assert re.findall(operand, self_attention.text) == ["X", "X", "X"]
+    assert '<span class="mname"><math display="inline" alttext="K">' in self_attention.text
     r = client.post("/", data={**page_form(client), "cross": "on", "stage": "qkv"})
     assert r.status_code == 200
-    assert re.findall(r'<span class="expr">(\w) ·</span>', r.text) == ["X", "C", "C"]
+    assert re.findall(operand, r.text) == ["X", "C", "C"]
+    maths = re.findall(r'<span class="mname"><math display="inline" alttext="([^"]*)">.*?</math></span> '
+                       r'<span class="shape">([^<]*)</span>', r.text)
+    assert ("Q = X W_Q", "5×3") in maths
+    assert ("K = C W_K", "6×3") in maths and ("V = C W_V", "6×3") in maths
     titles = re.findall(r'<span class="mname">([^<]*)</span> <span class="shape">([^<]*)</span>', r.text)
-    assert ("Q = X·W_Q", "5×3") in titles
-    assert ("K = C·W_K", "6×3") in titles and ("V = C·W_V", "6×3") in titles
     assert ("X (target sentence: queries)", "5×3") in titles
     assert ("C (source sentence: keys and values)", "6×3") in titles
     assert "have a row per source token of" in r.text and 'alttext="K = C W_K"' in r.text
@@ -693,12 +696,12 @@ def summary(html: str) -> str:
 def test_the_banner_follows_a_structural_change(client: TestClient) -> None:
     preset = from_preset("default")[0].preset_obj
     form = page_form(client)
-    assert preset.summary in summary(client.get("/").text)
+    assert str(prose(preset.summary)) in summary(client.get("/").text)
     r = client.post("/", data={**form, "d_model": "4", "num_heads": "2", "mask": "causal", "action": "add_token"},
                     headers=HTMX)
     assert r.status_code == 200
     banner = summary(r.text)
-    assert preset.title in banner and preset.summary not in banner
+    assert preset.title in banner and str(prose(preset.summary)) not in banner
     assert ("edited from the preset: 6 tokens “the cat sat on mat new”, embeddings of 4, 2 heads, causal mask."
             in banner)
     assert '<a href="/?preset=default">Start over from the preset</a>' in banner
@@ -710,7 +713,7 @@ def test_the_banner_follows_a_structural_change(client: TestClient) -> None:
 
 
 def test_the_banner_keeps_the_summary_for_value_edits_and_says_so(client: TestClient) -> None:
-    text = str(escape(from_preset("pool")[0].preset_obj.summary))
+    text = str(prose(from_preset("pool")[0].preset_obj.summary))
     form = page_form(client, "pool")
     same = client.post("/stages", data={**form, "stage": "scores"}, headers=HTMX)
     assert text in summary(same.text) and "values edited" not in summary(same.text)

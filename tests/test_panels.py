@@ -8,17 +8,18 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from jinja2 import Environment, FileSystemLoader
-from markupsafe import Markup, escape
+from markupsafe import Markup
 
 from app.cost import attention_cost, cost_growth, crossover
 from app.lab import scaling_lab
+from app.maths import label_text
+from app.pages import templates
 from app.panels import cost_context, lab_context
 from app.svg import cost_growth_svg, score_spread_svg
 
 ROOT = Path(__file__).resolve().parent.parent
 SVG = "{http://www.w3.org/2000/svg}"
-ENV = Environment(loader=FileSystemLoader(ROOT / "templates"), autoescape=True)
+ENV = templates.env  # the page's own environment: its maths filters and globals
 COST_SIZES = {"t": 12, "s": 12, "d_model": 64, "num_heads": 8, "d_k": 8, "d_v": 8, "d_ff": 256, "blocks": 2}
 
 
@@ -62,7 +63,7 @@ def table(html: str, cls: str) -> str:
 
 
 def texts(svg: ET.Element) -> list[str]:
-    return [t.text or "" for t in svg.iter(f"{SVG}text")]
+    return ["".join(t.itertext()) for t in svg.iter(f"{SVG}text")]  # d_k is d and a lowered k (<tspan>)
 
 
 # --- the lab ---------------------------------------------------------------------------------------
@@ -73,7 +74,8 @@ def test_lab_partial_is_well_formed_and_csp_safe() -> None:
     check_csp_safe(html)
     root = ET.fromstring(html)  # the partial is XML-clean
     assert root.tag == "details" and root.get("id") == "lab-panel" and root.get("class") == "panel-extra"
-    assert root.find("summary").text == "Scaling lab: why divide by √d_k"
+    summary = root.find("summary")
+    assert summary.text == "Scaling lab: why divide by " and summary.find("math").get("alttext") == "√d_k"
     for svg in svgs(html):
         check_svg(svg)
     for tbl in root.iter("table"):
@@ -86,7 +88,7 @@ def test_lab_marks_the_current_d_k_in_chart_and_tables() -> None:
     (svg,) = svgs(html)
     current = [g for g in svg.iter(f"{SVG}g") if "current" in (g.get("class") or "").split()]
     assert len(current) == 1
-    assert "d_k = 8" in texts(current[0]) and "(current)" in texts(current[0])
+    assert "dk = 8" in texts(current[0]) and "(current)" in texts(current[0])
     for cls in ("lab-spread", "lab-softmax"):
         rows = re.findall(r'<tr class="current">\s*<th scope="row">(\d+) <span class="tag">current', table(html, cls))
         assert rows == ["8"]
@@ -119,7 +121,8 @@ def test_lab_says_which_column_the_run_follows() -> None:
     assert "like the <strong>scaled</strong> column" in render_lab(scale=True)
     off = render_lab(scale=False)
     assert "like the <strong>unscaled</strong> column" in off
-    assert re.search(r'<th scope="colgroup" colspan="3" class="run">q·k <span class="tag">your run', off)
+    assert re.search(r'<th scope="colgroup" colspan="3" class="run">raw <math[^>]*alttext="q · k">.*?</math> '
+                     r'<span class="tag">your run', off)
 
 
 # --- the cost panel ---------------------------------------------------------------------------------
@@ -145,7 +148,8 @@ def test_cost_marks_current_t_and_crossover() -> None:
     assert "crossover T = 384" in texts(svg)  # 2·64 + 2·64·256 / (8·16)
     assert len(list(svg.iter(f"{SVG}circle"))) == 1
     growth = table(html, "cost-growth")
-    assert re.findall(r'<tr class="current">\s*<th scope="row">([\d,]+) <span class="tag">current T', growth) == ["12"]
+    current = r'<tr class="current">\s*<th scope="row">([\d,]+) <span class="tag">current <math'
+    assert re.findall(current, growth) == ["12"]
     assert re.findall(r'<tr class="crossover">\s*<th scope="row">([\d,]+) ', growth) == ["384"]
 
 
@@ -154,7 +158,7 @@ def test_cost_tables_hold_the_computed_numbers() -> None:
     c = attention_cost(**COST_SIZES)
     stages, params = table(html, "cost-stages"), table(html, "cost-params")
     for st in c.stages:
-        assert f'<th scope="row">{escape(st.name)}</th>' in stages
+        assert f'<th scope="row">{label_text(st.name)}</th>' in stages  # its symbols typeset
         assert f"<td>{st.macs:,}</td>" in stages
     assert f"<td>{c.total_macs:,}</td>" in stages and f"<td>{c.total_elementwise:,}</td>" in stages
     assert f"<td>{c.total_params:,}</td>" in params and "× 2 blocks" in params

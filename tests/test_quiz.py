@@ -20,7 +20,7 @@ HTMX = {"HX-Request": "true"}
 
 
 def heatmap(html: str, ref: str) -> str:
-    m = re.search(rf'<table class="heatmap [a-z]+" data-ref="{re.escape(ref)}"[^>]*>.*?</table>', html, re.S)
+    m = re.search(rf'<table class="heatmap [a-z -]+" data-ref="{re.escape(ref)}"[^>]*>.*?</table>', html, re.S)
     assert m, f"no heatmap {ref}"
     return m.group(0)
 
