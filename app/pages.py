@@ -23,8 +23,9 @@ from fastapi.templating import Jinja2Templates
 from app.config import settings
 from app.form import DECIMALS, EDITABLE, FormError, is_index
 from app.maths import formula_text, fraction_math, label_text, number_math, prose, tex, vector_math
-from app.permalink import fits_in_url, permalink, state_query
+from app.permalink import fits_in_url, stage_permalinks, state_query
 from app.pin import decode_pin, encode_pin
+from app.pipeline_map import draw_map
 from app.presets import DEFAULT_PRESET, PRESETS
 from app.render import editor_grids, page_context
 from app.scenario import (
@@ -42,7 +43,7 @@ from app.scenario import (
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 templates = Jinja2Templates(directory=TEMPLATES_DIR)
 templates.env.auto_reload = False  # compiled once: no stat of every template file on every render
-templates.env.globals.update(settings=settings, decimals_choices=DECIMALS, tex=tex, prose=prose,
+templates.env.globals.update(settings=settings, decimals_choices=DECIMALS, draw_map=draw_map, tex=tex, prose=prose,
                              number_math=number_math, vector_math=vector_math, fraction_math=fraction_math,
                              formula_text=formula_text, label_text=label_text)
 templates.env.filters["edits"] = encode_edits
@@ -119,9 +120,12 @@ def _respond(request: Request, template: str, context: dict, status: int = 200,
 
 
 def _link(request: Request, ctx: dict, sc: Scenario, view: View) -> str | None:
-    """Put the state's permalink in the context; return it when it fits in a URL."""
-    url = permalink(request.url_for("index").path, sc, view)
+    """Put the state's permalink in the context, and the map's link to each stage; return the
+    permalink when it fits in a URL. A state too large for a link gets no links at all."""
+    links = stage_permalinks(page_urls(request).index, sc, view, (s.key for s in ctx["stages"]))
+    url = links[view.stage]
     ctx["permalink"] = url if fits_in_url(url) else None
+    ctx["stage_links"] = links if all(fits_in_url(u) for u in links.values()) else {}
     return ctx["permalink"]
 
 

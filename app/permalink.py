@@ -8,6 +8,7 @@ keep links short. Pure Python: the web layer decides when to put it in the addre
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from urllib.parse import quote_plus
 
 from app.scenario import Scenario, View, encode_edits, format_input
@@ -96,6 +97,16 @@ def query_string(pairs: list[tuple[str, str]]) -> str:
 def permalink(path: str, sc: Scenario, view: View) -> str:
     """``path`` (the page's URL path, which may sit under a proxy's prefix) with the state's query."""
     return f"{path}?{query_string(state_query(sc, view))}"
+
+
+def stage_permalinks(path: str, sc: Scenario, view: View, keys: Iterable[str]) -> dict[str, str]:
+    """The permalink of the state at each of these stages (the map's links, and the page's own at
+    view.stage). The query is written once: only its stage field differs from link to link."""
+    pairs = state_query(sc, view)
+    at = next(i for i, (name, _) in enumerate(pairs) if name == "stage")
+    head, tail = query_string(pairs[:at]), query_string(pairs[at + 1:])
+    return {key: f"{path}?{head}&{query_string([('stage', key)])}&{tail}"
+            for key in dict.fromkeys([*keys, view.stage])}
 
 
 def fits_in_url(url: str) -> bool:

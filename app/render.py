@@ -20,6 +20,7 @@ from app.maths import prose
 from app.panels import cost_context, lab_context
 from app.pin import decode_pin, describe_pin
 from app.pipeline import AttentionRun, HeadResult, TransformerRun, build_mask
+from app.pipeline_map import pipeline_map
 from app.presets import PRESETS
 from app.quiz import LABELS as QUIZ_LABELS
 from app.quiz import check, hidden_cells, stage_results
@@ -584,6 +585,7 @@ def page_context(sc: Scenario, view: View) -> dict:
         "presets": PRESETS,
         "stages": stages,
         "current": current,
+        "pipeline": pipeline_map(sc, run, stack, view),
         "prev": prev,
         "next": nxt,
         "stage_views": ctx_views,

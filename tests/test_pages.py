@@ -4,6 +4,7 @@ presets, structural actions, resizing, static files and the no-inline-script rul
 from __future__ import annotations
 
 import re
+from html import unescape as html_unescape
 
 import numpy as np
 import pytest
@@ -145,6 +146,56 @@ def test_goto_renders_that_stage(client: TestClient, key: str) -> None:
     heading = re.search(rf'<h3 id="stage-{key}-h">(.*?)</h3>', r.text, re.S)
     assert heading and str(prose(stage.title)) in heading.group(1)
     assert f'<input type="hidden" name="stage" value="{key}">' in r.text
+
+
+def map_links(html: str) -> list[tuple[str, str, str]]:
+    """(id, href, aria-current) of every link on the pipeline map, both drawings, in order."""
+    m = re.search(r'<nav class="pipeline-map [^"]*" aria-label="Pipeline">(.*?)</nav>', html, re.S)
+    assert m, "no pipeline map"
+    found = []
+    for tag in re.findall(r"<a ([^>]*)>", m.group(1)):
+        attrs = dict(re.findall(r'([a-z-]+)="([^"]*)"', tag))
+        found.append((attrs["id"], html_unescape(attrs["href"]), attrs.get("aria-current", "")))
+    return found
+
+
+def test_the_map_links_every_stage_in_the_page_and_in_the_fragment(client: TestClient) -> None:
+    page = client.get("/")
+    step = client.post("/stages", data={**page_form(client), "goto": "softmax"}, headers=HTMX)
+    assert page.status_code == step.status_code == 200
+    for r, current in ((page, "x"), (step, "softmax")):
+        found = map_links(r.text)
+        assert [i for i, _, _ in found] == [f"map-{layout}-{k}" for layout in ("wide", "compact") for k in STAGE_KEYS]
+        assert [i for i, _, now in found if now] == [f"map-wide-{current}", f"map-compact-{current}"]
+    assert "<html" not in step.text  # the fragment carries its own map
+
+
+def test_a_map_link_is_the_permalink_of_its_stage(client: TestClient) -> None:
+    r = client.post("/stages", data={**page_form(client), "x-0-0": "0.25"}, headers=HTMX)
+    assert r.status_code == 200
+    href = dict((i, h) for i, h, _ in map_links(r.text))["map-wide-output"]
+    followed = client.get(href)  # what a browser without JavaScript does
+    assert followed.status_code == 200
+    assert stage_articles(followed.text) == ["output"]
+    assert form_fields(followed.text)["x-0-0"] == "0.25"
+
+
+def test_show_all_marks_no_stage_on_the_map(client: TestClient) -> None:
+    r = client.post("/stages", data=dict(page_form(client), show_all="on"), headers=HTMX)
+    assert r.status_code == 200
+    assert not [i for i, _, now in map_links(r.text) if now]
+
+
+def test_a_state_too_large_for_links_steps_with_buttons(client: TestClient) -> None:
+    form = form_fields(client.post("/", data={**page_form(client), "d_model": "64"}, headers=HTMX).text)
+    for _ in range(5):  # 10 tokens × 64 dimensions: more than 8 KB of numbers
+        form = form_fields(client.post("/", data={**form, "action": "add_token"}, headers=HTMX).text)
+    r = client.post("/", data=form)  # no JavaScript
+    assert r.status_code == 200
+    assert {h for _, h, _ in map_links(r.text)} == {"#map-steps"}
+    steps = re.search(r'<p class="map-steps nojs" id="map-steps">(.*?)</p>', r.text, re.S)
+    assert steps and re.findall(r'name="goto" value="([a-z0-9]+)"', steps.group(1)) == STAGE_KEYS
+    assert 'id="map-steps"' not in client.get("/").text  # a state that fits links its stages instead
 
 
 @pytest.mark.parametrize("index", range(1, len(STAGE_KEYS) - 1))

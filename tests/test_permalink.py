@@ -11,9 +11,10 @@ from fastapi.testclient import TestClient
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.permalink import MAX_URL_CHARS, permalink, query_string, state_query
+from app.permalink import MAX_URL_CHARS, permalink, query_string, stage_permalinks, state_query
 from app.presets import PRESETS
 from app.scenario import Scenario, View, add_token, from_preset, read_form
+from app.stages import visible_stages
 from tests.conftest import form_fields
 
 HTMX = {"HX-Request": "true"}
@@ -89,6 +90,17 @@ def test_the_page_shows_a_link_to_itself(client: TestClient) -> None:
     sc, view = from_preset("pool")
     r = client.get("/", params={"preset": "pool"})
     assert permalink("/", sc, view).replace("&", "&amp;") in r.text
+
+
+@pytest.mark.parametrize("key", ["translate", "block"])
+def test_stage_permalinks_are_the_permalinks_at_each_stage(key: str) -> None:
+    sc, view = from_preset(key)
+    view = replace(view, stage="qkv", head=0, inspect="q.0.1.1", present=True)
+    keys = [s.key for s in visible_stages(sc.blocks)]
+    links = stage_permalinks("/root/", sc, view, keys)
+    assert list(links) == keys  # view.stage is among them
+    for stage in keys:
+        assert links[stage] == permalink("/root/", sc, replace(view, stage=stage))
 
 
 def test_a_state_too_big_for_a_url_offers_a_file_instead(client: TestClient) -> None:

@@ -167,7 +167,7 @@ def test_pin_edit_and_see_what_changed_in_every_stage(page: Page, screenshot: Ca
     assert cells(delta) == fmt(after.heads[0].scores - before.heads[0].scores)
     screenshot("pin-diff-scores")
 
-    page.locator('#stages .stage-list button[value="output"]').click()
+    page.locator("#map-wide-output").click()
     expect(page.locator("#stage-output")).to_be_visible()
     assert cells(heatmap(page, "delta-output.0")) == fmt(after.heads[0].output - before.heads[0].output)
     assert cells(heatmap(page, "delta-softmax.0")) == fmt(after.heads[0].softmax - before.heads[0].softmax)

@@ -83,9 +83,19 @@ def current_stage(page: Page) -> Locator:
     return page.locator("#stages article.stage")
 
 
+def map_link(page: Page, key: str) -> Locator:
+    """The stage's link on the one-row pipeline map (the one this window shows)."""
+    return page.locator(f"#map-wide-{key}")
+
+
+def map_current(page: Page) -> Locator:
+    return page.locator('#stages svg.map-wide a[aria-current="step"]')
+
+
 def go_to_stage(page: Page, key: str) -> None:
-    page.locator(f'#stages .stage-list button[value="{key}"]').click()
+    map_link(page, key).click()
     expect(current_stage(page)).to_have_id(f"stage-{key}")
+    expect(map_current(page)).to_have_id(f"map-wide-{key}")
 
 
 def show_all_stages(page: Page) -> None:
@@ -122,13 +132,15 @@ def test_page_loads_with_every_stage_and_the_presets_x(page: Page) -> None:
 
     expect(page).to_have_title("Attention, step by step")
     expect(page.get_by_role("heading", level=1)).to_have_text("Attention, step by step")
-    buttons = page.locator("#stages .stage-list button")
-    expect(buttons).to_have_text([f"{s.number} {s.short}" for s in STAGES])
-    keys = [b.get_attribute("value") for b in buttons.all()]
+    links = page.locator("#stages svg.map-wide a")
+    expect(links).to_have_count(len(STAGES))
+    names = [a.get_attribute("aria-label") or "" for a in links.all()]
+    assert all(n.startswith(f"Stage {s.number}: {s.short}, ") for n, s in zip(names, STAGES, strict=True)), names
+    keys = [(a.get_attribute("id") or "").removeprefix("map-wide-") for a in links.all()]
     assert keys == list(STAGE_ORDER)
     assert [k for k in keys if k in CORE_STAGES] == list(CORE_STAGES)
     expect(current_stage(page)).to_have_id("stage-x")
-    expect(page.locator('#stages .stage-list button[aria-current="step"]')).to_have_attribute("value", "x")
+    expect(map_current(page)).to_have_id("map-wide-x")
     expect(page.locator("#prev-stage")).to_be_disabled()
     expect(page.locator("#next-stage")).to_be_enabled()
 
@@ -150,7 +162,7 @@ def test_arrow_keys_step_through_every_stage_and_back(page: Page) -> None:
     for key in STAGE_ORDER[1:]:
         page.keyboard.press("ArrowRight")
         expect(current_stage(page)).to_have_id(f"stage-{key}")
-        expect(page.locator('#stages .stage-list button[aria-current="step"]')).to_have_attribute("value", key)
+        expect(map_current(page)).to_have_id(f"map-wide-{key}")
     expect(page.locator("#next-stage")).to_be_disabled()
     for key in reversed(STAGE_ORDER[:-1]):
         page.keyboard.press("ArrowLeft")
@@ -461,9 +473,13 @@ def test_without_javascript_forms_post_and_the_page_follows(page: Page) -> None:
     page.goto("/")
     expect(page.locator('.nojs[value="apply"]')).to_be_visible()  # hidden only when JS runs
     page.locator('input[name="x-0-0"]').fill("2.5")
-    page.locator('#stages .stage-list button[value="softmax"]').click()
+    page.locator("#next-stage").click()  # a step posts the form, the edit with it
+    expect(current_stage(page)).to_have_id("stage-qkv")
+    expect(page.locator('input[name="x-0-0"]')).to_have_value("2.5")
+    map_link(page, "softmax").click()  # the map's link is the permalink: the edit is in it
 
     expect(current_stage(page)).to_have_id("stage-softmax")
+    expect(map_current(page)).to_have_id("map-wide-softmax")
     expect(page.locator('input[name="x-0-0"]')).to_have_value("2.5")
     shown = cells(heatmap(page, "softmax.0"))
     assert shown == fmt(expected_run("default", {(0, 0): 2.5}).heads[0].softmax)

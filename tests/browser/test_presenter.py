@@ -95,7 +95,7 @@ def test_presenter_mode_shows_one_large_stage_and_steps_with_the_arrow_keys(
     expect(page.locator("#editor")).to_be_hidden()
 
     # A teacher selects a weight: the inspector writes out its softmax row, in large type.
-    page.locator('#stages .stage-list button[value="softmax"]').click()
+    page.locator("#map-wide-softmax").click()  # the teacher steps with the map
     expect(current_stage(page)).to_have_id("stage-softmax")
     page.locator('table.heatmap[data-ref="softmax.0"] tbody tr').nth(2).locator("td").first.click()
     inspector = page.locator("#inspector")

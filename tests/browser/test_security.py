@@ -39,7 +39,7 @@ def test_the_page_works_under_its_policy(page: Page) -> None:
     response = page.goto("/?preset=block&stage=x")
     assert response is not None and response.headers["content-security-policy"] == PAGE_POLICY
     for key in ("qkv", "softmax", "ffn", "addnorm2"):
-        page.locator(f'#stages .stage-list button[value="{key}"]').click()
+        page.locator(f"#map-wide-{key}").click()
         expect(page.locator(f"#stage-{key}")).to_be_visible()
     page.locator("#lab-panel summary").click()
     expect(page.locator("#lab-panel svg").first).to_be_visible()
