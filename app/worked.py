@@ -67,7 +67,7 @@ def _dot(e: DotProduct, d: int) -> Worked:
     lines = [
         math_block(f"<mo>=</mo>{products}{bias}", "the products"),
         math_block(f"<mo>=</mo>{values}{bias}", "their values"),
-        math_block(f"<mo>=</mo><mn>{_plain(e.total, d)}</mn>", f"= {_plain(e.total, d)}"),
+        math_block(f"<mo>=</mo>{number(e.total, d)}", f"= {_plain(e.total, d)}"),
     ]
     return Worked(Markup(math_block(fragment(symbolic, True), symbolic, display=True)), lines)
 
@@ -88,7 +88,7 @@ def _division(e: Division, d: int) -> Worked:
     b = "" if e.bias is None else f"<mo>+</mo>{number(e.bias, d, bracket=True)}"
     numbers = frac(number(e.score, d), f"<mn>{e.divisor:.{max(d, 3)}f}</mn>")
     lines = [
-        math_block(f"<mo>=</mo>{numbers}{b}<mo>=</mo><mn>{_plain(e.result, d)}</mn>", "the numbers"),
+        math_block(f"<mo>=</mo>{numbers}{b}<mo>=</mo>{number(e.result, d)}", "the numbers"),
         Markup(f'<span class="hint">divisor: {escape(e.divisor_text)}</span>'),
     ]
     return Worked(math_block(fragment(symbolic, True), symbolic, display=True), lines)
@@ -101,7 +101,7 @@ def _softmax(e: SoftmaxRow, d: int) -> Worked:
                 rf"{{\sum_{{j'}} \exp({s}_{{{i + 1},j'}})}}")
     chosen = next(en for en in e.entries if en.selected)
     lines = [math_block(
-        f"<mo>=</mo>{frac(number(chosen.exp, d), number(e.total, d))}<mo>=</mo><mn>{_plain(chosen.weight, d)}</mn>",
+        f"<mo>=</mo>{frac(number(chosen.exp, d), number(e.total, d))}<mo>=</mo>{number(chosen.weight, d)}",
         "the selected weight")]
     return Worked(math_block(fragment(symbolic, True), symbolic, display=True), lines)
 
@@ -127,7 +127,7 @@ def _layernorm(e: LayerNormCell, d: int) -> Worked:
                         sqrt(f"{number(e.var, d)}<mo>+</mo>{eps}"))
                    + f"<mo>=</mo>{number(e.normalized, d)}", "normalised"),
         math_block(f"{number(e.gamma, d)}<mo>·</mo>{number(e.normalized, d, bracket=True)}<mo>+</mo>"
-                   f"{number(e.beta, d, bracket=True)}<mo>=</mo><mn>{_plain(e.result, d)}</mn>", "gamma, beta"),
+                   f"{number(e.beta, d, bracket=True)}<mo>=</mo>{number(e.result, d)}", "gamma, beta"),
     ]
     return Worked(math_block(fragment(symbolic, True), symbolic, display=True), lines)
 
@@ -141,7 +141,7 @@ def _elementwise(e: Elementwise, d: int) -> Worked:
     i, j = e.ref.row, e.ref.col
     symbolic = rf"{_cell(e.ref.matrix, i, j)}"
     body = fragment(e.formula) if e.formula else ""
-    lines = [math_block(f"{body}<mo>=</mo><mn>{_plain(e.result, d)}</mn>", e.formula)]
+    lines = [math_block(f"{body}<mo>=</mo>{number(e.result, d)}", e.formula)]
     return Worked(math_block(fragment(symbolic, True), symbolic, display=True), lines)
 
 
@@ -150,7 +150,7 @@ def _additive(e: AdditiveScore, d: int) -> Worked:
     symbolic = (rf"{_cell('scores', i, j)} = \sum_{{a}} (v_a)_a \tanh\big((Q W_1)_{{{i + 1},a}}"
                 rf" + (K W_2)_{{{j + 1},a}}\big)")
     lines = [math_block(f"<mo>=</mo>{signed_sum([t.product for t in e.terms], d)}<mo>=</mo>"
-                        f"<mn>{_plain(e.total, d)}</mn>", "the terms")]
+                        f"{number(e.total, d)}", "the terms")]
     return Worked(math_block(fragment(symbolic, True), symbolic, display=True), lines)
 
 

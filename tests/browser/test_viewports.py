@@ -17,7 +17,7 @@ import pytest
 
 from app.presets import PRESETS
 from app.stages import visible_stages
-from tests.browser.conftest import save_screenshot
+from tests.browser.conftest import ARTIFACTS, save_screenshot
 
 try:
     from playwright.sync_api import expect
@@ -137,3 +137,16 @@ def test_the_inspector_typesets_its_arithmetic_with_true_minus_signs(page: Page)
     text = inspector.inner_text()
     assert "·-" not in text and "+ -" not in text
     assert "(−0.154)" in text.replace(" ", "").replace("\n", "")
+
+
+def test_readme_picture_of_the_bank_lines(page: Page) -> None:
+    """README's second picture: seed 000's figure as the page draws it for bank ①, at a laptop's size."""
+    page.set_viewport_size({"width": 1366, "height": 768})
+    page.goto("/?preset=bank-river&stage=softmax")
+    figure = page.locator("#stage-softmax .lines-row")
+    expect(figure.locator("svg")).to_be_visible()
+    page.mouse.move(0, 0)  # no hover in the picture
+    docs = ARTIFACTS.parent / "docs"
+    docs.mkdir(exist_ok=True)
+    figure.screenshot(path=str(docs / "bank-lines.png"))
+    assert (docs / "bank-lines.png").stat().st_size < 200_000
