@@ -153,6 +153,17 @@ def _notes(c: Cost) -> list[str]:
     return notes
 
 
+# Rows whose name is only symbols get a word in front: a table's row header needs text as well as maths.
+_WORDED = {"A·V": "Weighted sum A·V", "Concat·W_O": "Output projection Concat·W_O", "φ(K)ᵀ·V": "Summary φ(K)ᵀ·V",
+           "W_Q": "Query weights W_Q", "W_K": "Key weights W_K", "W_V": "Value weights W_V",
+           "W_O": "Output weights W_O"}
+
+
+def worded(name: str) -> str:
+    """A cost row's name as the table shows it."""
+    return _WORDED.get(name, name)
+
+
 def cost_context(c: Cost, *, scale: bool = True) -> dict:
     """Everything templates/partials/cost.html shows for the cost ``c`` (app.cost.attention_cost):
     stage and parameter tables, the growth chart and its table.
@@ -184,7 +195,7 @@ def cost_context(c: Cost, *, scale: bool = True) -> dict:
         "blocks": blocks,
         "stage_rows": [
             {
-                "name": st.name,
+                "name": worded(st.name),
                 "macs_formula": st.macs_formula or "—",
                 "macs": count(st.macs),
                 "elementwise_formula": st.elementwise_formula or "—",
@@ -202,7 +213,7 @@ def cost_context(c: Cost, *, scale: bool = True) -> dict:
         "linear_macs": count(c.linear_macs),
         "quadratic_share": f"{100 * quadratic_share:.0f}%",
         "param_rows": [
-            {"name": p.name, "shape": p.shape, "formula": p.formula, "count": count(p.count)} for p in c.params
+            {"name": worded(p.name), "shape": p.shape, "formula": p.formula, "count": count(p.count)} for p in c.params
         ],
         "layer_params": count(c.params_per_layer),
         "total_params": count(c.total_params),

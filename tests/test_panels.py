@@ -14,7 +14,7 @@ from app.cost import attention_cost, cost_growth, crossover
 from app.lab import scaling_lab
 from app.maths import label_text
 from app.pages import templates
-from app.panels import cost_context, lab_context
+from app.panels import cost_context, lab_context, worded
 from app.svg import cost_growth_svg, score_spread_svg
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -158,7 +158,7 @@ def test_cost_tables_hold_the_computed_numbers() -> None:
     c = attention_cost(**COST_SIZES)
     stages, params = table(html, "cost-stages"), table(html, "cost-params")
     for st in c.stages:
-        assert f'<th scope="row">{label_text(st.name)}</th>' in stages  # its symbols typeset
+        assert f'<th scope="row">{label_text(worded(st.name))}</th>' in stages  # its symbols typeset
         assert f"<td>{st.macs:,}</td>" in stages
     assert f"<td>{c.total_macs:,}</td>" in stages and f"<td>{c.total_elementwise:,}</td>" in stages
     assert f"<td>{c.total_params:,}</td>" in params and "× 2 blocks" in params
