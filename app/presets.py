@@ -312,7 +312,7 @@ PRESETS: dict[str, Preset] = {
         ),
         Preset(
             key="positions",
-            title="Sinusoidal positional encoding, d_model = 4",
+            title="Sinusoidal positional encoding, 4 dimensions",
             source="Seed 003: worked example of the PE matrix",
             summary=(
                 r"Zero embeddings, so $X$ is exactly the PE matrix of seed 003: $\sin(pos)$, $\cos(pos)$, "

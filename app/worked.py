@@ -47,9 +47,14 @@ class Worked:
 
 
 def _cell(matrix: str, i: int, j: int | None = None) -> str:
-    """M_{i,j} with 1-based indices."""
+    """M_{i,j} with 1-based indices; a sum in brackets, a subscripted name in braces."""
     index = f"{i + 1}" if j is None else f"{i + 1},{j + 1}"
-    return f"{SYMBOLS[matrix]}_{{{index}}}"
+    symbol = SYMBOLS[matrix]
+    if " + " in symbol:
+        symbol = f"({symbol})"
+    elif "_" in symbol:
+        symbol = f"{{{symbol}}}"
+    return f"{symbol}_{{{index}}}"
 
 
 def _dot(e: DotProduct, d: int) -> Worked:

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.arithmetic import CellRef, explain
+from app.arithmetic import ATTENTION_CELLS, INSPECTABLE, CellRef, cell_matrix, explain
 from app.maths import MINUS, number, prose, signed_sum, tex
-from app.pipeline import run_attention
+from app.pipeline import run_attention, run_transformer
 from app.stages import BY_KEY, Options, describe
 from app.worked import worked
 from tests.conftest import form_fields
@@ -125,6 +125,26 @@ def test_a_softmax_weight_is_its_exp_over_the_row_sum() -> None:
     numerator, denominator, weight = mn_values(line)
     assert numerator / denominator == pytest.approx(weight, abs=2e-3)
     assert weight == pytest.approx(run.heads[0].softmax[2, 0], abs=5e-4)
+
+
+def test_every_cell_the_inspector_explains_is_typeset() -> None:
+    """Every matrix the inspector knows, in post-norm and pre-norm blocks, with the three scores and
+    with linear attention: one heading formula, and the cell's own value among the typeset numbers."""
+    x = np.random.default_rng(3).normal(size=(4, 6))
+    runs = [(stack.blocks[1].attention, stack) for stack in
+            (run_transformer(x, num_heads=2, d_k=3, blocks=2, norm=norm, seed=1) for norm in ("post", "pre"))]
+    runs += [(run_attention(x, num_heads=2, d_k=3, score=score, attention=attention, seed=2), None)
+             for score, attention in (("dot", "softmax"), ("general", "softmax"), ("additive", "softmax"),
+                                      ("dot", "linear"))]
+    for run, stack in runs:
+        for matrix in INSPECTABLE if stack is not None else ATTENTION_CELLS:
+            ref = CellRef(matrix, 1, 2, 1)  # head 2, or block 2
+            e = explain(run, ref, ["a", "b", "c", "d"], [f"x{j}" for j in range(6)], None, stack)
+            w = worked(e, 4)
+            assert str(w.heading).count("<math") == 1, (matrix, e.kind)
+            shown = [v for line in w.lines for v in mn_values(str(line))]
+            value = round(float(cell_matrix(run, ref, stack)[2, 1]), 4)
+            assert any(v == pytest.approx(value, abs=1e-4) for v in shown), (matrix, e.kind, value, shown)
 
 
 # --- typed text never becomes maths ---------------------------------------------------------------
