@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.browser
 
 VIEWPORTS = ((1366, 768), (1920, 1080), (768, 1024), (390, 844))
-FOCUS_RING = "rgb(214, 40, 40)"  # app.css --focus
+FOCUS_RING = "rgb(17, 24, 39)"  # app.css --focus
 MIN_LABEL_PX = 10  # a node's name, as drawn after the map is scaled to its column
 
 

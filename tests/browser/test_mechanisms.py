@@ -29,8 +29,10 @@ def test_causal_preset_zeroes_weights_above_the_diagonal_and_a_ticked_cell(page:
     expect(page.locator("#stage-mask")).to_be_visible()
     expect(page.locator('input[name="block-0-1"]')).to_be_checked()
     expect(page.locator('input[name="block-0-1"]')).to_be_disabled()
-    page.locator('input[name="block-4-0"]').check()  # hide key 0 from the last query
+    with page.expect_response(lambda r: r.url.endswith("/stages")):  # its swap lands before the next step
+        page.locator('input[name="block-4-0"]').check()  # hide key 0 from the last query
     expect(page.locator('#stage-mask input[name="block-4-0"]')).to_be_checked()
+    page.wait_for_function("() => !document.querySelector('.htmx-request')")
     goto_stage(page, "softmax")
     weights = cells(heatmap(page, "softmax.0", "softmax"))
     for i, row in enumerate(weights):
