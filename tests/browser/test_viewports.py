@@ -70,40 +70,38 @@ def check_formula(page: Page, key: str) -> None:
     assert not ASCII_MARKUP.search(text), f"stage {key}: ASCII maths in {text!r}"
 
 
-@pytest.mark.parametrize("preset", sorted(PRESETS))
-def test_every_stage_fits_every_screen(page: Page, preset: str) -> None:
+def sweep(page: Page, preset: str, sizes: tuple[tuple[int, int], ...], present: bool) -> None:
+    """Each stage loaded once, then measured at each size: no sideways scroll, the result whole on
+    screen (or, past 8 columns in the page, scrolling in its box with a cue), and in presenter mode
+    also above the bottom of the screen."""
     for key in stage_keys(preset):
-        page.set_viewport_size({"width": VIEWPORTS[0][0], "height": VIEWPORTS[0][1]})
-        page.goto(f"/?preset={preset}&stage={key}")
+        page.set_viewport_size({"width": sizes[0][0], "height": sizes[0][1]})
+        page.goto(f"/?preset={preset}&stage={key}" + ("&present=on" if present else ""))
         check_formula(page, key)
-        for width, height in VIEWPORTS:
+        for width, height in sizes:
             page.set_viewport_size({"width": width, "height": height})
             m = page.evaluate(MEASURE, key)
-            where = f"{preset} stage {key} at {width}×{height} ({m['title']})"
+            where = f"{'presenter, ' if present else ''}{preset} stage {key} at {width}×{height} ({m['title']})"
             assert m["overflow"] <= 0, f"{where}: the page is {m['overflow']} px wider than the screen"
-            if m["columns"] <= WIDE:
+            if present or m["columns"] <= WIDE:
                 assert m["clipped"] <= 1, f"{where}: {m['clipped']} px of the result hidden in its box"
                 assert m["left"] >= 0 and m["right"] <= width + 0.5, f"{where}: result outside the screen {m}"
             else:
                 assert m["clipped"] <= 1 or m["cue"], f"{where}: a wide result scrolls with no cue"
-            if key == "softmax":
+            if present:
+                assert m["bottom"] <= height, f"{where}: the result ends {m['bottom'] - height:.0f} px below"
+            elif key == "softmax":
                 save_screenshot(page, f"viewport-{preset}-{width}x{height}", full_page=False)
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_every_stage_fits_every_screen(page: Page, preset: str) -> None:
+    sweep(page, preset, VIEWPORTS, present=False)
 
 
 @pytest.mark.parametrize("preset", sorted(p for p in PRESETS if len(PRESETS[p].tokens) <= 8))
 def test_presenter_mode_fits_each_stage_on_one_projector_screen(page: Page, preset: str) -> None:
-    for key in stage_keys(preset):
-        page.set_viewport_size({"width": PROJECTORS[0][0], "height": PROJECTORS[0][1]})
-        page.goto(f"/?preset={preset}&stage={key}&present=on")
-        check_formula(page, key)
-        for width, height in PROJECTORS:
-            page.set_viewport_size({"width": width, "height": height})
-            m = page.evaluate(MEASURE, key)
-            where = f"presenter, {preset} stage {key} at {width}×{height} ({m['title']})"
-            assert m["overflow"] <= 0, f"{where}: the page is {m['overflow']} px wider than the screen"
-            assert m["clipped"] <= 1, f"{where}: {m['clipped']} px of the result hidden in its box"
-            assert m["left"] >= 0 and m["right"] <= width + 0.5, f"{where}: result outside the screen {m}"
-            assert m["bottom"] <= height, f"{where}: the result ends {m['bottom'] - height:.0f} px below the screen"
+    sweep(page, preset, PROJECTORS, present=True)
 
 
 def test_presenter_mode_offers_the_head_and_the_block(page: Page) -> None:
