@@ -212,7 +212,7 @@ def test_accessible_names_give_each_stage_its_number_name_and_shape() -> None:
     names = [a.get("aria-label") for a in links(svgs(map_of(preset("block")))["wide"])]
     assert names == [
         "Stage 0: X, 5×3", "Stage 1: Q, K, V, 5×3 each", "Stage 2: Scores, 5×5", "Stage 3: Scaled, 5×5",
-        "Stage 4: Mask, no mask, 5×5", "Stage 5: Softmax, 5×5", "Stage 6: Output, 5×3", "Stage 7: Heads · W_O, 5×3",
+        "Stage 4: Mask, no mask, 5×5", "Stage 5: Softmax, 5×5", "Stage 6: Output, 5×3", "Stage 7: Heads · Wᴼ, 5×3",
         "Stage 8: Add & Norm, 5×3", "Stage 9: FFN, 5×12→5×3", "Stage 10: Add & Norm, 5×3",
     ]
 
