@@ -1,4 +1,4 @@
-"""The backward pass of multi-head attention.
+"""The backward pass of multi-head attention, and the losses that start it.
 
 Pure NumPy and the standard library, like app.pipeline: nothing from the web layer is imported here.
 :func:`backward` takes the record :func:`run_attention` returned and ∂L/∂output (or ∂L/∂A of some
@@ -270,3 +270,94 @@ def backward(
         weights=WeightGradients(w_q=d_w_q, w_k=d_w_k, w_v=d_w_v, w_o=d_w_o,
                                 w_a=d_w_a, w_1=d_w_1, w_2=d_w_2, v_a=d_v_a),
     )
+
+
+# --- losses ---------------------------------------------------------------------------------------
+
+LOSS_KINDS = ("mse", "attention")
+TARGET_ROW_SUM_TOLERANCE = 1e-6
+
+
+def mse_loss(output: np.ndarray, target: np.ndarray) -> tuple[float, np.ndarray]:
+    """L = (1 / T·d_model)·Σ_ij (output_ij − target_ij)²,  ∂L/∂output = 2·(output − target) / (T·d_model)."""
+    output = np.asarray(output, dtype=np.float64)  # (T, d_model)
+    target = np.asarray(target, dtype=np.float64)  # (T, d_model)
+    if target.shape != output.shape:
+        raise ValueError(f"target must have the output's shape {output.shape}, got {target.shape}")
+    if not np.all(np.isfinite(target)):
+        raise ValueError("target must contain only finite numbers")
+    diff = output - target  # (T, d_model)
+    return float(np.mean(diff**2)), 2.0 * diff / diff.size
+
+
+def check_attention_target(target: np.ndarray, shape: tuple[int, int], mask: np.ndarray | None) -> np.ndarray:
+    """A target alignment: T×S, finite, no negative entry, each row summing to 1, no weight on a hidden key."""
+    target = np.asarray(target, dtype=np.float64)  # (T, S)
+    if target.shape != shape:
+        raise ValueError(f"target must have the weights' shape {shape[0]}×{shape[1]}, got {target.shape}")
+    if not np.all(np.isfinite(target)):
+        raise ValueError("target must contain only finite numbers")
+    if np.any(target < 0):
+        i, j = np.argwhere(target < 0)[0]
+        raise ValueError(f"target[{i}][{j}] is negative; a target row is a distribution over the keys")
+    sums = target.sum(axis=1)  # (T,)
+    off = np.abs(sums - 1.0) > TARGET_ROW_SUM_TOLERANCE
+    if off.any():
+        i = int(np.argmax(off))
+        raise ValueError(f"target[{i}] sums to {sums[i]:.6g}; every target row must sum to 1")
+    if mask is not None and np.any(mask & (target > 0)):
+        i, j = np.argwhere(mask & (target > 0))[0]
+        raise ValueError(f"target[{i}][{j}] puts weight on key {j}, which the mask hides from query {i}")
+    return target
+
+
+def attention_loss(run: AttentionRun, head: int, target: np.ndarray) -> tuple[float, np.ndarray]:
+    """Cross-entropy of head ``head``'s weights A against a target alignment t (T, S):
+
+        L = −(1/T)·Σ_i Σ_j t_ij·log A_ij,    ∂L/∂A_ij = −t_ij / (T·A_ij),
+
+    an entry with t_ij = 0 contributing exactly 0 to both, even where A_ij = 0. Through the softmax,
+    ∂L/∂scaled = (A − t)/T. log A is taken from the masked scores (log-softmax), so L stays finite where
+    a weight underflowed to 0 (a score some 745 below its row's best); ∂L/∂A divides by the smallest
+    positive float there instead of 0, so nothing becomes ∞ or NaN, but such a weight passes no gradient
+    on through the softmax (A_ij·∂L/∂A_ij is 0, not −t_ij/T).
+    """
+    if run.attention == "linear":
+        raise ValueError("the attention loss is defined on softmax weights; linear attention has none")
+    if not 0 <= head < run.num_heads:
+        raise ValueError(f"head {head} does not exist: the run has heads 0 to {run.num_heads - 1}")
+    result = run.heads[head]
+    a = result.softmax  # (T, S)
+    target = check_attention_target(target, a.shape, run.mask)  # (T, S)
+    top = result.masked.max(axis=1, keepdims=True)  # (T, 1)
+    log_a = result.masked - top - np.log(np.exp(result.masked - top).sum(axis=1, keepdims=True))  # (T, S)
+    used = target > 0  # (T, S)
+    t = a.shape[0]
+    loss = -float(np.sum(target[used] * log_a[used])) / t
+    d_a = np.zeros_like(a)  # (T, S)
+    d_a[used] = -target[used] / (t * np.maximum(a[used], np.finfo(np.float64).tiny))
+    return loss, d_a
+
+
+def _loss_and_seed(run: AttentionRun, loss_spec: Mapping) -> tuple[float, dict]:
+    """The loss and the keyword arguments that start its backward pass."""
+    kind = loss_spec.get("kind")
+    if kind not in LOSS_KINDS:
+        raise ValueError(f"loss kind must be one of {', '.join(LOSS_KINDS)}")
+    if "target" not in loss_spec:
+        raise ValueError("the loss needs a target")
+    if kind == "mse":
+        loss, d_output = mse_loss(run.output, loss_spec["target"])
+        return loss, {"d_output": d_output}
+    if "head" not in loss_spec:
+        raise ValueError("the attention loss needs a head")
+    head = int(loss_spec["head"])
+    loss, d_a = attention_loss(run, head, loss_spec["target"])
+    return loss, {"d_softmax": {head: d_a}}
+
+
+def loss_and_gradients(run: AttentionRun, loss_spec: Mapping) -> tuple[float, Gradients]:
+    """(L, every gradient) for ``{"kind": "mse", "target": (T, d_model)}`` or
+    ``{"kind": "attention", "head": i, "target": (T, S)}``."""
+    loss, seed = _loss_and_seed(run, loss_spec)
+    return loss, backward(run, **seed)

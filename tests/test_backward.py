@@ -1,4 +1,4 @@
-"""app.backward: every gradient against central finite differences for every mechanism,
+"""app.backward: every gradient against central finite differences for every mechanism, the losses,
 hand-worked numbers (seed 003's three tokens, a two-token softmax) and properties.
 
 The finite differences run the forward pass itself (run_attention, or the stages after one head's
@@ -17,8 +17,11 @@ from hypothesis import strategies as st
 
 from app.backward import (
     Gradients,
+    attention_loss,
     backward,
     linear_attention_backward,
+    loss_and_gradients,
+    mse_loss,
     rope_rotate_back,
 )
 from app.pipeline import (
@@ -272,6 +275,20 @@ def test_seed_003_three_tokens_by_hand() -> None:
     np.testing.assert_array_equal(np.round(g.v, 3), [[0.503, 0], [0.248, 0], [0.248, 0]])
 
 
+def test_seed_003_attention_loss_by_hand() -> None:
+    """Target: each token attends to itself. L = −(ln 0.401 + ln 0.401 + ln 0.248)/3 ≈ 1.073 (seed 003's
+    rounded weights give 1.074); ∂L/∂A_ii = −1/(3·A_ii); ∂L/∂scaled = (A − I)/3, e.g. (0.401 − 1)/3 = −0.200."""
+    run = three_token_run()
+    loss, d_a = attention_loss(run, 0, np.eye(3))
+    assert loss == pytest.approx(-(2 * math.log(0.401) + math.log(0.248)) / 3, abs=1e-3)
+    assert round(loss, 3) == 1.073
+    np.testing.assert_array_equal(np.round(np.diag(d_a), 3), [-0.831, -0.831, -1.343])
+    assert np.all(d_a[~np.eye(3, dtype=bool)] == 0.0)
+    scaled = backward(run, d_softmax={0: d_a}).heads[0].scaled
+    np.testing.assert_allclose(scaled, (run.heads[0].softmax - np.eye(3)) / 3, atol=1e-15)
+    assert round(float(scaled[0, 0]), 3) == -0.200
+
+
 def test_two_tokens_by_hand() -> None:
     """x = [1, −1] with every weight 1 (d_model = d_k = 1): scores [[1, −1], [−1, 1]], A₁ = [σ(2), σ(−2)]
     = [0.881, 0.119], output₁ = tanh 1 = 0.762. With L = output₁: ∂L/∂A₁ = v = [1, −1],
@@ -284,6 +301,106 @@ def test_two_tokens_by_hand() -> None:
     np.testing.assert_array_equal(np.round(g.scaled, 3), [[0.210, -0.210], [0, 0]])
     assert g.scaled[0, 0] == pytest.approx(2 * run.heads[0].softmax[0, 0] * run.heads[0].softmax[0, 1])
     np.testing.assert_array_equal(np.round(g.v, 3), [[0.881], [0.119]])
+
+
+# --- the losses -----------------------------------------------------------------------------------
+
+
+def test_mse_loss_value_and_gradients_match_finite_differences() -> None:
+    x, context, kwargs = make_case("causal")
+    target = np.random.default_rng(6).normal(size=(T, D_MODEL))
+    run = run_attention(x, **kwargs)
+    loss, grads = loss_and_gradients(run, {"kind": "mse", "target": target})
+    assert loss == pytest.approx(sum((a - b) ** 2 for a, b in zip(run.output.ravel(), target.ravel(), strict=True))
+                                 / (T * D_MODEL))
+    weights = kwargs.pop("weights")
+
+    def mse() -> float:
+        return mse_loss(run_attention(x, weights=weights, **kwargs).output, target)[0]
+
+    output = run.output.copy()
+    assert_gradient(grads.output, numeric_gradient(lambda: mse_loss(output, target)[0], output), "output")
+    for w_name in ("w_q", "w_k", "w_v", "w_o"):
+        assert_gradient(getattr(grads.weights, w_name), numeric_gradient(mse, weights[w_name]), w_name)
+    assert_gradient(grads.x, numeric_gradient(mse, x), "x")
+
+
+@pytest.mark.parametrize("name", ["padding", "cross-attention, causal, RoPE", "additive", "general"])
+def test_attention_loss_gradients_match_finite_differences(name: str) -> None:
+    x, context, kwargs = make_case(name)
+    run = run_attention(x, context=context, **kwargs)
+    head = run.num_heads - 1
+    rng = np.random.default_rng(7)
+    shape = run.heads[head].softmax.shape
+    visible = np.ones(shape, dtype=bool) if run.mask is None else ~run.mask
+    target = rng.random(shape) * (rng.random(shape) > 0.3) * visible  # some zeros, none on a hidden key
+    target[np.arange(shape[0]), np.argmax(visible, axis=1)] += 0.05  # every row keeps some weight
+    target /= target.sum(axis=1, keepdims=True)
+    spec = {"kind": "attention", "head": head, "target": target}
+    loss, grads = loss_and_gradients(run, spec)
+    weights = kwargs.pop("weights")
+
+    def cross_entropy() -> float:
+        return loss_and_gradients(run_attention(x, context=context, weights=weights, **kwargs), spec)[0]
+
+    assert loss == pytest.approx(cross_entropy())
+    assert np.all(grads.output == 0.0) and np.all(grads.weights.w_o == 0.0)  # W_O comes after A
+    for w_name in ("w_q", "w_k", *({"general": ("w_a",), "additive": ("w_1", "w_2", "v_a")}.get(run.score, ()))):
+        assert_gradient(getattr(grads.weights, w_name), numeric_gradient(cross_entropy, weights[w_name]), w_name)
+    assert_gradient(grads.x, numeric_gradient(cross_entropy, x), "x")
+    if context is not None:
+        assert_gradient(grads.context, numeric_gradient(cross_entropy, context), "context")
+    a = run.heads[head].softmax
+    np.testing.assert_allclose(grads.heads[head].scaled, (a - target) / T, atol=1e-15)  # the closed form
+    for other in range(run.num_heads - 1):
+        assert np.all(grads.heads[other].q == 0.0)  # only the trained head's weights are asked for
+
+
+def test_attention_loss_needs_a_valid_target_head_and_softmax() -> None:
+    x, _, kwargs = make_case("causal")
+    run = run_attention(x, **kwargs)
+    ok = np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None]  # uniform over the keys each query sees
+    assert attention_loss(run, 1, ok)[0] > 0
+    bad = {
+        "sums to": ok * 0.9,
+        "is negative": ok + np.array([[0, 0, 0, 0]] * 3 + [[0.5, -0.5, 0, 0]]),
+        "which the mask hides": np.full((T, T), 1 / T),
+        "shape": ok[:, :3],
+        "finite": np.where(ok > 0.5, np.nan, ok),
+    }
+    for message, target in bad.items():
+        with pytest.raises(ValueError, match=message):
+            attention_loss(run, 0, target)
+    for head in (-1, 2):
+        with pytest.raises(ValueError, match="head"):
+            attention_loss(run, head, ok)
+    linear = run_attention(x, attention="linear")
+    with pytest.raises(ValueError, match="linear attention"):
+        attention_loss(linear, 0, np.full((T, T), 1 / T))
+    with pytest.raises(ValueError, match="linear attention"):
+        backward(linear, d_softmax={0: np.ones((T, T))})
+    with pytest.raises(ValueError, match="kind"):
+        loss_and_gradients(run, {"kind": "hinge", "target": ok})
+    with pytest.raises(ValueError, match="shape"):
+        mse_loss(run.output, run.output[:, :2])
+    with pytest.raises(ValueError, match="d_output"):
+        backward(run, np.ones((T, 2)))
+
+
+def test_attention_loss_is_finite_where_a_weight_underflowed() -> None:
+    """A key 1000 below the best in its row has A = 0.0 exactly: with no target weight there it adds
+    exactly 0 (no 0·log 0 = NaN); with some, L comes from the log-softmax and stays finite."""
+    x = np.array([[1.0, 0.0], [0.0, 1.0]])
+    eye = np.eye(2)[None]
+    run = run_attention(x, weights={"w_q": 1000.0 * eye, "w_k": eye, "w_v": eye, "w_o": eye[0]}, scale=False)
+    a = run.heads[0].softmax
+    assert a[0, 1] == 0.0 and a[1, 0] == 0.0
+    loss, d_a = attention_loss(run, 0, np.eye(2))
+    assert loss == 0.0 and np.all(d_a[[0, 1], [1, 0]] == 0.0)
+    loss, d_a = attention_loss(run, 0, np.array([[0.5, 0.5], [0.0, 1.0]]))
+    assert loss == pytest.approx(0.5 * 1000.0 / 2, rel=1e-9)  # −½·log A₁₂ / T, log A₁₂ = −1000
+    grads = backward(run, d_softmax={0: d_a})
+    assert all(np.all(np.isfinite(getattr(grads.weights, n))) for n in ("w_q", "w_k", "w_v", "w_o"))
 
 
 def test_gradients_of_output_and_of_weights_add() -> None:
@@ -332,3 +449,20 @@ def test_gradients_are_finite(seed: int, t: int, num_heads: int, magnitude: floa
                         positional_encoding=positional_encoding, score=score, attention=attention)
     grads = backward(run, rng.normal(size=run.output.shape))
     assert all(np.all(np.isfinite(a)) for a in all_arrays(grads))
+
+
+@settings(deadline=None)  # the profile in conftest.py sets how many examples
+@given(seed=st.integers(0, 2**16), t=st.integers(2, 5), zeros=st.floats(0.2, 0.8))
+def test_a_zero_target_entry_contributes_nothing(seed: int, t: int, zeros: float) -> None:
+    """L is −(1/T)·Σ t_ij·ln A_ij over the target's positive entries only, and ∂L/∂A is exactly 0 at its zeros."""
+    rng = np.random.default_rng(seed)
+    run = run_attention(rng.normal(size=(t, 3)), mask="causal", seed=seed)
+    target = rng.random((t, t)) * (rng.random((t, t)) > zeros)
+    target[np.triu_indices(t, k=1)] = 0.0
+    target[:, 0] += 1e-9  # every row keeps some weight on a key it sees
+    target /= target.sum(axis=1, keepdims=True)
+    loss, d_a = attention_loss(run, 0, target)
+    a = run.heads[0].softmax
+    expected = -sum(target[i, j] * math.log(a[i, j]) for i in range(t) for j in range(t) if target[i, j] > 0) / t
+    assert loss == pytest.approx(expected, rel=1e-12)
+    assert np.all(d_a[target == 0] == 0.0) and np.all(d_a[target > 0] < 0)
