@@ -1,4 +1,4 @@
-"""The backward pass of multi-head attention, and the losses that start it.
+"""The backward pass of multi-head attention, the losses that start it, and training steps.
 
 Pure NumPy and the standard library, like app.pipeline: nothing from the web layer is imported here.
 :func:`backward` takes the record :func:`run_attention` returned and ∂L/∂output (or ∂L/∂A of some
@@ -17,10 +17,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.pipeline import (
+    ALL_WEIGHT_NAMES,
     AttentionRun,
     LinearAttention,
+    Weights,
     log_elu_plus_one,
     rope_rotate,
+    run_attention,
     softmax_rows,
 )
 
@@ -361,3 +364,79 @@ def loss_and_gradients(run: AttentionRun, loss_spec: Mapping) -> tuple[float, Gr
     ``{"kind": "attention", "head": i, "target": (T, S)}``."""
     loss, seed = _loss_and_seed(run, loss_spec)
     return loss, backward(run, **seed)
+
+
+# --- training -------------------------------------------------------------------------------------
+
+OPTIMIZERS = ("sgd", "adam")
+TRAINABLE = ALL_WEIGHT_NAMES + ("x",)
+ADAM_BETA1 = 0.9  # decay of the mean of the gradients
+ADAM_BETA2 = 0.999  # decay of the mean of their squares
+ADAM_EPS = 1e-8  # keeps the step finite where a gradient has been 0
+
+
+@dataclass(frozen=True)
+class TrainingResult:
+    losses: tuple[float, ...]  # steps + 1 values: before the first step … after the last
+    weights: Weights  # after the last step
+    x: np.ndarray  # (T, d_model) the input embeddings after the last step
+    run: AttentionRun  # the forward pass with them, whose loss is losses[-1]
+
+
+def _gradient_of(grads: Gradients, name: str) -> np.ndarray | None:
+    return grads.x if name == "x" else getattr(grads.weights, name)
+
+
+def train(
+    x: np.ndarray,
+    run_kwargs: Mapping,
+    loss_spec: Mapping,
+    *,
+    steps: int,
+    optimizer: str = "sgd",
+    learning_rate: float = 0.1,
+    train: tuple[str, ...] = ("w_q", "w_k", "w_v", "w_o"),
+) -> TrainingResult:
+    """``steps`` steps of gradient descent on the parameters named in ``train`` (weights, or "x").
+
+    SGD:   p ← p − lr·∂L/∂p.
+    Adam:  m ← β₁·m + (1 − β₁)·g,  v ← β₂·v + (1 − β₂)·g²,  m̂ = m/(1 − β₁ᵗ),  v̂ = v/(1 − β₂ᵗ),
+           p ← p − lr·m̂/(√v̂ + ε),  β₁ = 0.9, β₂ = 0.999, ε = 1e-8, no weight decay.
+    ``run_kwargs`` are run_attention's (num_heads, seed, weights, mask, context, …); the weights it does
+    not give are seeded once, then every step runs with all of them given. Nothing is changed in place.
+    """
+    if steps < 1:
+        raise ValueError("steps must be at least 1")
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}")
+    if not (math.isfinite(learning_rate) and learning_rate > 0):
+        raise ValueError("learning_rate must be a positive number")
+    if not train or any(name not in TRAINABLE for name in train):
+        raise ValueError(f"train must name some of {', '.join(TRAINABLE)}")
+    kwargs = dict(run_kwargs)
+    run = run_attention(x, **kwargs)
+    weights = {name: getattr(run.weights, name) for name in ALL_WEIGHT_NAMES}
+    params = {**weights, "x": run.x_input}
+    moments = {name: (np.zeros_like(params[name]), np.zeros_like(params[name])) for name in train}
+
+    losses = []
+    for step in range(1, steps + 1):
+        loss, grads = loss_and_gradients(run, loss_spec)
+        losses.append(loss)
+        for name in train:
+            g = _gradient_of(grads, name)
+            if g is None:
+                raise ValueError(f"{name} is not used with the {run.score} score, so it cannot be trained")
+            if optimizer == "sgd":
+                params[name] = params[name] - learning_rate * g
+            else:
+                m, v = moments[name]
+                m = ADAM_BETA1 * m + (1.0 - ADAM_BETA1) * g
+                v = ADAM_BETA2 * v + (1.0 - ADAM_BETA2) * g**2
+                moments[name] = (m, v)
+                m_hat, v_hat = m / (1.0 - ADAM_BETA1**step), v / (1.0 - ADAM_BETA2**step)
+                params[name] = params[name] - learning_rate * m_hat / (np.sqrt(v_hat) + ADAM_EPS)
+        kwargs["weights"] = {name: params[name] for name in ALL_WEIGHT_NAMES}
+        run = run_attention(params["x"], **kwargs)
+    losses.append(_loss_and_seed(run, loss_spec)[0])
+    return TrainingResult(losses=tuple(losses), weights=run.weights, x=params["x"], run=run)
