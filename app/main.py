@@ -116,8 +116,10 @@ def create_app(config: Settings = settings) -> FastAPI:
         redoc_url=None,
     )
     app.add_exception_handler(RequestValidationError, validation_error)
-    # Level 1, not the default 9: the largest valid run (54 MB of JSON) compresses in 0.9 s instead of 10 s.
-    app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=1)
+    # Level 2, not the default 9: the largest valid run (54 MB of JSON) compresses in about 1 s instead of 10 s.
+    # Level 2 costs what level 1 does on an edit's fragment and makes the heaviest one 6 % smaller (105 → 98 KB);
+    # on a large JSON answer it takes about 20 % longer than level 1.
+    app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=2)
     app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes)
     app.add_middleware(SecurityHeadersMiddleware)  # outside the body limit: its 413 gets them too
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
