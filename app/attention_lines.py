@@ -113,6 +113,8 @@ def attention_lines(
     #    prints its weights just right of the query labels, and its own lines start after them.
     q_w = max(40.0, CHAR_W * max((len(_short(q)) for q in queries), default=0) + 8)
     k_w = max(40.0, CHAR_W * max((len(_short(k)) for k in keys), default=0) + 8)
+    if cross:  # the column's heading, "keys (source)", is wider than short keys
+        k_w = max(k_w, 13 * CHAR_W * 11 / 14 + 4 - h_count * NUM_W)
     num_zone = h_count * NUM_W  # one column of printed weights per head
     span = max(SPAN, num_zone + 110)
     x0 = q_w + GAP  # a query's lines start
