@@ -1,4 +1,5 @@
-"""JSON API: POST /api/attention runs the pipeline and returns every intermediate."""
+"""JSON API: POST /api/attention runs the pipeline and returns every intermediate (and, given a loss,
+every gradient of it); POST /api/train descends that loss and returns the final state."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from fastapi.responses import Response
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 
+from app.backward import Gradients, loss_and_gradients, train
 from app.pipeline import (
     ALL_WEIGHT_NAMES,
     BLOCK_WEIGHT_NAMES,
@@ -24,7 +26,16 @@ from app.pipeline import (
     run_attention,
     run_transformer,
 )
-from app.schemas import AttentionRequest, AttentionResponse, BodyTooLarge, Health, ValidationErrorResponse
+from app.schemas import (
+    AttentionRequest,
+    AttentionResponse,
+    BodyTooLarge,
+    Health,
+    Loss,
+    TrainRequest,
+    TrainResponse,
+    ValidationErrorResponse,
+)
 
 # Why json.loads can fail other than with a JSONDecodeError (which FastAPI already answers with a 422).
 # The order matters: UnicodeDecodeError is a ValueError too.
@@ -111,10 +122,26 @@ def _block_json(block: BlockResult, first: bool) -> dict:
     }
 
 
-def run_to_json(run: AttentionRun, tokens: list[str], transformer: TransformerRun | None = None) -> dict:
+def _gradients_json(grads: Gradients) -> dict:
+    w = grads.weights
+    return {
+        "output": grads.output.tolist(), "concat": grads.concat.tolist(),
+        "heads": [{"output": g.output.tolist(), "softmax": _opt(g.softmax), "scaled": _opt(g.scaled),
+                   "scores": _opt(g.scores), "q": g.q.tolist(), "k": g.k.tolist(), "v": g.v.tolist()}
+                  for g in grads.heads],
+        "x": grads.x.tolist(), "context": _opt(grads.context),
+        "weights": {name: _opt(getattr(w, name)) for name in ALL_WEIGHT_NAMES},
+    }
+
+
+def run_to_json(
+    run: AttentionRun, tokens: list[str], transformer: TransformerRun | None = None,
+    loss: float | None = None, gradients: Gradients | None = None,
+) -> dict:
     """The response body: NumPy arrays become nested lists in C (ndarray.tolist), not per element.
 
     With transformer blocks, ``run`` is the first block's attention and ``transformer`` the stack.
+    ``loss`` and ``gradients`` are null unless a loss was asked for.
     """
     x_input = transformer.x_input if transformer else (run.x_input if run.x_input is not None else run.x)
     pe = transformer.pe if transformer else run.pe
@@ -142,6 +169,8 @@ def run_to_json(run: AttentionRun, tokens: list[str], transformer: TransformerRu
         "scale": run.scale,
         "blocks": [_block_json(b, i == 0) for i, b in enumerate(transformer.blocks)] if transformer else [],
         "final": (transformer.output if transformer else run.output).tolist(),
+        "loss": loss,
+        "gradients": None if gradients is None else _gradients_json(gradients),
     }
 
 
@@ -151,41 +180,84 @@ def run_json(run: AttentionRun, tokens: list[str], transformer: TransformerRun |
     return json.dumps(run_to_json(run, tokens, transformer), separators=(",", ":"), allow_nan=False)
 
 
-@router.post(
-    "/api/attention", response_model=AttentionResponse, tags=["attention"],
-    responses={
-        413: {"model": BodyTooLarge, "description": "The body is larger than the largest valid request"},
-        422: {"model": ValidationErrorResponse, "description": "Invalid input: each problem names its field"},
-    },
-)
+def finite_json(body: dict, field: str, why: str) -> str:
+    """Compact JSON of a body that may hold an overflow (training that diverged): a 422 naming ``field``
+    instead of the 500 that json.dumps's ValueError would become."""
+    try:
+        return json.dumps(body, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        error = {"type": "not_finite", "loc": ("body", field), "input": None,
+                 "ctx": {"field": field, "message": why}, "msg": why}
+        raise RequestValidationError([error]) from None
+
+
+def _loss_spec(loss: Loss) -> dict:
+    spec: dict = {"kind": loss.kind, "target": np.array(loss.target, dtype=np.float64)}
+    if loss.kind == "attention":
+        spec["head"] = loss.head
+    return spec
+
+
+def _run_kwargs(req: AttentionRequest, attention_weights: dict) -> dict:
+    """run_attention's keyword arguments for a request (all but x)."""
+    return dict(
+        num_heads=req.num_heads, d_k=req.d_k, d_v=req.d_v, scale=req.scale, mask=req.mask,
+        temperature=req.temperature, score=req.score, attention=req.attention, window=req.window,
+        weights=attention_weights, seed=req.seed, context=req.context.x if req.context else None,
+        positional_encoding=req.positional_encoding, position_table=req.position_table,
+    )
+
+
+RESPONSES: dict = {
+    413: {"model": BodyTooLarge, "description": "The body is larger than the largest valid request"},
+    422: {"model": ValidationErrorResponse, "description": "Invalid input: each problem names its field"},
+}
+
+
+@router.post("/api/attention", response_model=AttentionResponse, tags=["attention"], responses=RESPONSES)
 def attention(req: AttentionRequest) -> Response:
     """Run multi-head attention and return X, every head's Q, K, V, scores, scaled scores, softmax
     weights and output, the concatenation, the output, and the weights used (given or drawn from
     `seed`). Optional: a mask (causal, sparse or explicit), a context sequence for cross-attention,
     a positional encoding, a temperature, the general or additive score, linear attention, and
-    1–4 transformer blocks around it (then `blocks` holds each block's intermediates)."""
+    1–4 transformer blocks around it (then `blocks` holds each block's intermediates).
+    With a `loss` (attention without blocks), also the loss and every gradient of it."""
     given = req.weights.model_dump(exclude_none=True) if req.weights else {}
-    options = dict(
-        num_heads=req.num_heads, d_k=req.d_k, d_v=req.d_v, scale=req.scale, mask=req.mask,
-        temperature=req.temperature, score=req.score, attention=req.attention, window=req.window,
-    )
-    context = req.context.x if req.context else None
-    attention_weights = {k: v for k, v in given.items() if k in ALL_WEIGHT_NAMES}
-    transformer = None
+    kwargs = _run_kwargs(req, {k: v for k, v in given.items() if k in ALL_WEIGHT_NAMES})
     if req.blocks:
         transformer = run_transformer(
             req.x, blocks=req.blocks, d_ff=req.d_ff, activation=req.activation, norm=req.norm,
-            block_weights={k: v for k, v in given.items() if k in BLOCK_WEIGHT_NAMES},
-            weights=attention_weights, seed=req.seed, positional_encoding=req.positional_encoding,
-            position_table=req.position_table, context=context, **options,
+            block_weights={k: v for k, v in given.items() if k in BLOCK_WEIGHT_NAMES}, **kwargs,
         )
-        run = transformer.blocks[0].attention
-    else:
-        run = run_attention(
-            req.x, weights=attention_weights, seed=req.seed, context=context,
-            positional_encoding=req.positional_encoding, position_table=req.position_table, **options,
+        return Response(run_json(transformer.blocks[0].attention, req.tokens, transformer),
+                        media_type="application/json")
+    run = run_attention(req.x, **kwargs)
+    if req.loss is None:
+        return Response(run_json(run, req.tokens), media_type="application/json")
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is answered below, not warned about
+        loss, grads = loss_and_gradients(run, _loss_spec(req.loss))
+    body = run_to_json(run, req.tokens, loss=loss, gradients=grads)
+    return Response(finite_json(body, "loss", "the loss or a gradient overflows a double for these values"),
+                    media_type="application/json")
+
+
+@router.post("/api/train", response_model=TrainResponse, tags=["attention"], responses=RESPONSES)
+def train_attention(req: TrainRequest) -> Response:
+    """Descend `loss` for `steps` steps of SGD or Adam on the parameters named in `train`, and return
+    `losses` (before the first step … after the last) and the final state as POST /api/attention does:
+    the trained weights and x_input, its intermediates, its loss and its gradients."""
+    given = req.weights.model_dump(exclude_none=True) if req.weights else {}
+    attention_weights = {k: v for k, v in given.items() if k in ALL_WEIGHT_NAMES}
+    spec = _loss_spec(req.loss)
+    with np.errstate(over="ignore", invalid="ignore"):  # divergence is answered below, not warned about
+        result = train(
+            np.array(req.x, dtype=np.float64), _run_kwargs(req, attention_weights), spec, steps=req.steps,
+            optimizer=req.optimizer, learning_rate=req.learning_rate, train=tuple(req.train),
         )
-    return Response(run_json(run, req.tokens, transformer), media_type="application/json")
+        loss, grads = loss_and_gradients(result.run, spec)
+    body = run_to_json(result.run, req.tokens, loss=loss, gradients=grads) | {"losses": list(result.losses)}
+    return Response(finite_json(body, "learning_rate", "training diverged: the loss or a parameter overflowed a "
+                                "double; lower learning_rate or steps"), media_type="application/json")
 
 
 @router.get("/healthz", response_model=Health, tags=["health"])

@@ -44,6 +44,12 @@ class Settings(BaseSettings):
     max_seed: int = 2**32 - 1
     max_blocks: int = 4  # transformer blocks stacked
     max_d_ff: int = 256  # the FFN's hidden size
+    # Training (POST /api/train): steps × the operations of one forward pass (app.cost: multiply-adds plus
+    # elementwise) at most this. The backward pass and the optimiser cost a small multiple of the forward,
+    # so the heaviest request (8 heads of 64 tokens, the additive score) trains in well under a second.
+    max_train_steps: int = 500
+    max_train_operations: int = 200_000_000
+    max_learning_rate: float = 10.0
 
     @property
     def max_form_fields(self) -> int:
@@ -59,6 +65,7 @@ class Settings(BaseSettings):
         """The largest valid JSON request, with room to spare: 32 bytes a number plus 64 KiB."""
         h, d, t, dh, ff = self.max_heads, self.max_d_model, self.max_tokens, self.max_d_head, self.max_d_ff
         numbers = (3 * t * d + t * t  # x, context, position table, mask
+                   + t * max(d, t)  # a loss's target: T × d_model, or T × S
                    + 3 * h * d * dh + h * dh * d  # W_Q, W_K, W_V, W_O
                    + 3 * h * dh * dh + h * dh  # W_a, W₁, W₂, v_a
                    + 2 * d * ff + ff + 5 * d)  # the first block's FFN and LayerNorms

@@ -8,7 +8,9 @@ import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, model_validator
 from pydantic_core import PydanticCustomError
 
+from app.backward import check_attention_target
 from app.config import settings
+from app.cost import attention_cost
 from app.pipeline import build_mask
 
 Value = Annotated[
@@ -43,6 +45,8 @@ Seed = whole_number(0, settings.max_seed)
 Window = whole_number(1, settings.max_tokens)
 BlockCount = whole_number(0, settings.max_blocks)
 HiddenSize = whole_number(1, settings.max_d_ff)  # d_ff
+HeadIndex = whole_number(0, settings.max_heads - 1)  # heads are numbered from 0
+TrainSteps = whole_number(1, settings.max_train_steps)
 # Each nested list is bounded by the size it stands for, so no request can make a huge array.
 ModelRow = Annotated[list[Value], Field(min_length=1, max_length=settings.max_d_model)]  # d_model wide
 HeadRow = Annotated[list[Value], Field(min_length=1, max_length=settings.max_d_head)]  # d_k or d_v wide
@@ -120,6 +124,26 @@ class Context(BaseModel):
     x: Annotated[list[ModelRow], Field(min_length=1, max_length=settings.max_tokens)] = Field(
         description="S × d_model embeddings (the same d_model as x)."
     )
+
+
+TargetRow = Annotated[list[Value], Field(min_length=1, max_length=max(settings.max_d_model, settings.max_tokens))]
+
+
+class Loss(BaseModel):
+    """A loss on the run, which asks for its value and every gradient of it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["mse", "attention"] = Field(
+        description="mse: L = mean over all T·d_model entries of (output − target)², output = concat·W_O. "
+        "attention: L = −(1/T)·Σ_i Σ_j target_ij·log A_ij, the cross-entropy of head `head`'s weights A "
+        "against a target alignment."
+    )
+    target: Annotated[list[TargetRow], Field(min_length=1, max_length=settings.max_tokens)] = Field(
+        description="mse: T × d_model. attention: T × S, each row non-negative and summing to 1 (within 1e-6), "
+        "with no weight on a key the mask hides."
+    )
+    head: HeadIndex | None = Field(None, description="attention only: the head whose weights are compared, from 0.")
 
 
 MaskRow = Annotated[list[Annotated[bool, Field(strict=True)]], Field(min_length=1, max_length=settings.max_tokens)]
@@ -201,6 +225,11 @@ class AttentionRequest(BaseModel):
     position_table: Annotated[list[ModelRow], Field(min_length=1, max_length=settings.max_tokens)] | None = Field(
         None, description='The learned position table (positional_encoding "learned"); seeded when absent.'
     )
+    loss: Loss | None = Field(
+        None,
+        description="Ask for the loss and every gradient ∂L/∂· of it (attention without transformer blocks "
+        "only). Without it, the response's loss and gradients are null.",
+    )
 
     @model_validator(mode="after")
     def check_shapes(self) -> AttentionRequest:
@@ -272,6 +301,100 @@ class AttentionRequest(BaseModel):
                                                                f"expected {'×'.join(map(str, want[1:]))} {sizes}")
         return self
 
+    @model_validator(mode="after")
+    def check_loss(self) -> AttentionRequest:
+        """The loss against the run it differentiates (after check_shapes, so the sizes agree)."""
+        loss = self.loss
+        if loss is None:
+            return self
+        if self.blocks:
+            raise mismatch("loss", "gradients cover attention without transformer blocks; set blocks to 0")
+        t, d_model = len(self.x), len(self.x[0])
+        s_len = len(self.context.x) if self.context is not None else t
+        _check_rectangular("loss.target", loss.target, len(loss.target[0]))
+        got = "×".join(map(str, _shape(loss.target)))
+        if loss.kind == "mse":
+            if loss.head is not None:
+                raise mismatch("loss.head", "only the attention loss takes a head")
+            if _shape(loss.target) != (t, d_model):
+                raise mismatch("loss.target", f"has shape {got}; the mse target is T×d_model = {t}×{d_model}")
+            return self
+        if self.attention == "linear":
+            raise mismatch("loss.kind", "linear attention has no softmax weights to compare; use the mse loss")
+        if loss.head is None:
+            raise mismatch("loss.head", "the attention loss needs the head whose weights it compares (from 0)")
+        if loss.head >= self.num_heads:
+            raise mismatch("loss.head", f"is {loss.head}; the run has heads 0 to {self.num_heads - 1}")
+        if _shape(loss.target) != (t, s_len):
+            raise mismatch("loss.target", f"has shape {got}; the attention target is T×S = {t}×{s_len}")
+        try:
+            check_attention_target(np.array(loss.target), (t, s_len), build_mask(self.mask, t, s_len, self.window))
+        except ValueError as e:
+            raise mismatch("loss.target", f"{e}") from None
+        return self
+
+
+Trainable = Literal["w_q", "w_k", "w_v", "w_o", "x"]
+
+
+class TrainRequest(AttentionRequest):
+    """Input of POST /api/train: a run as for POST /api/attention, a loss, and how to descend it."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "tokens": ["pool", "beats", "badminton"],
+                    "x": [[0.5, 0.1, 0.1, 0.2], [0.1, 0.5, 0.2, 0.1], [0.5, 0.1, 0.2, 0.1]],
+                    "loss": {"kind": "attention", "head": 0,
+                             "target": [[1, 0, 0], [0, 1, 0], [0, 0, 1]]},
+                    "optimizer": "adam",
+                    "steps": 20,
+                }
+            ]
+        },
+    )
+
+    loss: Loss = Field(description="The loss to descend; the response's loss and gradients are of the final state.")
+    optimizer: Literal["sgd", "adam"] = Field(
+        "sgd",
+        description="sgd: p ← p − lr·∂L/∂p. adam: β₁ = 0.9, β₂ = 0.999, ε = 1e-8, bias-corrected, no weight decay.",
+    )
+    learning_rate: float = Field(
+        0.1, strict=True, allow_inf_nan=False, gt=0.0, le=settings.max_learning_rate,
+        description="lr, for either optimizer (default 0.1).",
+    )
+    steps: TrainSteps = Field(
+        description=f"Optimisation steps, 1–{settings.max_train_steps}; also steps × the operations of one "
+        f"forward pass (multiply-adds plus elementwise, as the cost panel counts them) must stay within "
+        f"{settings.max_train_operations:,}."
+    )
+    train: Annotated[list[Trainable], Field(min_length=1, max_length=5)] = Field(
+        ["w_q", "w_k", "w_v", "w_o"],
+        description='What to train: any of the projections and "x", the input embeddings (before a positional '
+        "encoding). The score functions' weights, a learned position table and the context stay fixed.",
+    )
+
+    @model_validator(mode="after")
+    def check_training(self) -> TrainRequest:
+        if len(set(self.train)) != len(self.train):
+            raise mismatch("train", "names a parameter twice")
+        t, d_model = len(self.x), len(self.x[0])
+        d_k = self.d_k if self.d_k is not None else d_model // self.num_heads
+        cost = attention_cost(
+            t=t, s=len(self.context.x) if self.context is not None else t, d_model=d_model,
+            num_heads=self.num_heads, d_k=d_k, d_v=self.d_v if self.d_v is not None else d_k,
+            score=self.score, attention=self.attention, scale=self.scale,
+        )
+        per_step = cost.total_macs + cost.total_elementwise
+        if self.steps * per_step > settings.max_train_operations:
+            most = max(settings.max_train_operations // per_step, 0)
+            raise mismatch("steps", f"is {self.steps}, but one forward pass of these sizes is {per_step:,} "
+                                    f"operations and a request may train for {settings.max_train_operations:,}: "
+                                    f"at most {most} steps here")
+        return self
+
 
 Matrix = list[list[float]]
 Weight = Annotated[float, Field(ge=0.0, le=1.0)]  # a softmax weight: in [0, 1] even after rounding
@@ -319,6 +442,40 @@ class WeightsOut(BaseModel):
     w_1: list[Matrix] = Field(description="h × d_k × d_a")
     w_2: list[Matrix] = Field(description="h × d_k × d_a")
     v_a: Matrix = Field(description="h × d_a")
+
+
+class HeadGradientsOut(BaseModel):
+    output: Matrix = Field(description="T × d_v: ∂L/∂(this head's output)")
+    softmax: Matrix | None = Field(
+        description="T × S: ∂L/∂A, exactly 0 at hidden keys (their weights are constants); null with linear attention"
+    )
+    scaled: Matrix | None = Field(description="T × S: ∂L/∂scaled, exactly 0 at hidden keys; null with linear attention")
+    scores: Matrix | None = Field(description="T × S: ∂L/∂scores, exactly 0 at hidden keys; null with linear attention")
+    q: Matrix = Field(description="T × d_k: ∂L/∂Q (before RoPE's rotation; through φ with linear attention)")
+    k: Matrix = Field(description="S × d_k: ∂L/∂K (before RoPE's rotation; through φ with linear attention)")
+    v: Matrix = Field(description="S × d_v: ∂L/∂V")
+
+
+class WeightGradientsOut(BaseModel):
+    w_q: list[Matrix] = Field(description="h × d_model × d_k")
+    w_k: list[Matrix] = Field(description="h × d_model × d_k")
+    w_v: list[Matrix] = Field(description="h × d_model × d_v")
+    w_o: Matrix = Field(description="(h·d_v) × d_model")
+    w_a: list[Matrix] | None = Field(description='h × d_k × d_k; null unless the score is "general"')
+    w_1: list[Matrix] | None = Field(description='h × d_k × d_a; null unless the score is "additive"')
+    w_2: list[Matrix] | None = Field(description='h × d_k × d_a; null unless the score is "additive"')
+    v_a: Matrix | None = Field(description='h × d_a; null unless the score is "additive"')
+
+
+class GradientsOut(BaseModel):
+    """∂L/∂ each intermediate and input, each the shape of what it differentiates."""
+
+    output: Matrix = Field(description="T × d_model: ∂L/∂output, where the backward pass starts")
+    concat: Matrix = Field(description="T × (h·d_v)")
+    heads: list[HeadGradientsOut] = Field(min_length=1, max_length=settings.max_heads)
+    x: Matrix = Field(description="T × d_model: ∂L/∂ the input embeddings as given (x_input)")
+    context: Matrix | None = Field(description="S × d_model, cross-attention only (the context is not trainable)")
+    weights: WeightGradientsOut
 
 
 class AttentionOut(BaseModel):
@@ -397,6 +554,19 @@ class AttentionResponse(BaseModel):
         max_length=settings.max_blocks, description="One entry per transformer block; empty when blocks = 0"
     )
     final: Matrix = Field(description="T × d_model: the last block's output, or the attention output")
+    loss: Annotated[float, Field(ge=0.0)] | None = Field(description="The loss asked for; null without one")
+    gradients: GradientsOut | None = Field(description="Every gradient of the loss; null without one")
+
+
+class TrainResponse(AttentionResponse):
+    """The final state of the training, as POST /api/attention describes a run: `weights` are the trained
+    weights, `x_input` the trained input, `loss` the last of `losses`, `gradients` those of the final state."""
+
+    losses: list[Annotated[float, Field(ge=0.0)]] = Field(
+        min_length=2, description="steps + 1 values: before the first step, …, after the last"
+    )
+    loss: Annotated[float, Field(ge=0.0)] = Field(description="The final loss: the last of losses")
+    gradients: GradientsOut = Field(description="Every gradient of the loss at the final state")
 
 
 class FieldError(BaseModel):

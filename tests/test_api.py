@@ -398,6 +398,7 @@ def test_api_accepts_the_largest_valid_request(client: TestClient) -> None:
         "positional_encoding": "learned",
         "position_table": [[v] * d] * t,
         "temperature": 0.05,
+        "loss": {"kind": "mse", "target": [[v] * d] * t},
     }
     fields = client.get("/openapi.json").json()["components"]["schemas"]["AttentionRequest"]["properties"]
     request |= {name: value for name, value in optional.items() if name in fields}

@@ -32,15 +32,23 @@ schema = schemathesis.openapi.from_asgi("/openapi.json", create_app())
 # this many generated cases per mode.
 schema.config.generation.update(modes=[GenerationMode.POSITIVE, GenerationMode.NEGATIVE], max_examples=40)
 ATTENTION = schema["/api/attention"]["POST"]
+TRAIN = schema["/api/train"]["POST"]
+
+
+def diverged(item: dict[str, Any]) -> bool:
+    """A training whose numbers overflowed a double: valid input, refused as a 422 naming learning_rate."""
+    return item["type"] == "not_finite" and item["field"] == "learning_rate"
 
 
 def only_shape_checks_refuse_valid_bodies(ctx: Any, response: Any, case: schemathesis.Case) -> bool | None:
     """A body valid by the schema may be refused only by the checks across fields (its loc is the
-    whole body, its type shape_mismatch, and it names the field: "tokens: has 2 entries but x has 3 rows")."""
+    whole body, its type shape_mismatch, and it names the field: "tokens: has 2 entries but x has 3 rows"),
+    or because its training diverged."""
     if case.meta is None or not case.meta.generation.mode.is_positive or response.status_code != 422:
         return None
     for item in response.json()["detail"]:
-        assert item["loc"] == ["body"] and item["type"] == "shape_mismatch" and item["field"] != "body", (
+        assert diverged(item) or (item["loc"] == ["body"] and item["type"] == "shape_mismatch"
+                                  and item["field"] != "body"), (
             f"a schema-valid body was refused on {item['field']}: {item['msg']}"
         )
     return None
@@ -121,6 +129,31 @@ def valid_requests(draw: st.DrawFn) -> dict[str, Any]:
     return body
 
 
+@st.composite
+def valid_train_requests(draw: st.DrawFn) -> dict[str, Any]:
+    """A body POST /api/train must accept: a valid attention request without blocks, a loss that fits
+    it (an attention target spread over each query's visible keys), and a few steps."""
+    body = draw(valid_requests()) | {"blocks": 0}
+    t, d_model, h = len(body["x"]), len(body["x"][0]), body["num_heads"]
+    s = len(body["context"]["x"]) if "context" in body else t
+    if body["attention"] == "linear" or draw(st.booleans()):
+        loss = {"kind": "mse", "target": draw(matrix(t, d_model))}
+    else:
+        mask = body["mask"]
+        hidden = build_mask(np.array(mask) if isinstance(mask, list) else mask, t, s,
+                            body.get("window") or default_window(mask, s))
+        visible = np.ones((t, s), dtype=bool) if hidden is None else ~hidden
+        raw = np.array(draw(matrix(t, s).map(np.abs))) * visible + visible * 1e-3  # (T, S) ≥ 0, 0 where hidden
+        loss = {"kind": "attention", "head": draw(st.integers(0, h - 1)),
+                "target": (raw / raw.sum(axis=1, keepdims=True)).tolist()}
+    trainable = ["w_q", "w_k", "w_v", "w_o", "x"]
+    return body | {
+        "loss": loss, "steps": draw(st.integers(1, 3)), "optimizer": draw(st.sampled_from(["sgd", "adam"])),
+        "learning_rate": draw(st.floats(1e-3, bounds.max_learning_rate)),
+        "train": draw(st.lists(st.sampled_from(trainable), min_size=1, max_size=5, unique=True)),
+    }
+
+
 def reference_output(body: dict[str, Any]) -> np.ndarray:
     """The final output the pipeline computes in-process for a request body."""
     given_weights = {k: np.array(v) for k, v in (body.get("weights") or {}).items()}
@@ -156,6 +189,20 @@ def test_valid_requests_are_answered_200_and_conform_to_the_schema(body: dict[st
         np.testing.assert_allclose(np.sum(head["softmax"], axis=1), 1.0, rtol=1e-12)
 
 
+@settings(max_examples=max(10, settings.default.max_examples), suppress_health_check=[HealthCheck.too_slow])
+@given(valid_train_requests())
+def test_valid_training_requests_are_answered_and_conform_to_the_schema(body: dict[str, Any]) -> None:
+    response = TRAIN.Case(body=body).call_and_validate()
+    if response.status_code == 422:  # values near ±1000 and a large learning rate may overflow
+        assert all(diverged(item) for item in response.json()["detail"]), response.text
+        return
+    assert response.status_code == 200, response.text
+    out = response.json()
+    assert len(out["losses"]) == body["steps"] + 1
+    assert out["loss"] == out["losses"][-1]
+    assert len(out["gradients"]["heads"]) == body["num_heads"]
+
+
 # --- invalid input the generator cannot send: JSON's NaN and Infinity, sizes out of range ----------
 
 BASE = {"tokens": ["a", "b"], "x": [[1.0, 2.0], [3.0, 4.0]]}
@@ -171,6 +218,14 @@ INVALID = [
     ("huge_d_ff", {**BASE, "blocks": 1, "d_ff": 10**9}, "d_ff"),
     ("zero_window", {**BASE, "mask": "local", "window": 0}, "window"),
     ("tokens_do_not_match_x", {**BASE, "tokens": ["a"]}, "tokens"),
+    ("nan_target", {**BASE, "loss": {"kind": "mse", "target": [[1.0, math.nan], [0.0, 0.0]]}}, "loss.target[0][1]"),
+]
+TRAIN_INVALID = [
+    ("nan_learning_rate", {**BASE, "loss": {"kind": "mse", "target": [[0.0] * 2] * 2}, "steps": 1,
+                           "learning_rate": math.nan}, "learning_rate"),
+    ("infinite_learning_rate", {**BASE, "loss": {"kind": "mse", "target": [[0.0] * 2] * 2}, "steps": 1,
+                                "learning_rate": math.inf}, "learning_rate"),
+    ("zero_steps", {**BASE, "loss": {"kind": "mse", "target": [[0.0] * 2] * 2}, "steps": 0}, "steps"),
 ]
 
 
@@ -178,6 +233,14 @@ INVALID = [
 def test_invalid_input_is_refused_with_a_documented_422(body: dict[str, Any], field: str) -> None:
     raw = json.dumps(body).encode()  # NaN and Infinity go out as the tokens NaN and Infinity, as a client may send them
     case = ATTENTION.Case(body=raw, media_type="application/json")
+    response = case.call_and_validate()  # the 422 body must conform to ValidationErrorResponse
+    assert response.status_code == 422
+    assert any(field in item["msg"] for item in response.json()["detail"]), response.text
+
+
+@pytest.mark.parametrize(("body", "field"), [(b, f) for _, b, f in TRAIN_INVALID], ids=[i for i, _, _ in TRAIN_INVALID])
+def test_invalid_training_input_is_refused_with_a_documented_422(body: dict[str, Any], field: str) -> None:
+    case = TRAIN.Case(body=json.dumps(body).encode(), media_type="application/json")
     response = case.call_and_validate()  # the 422 body must conform to ValidationErrorResponse
     assert response.status_code == 422
     assert any(field in item["msg"] for item in response.json()["detail"]), response.text
@@ -200,5 +263,11 @@ def test_the_schema_states_the_bounds() -> None:
         assert (bounded["minimum"], bounded["maximum"]) == (1, top)
     softmax = components["HeadOut"]["properties"]["softmax"]["items"]["items"]
     assert (softmax["minimum"], softmax["maximum"]) == (0, 1)
-    responses = schema.raw_schema["paths"]["/api/attention"]["post"]["responses"]
-    assert {"200", "413", "422"} <= set(responses)
+    for path in ("/api/attention", "/api/train"):
+        responses = schema.raw_schema["paths"][path]["post"]["responses"]
+        assert {"200", "413", "422"} <= set(responses)
+    train = components["TrainRequest"]["properties"]
+    assert (train["steps"]["minimum"], train["steps"]["maximum"]) == (1, bounds.max_train_steps)
+    assert (train["learning_rate"]["exclusiveMinimum"], train["learning_rate"]["maximum"]) == (
+        0, bounds.max_learning_rate)
+    assert train["train"]["maxItems"] == 5
