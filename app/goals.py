@@ -290,3 +290,79 @@ def _previous_token() -> Goal:
 
 
 GOALS: dict[str, Goal] = {g.key: g for g in (_translate(), _bank(), _previous_token())}
+
+
+# --- why ÷√d_k (seeds 003, 004) ---------------------------------------------------------------------
+
+WHY_SCALE_SEED = 0
+WHY_SCALE_TOKENS = ("the", "cat", "sat", "on", "the", "mat")
+WHY_SCALE_D_MODEL = 64  # = d_k, one head: seed 003's "with d_k = 64, the standard deviation is 8"
+WHY_SCALE_LEARNING_RATE = 0.1  # the same for both runs; larger steps make the unscaled one jump between plateaus
+
+
+def why_scale_scenario(scale: bool) -> Scenario:
+    """X ~ N(0, 1) and seeded weights N(0, 1/d_model), so q and k have entries of variance about 1 and the
+    scores a standard deviation of about √64 = 8. The goal: each token's output is the value of the token
+    before it (the first token's: the last one's), A*·V·W_O, as a mean squared error on the output."""
+    t, d = len(WHY_SCALE_TOKENS), WHY_SCALE_D_MODEL
+    x = np.random.default_rng(WHY_SCALE_SEED).normal(0.0, 1.0, (t, d))  # (T, d_model)
+    run_kwargs = {"num_heads": 1, "seed": WHY_SCALE_SEED, "scale": scale}
+    start = run_attention(x, **run_kwargs)  # V and W_O are not trained: the same in both runs
+    wanted = np.roll(np.eye(t), -1, axis=1)  # (T, T) row i → key i − 1 (row 0 → the last key)
+    target = wanted @ start.heads[0].v @ start.weights.w_o  # (T, d_model)
+    return Scenario(tokens=WHY_SCALE_TOKENS, x=x, run_kwargs=run_kwargs, loss={"kind": "mse", "target": target})
+
+
+def _descend_recording(scenario: Scenario, steps: int, learning_rate: float) -> dict:
+    """SGD on W_Q and W_K, as app.backward.train does it, keeping ∂L/∂scores' size at every step."""
+    kwargs = dict(scenario.run_kwargs)
+    run = run_attention(scenario.x, **kwargs)
+    params = {name: getattr(run.weights, name) for name in ALL_WEIGHT_NAMES}
+    losses, norms, means = [], [], []
+    rows_start = max_weight_start = None
+    for step in range(steps + 1):
+        loss, grads = loss_and_gradients(run, scenario.loss)
+        d_scores = grads.heads[0].scores  # (T, T)
+        losses.append(loss)
+        norms.append(float(np.linalg.norm(d_scores)))
+        means.append(float(np.abs(d_scores).mean()))
+        if step == 0:
+            rows_start = [float(r) for r in np.linalg.norm(d_scores, axis=1)]
+            max_weight_start = [float(a) for a in run.heads[0].softmax.max(axis=1)]
+        if step == steps:
+            break
+        for name in ("w_q", "w_k"):
+            params[name] = params[name] - learning_rate * getattr(grads.weights, name)
+        run = run_attention(scenario.x, **{**kwargs, "weights": params})
+    return {
+        "losses": losses,  # steps + 1 values
+        "grad_scores_norm": norms,  # ‖∂L/∂scores‖_F, steps + 1 values
+        "grad_scores_mean_abs": means,  # mean |∂L/∂scores|
+        "grad_scores_rows_start": rows_start,  # ‖∂L/∂scores_i‖ per query row at the start
+        "max_weight_start": max_weight_start,  # each row's largest weight at the start: ≈ 1 is saturated
+    }
+
+
+def why_scale(steps: int = 200, learning_rate: float = WHY_SCALE_LEARNING_RATE) -> dict:
+    """The same start and goal trained twice with SGD, with ÷√d_k (scaled) and without (unscaled).
+
+    Scores of standard deviation 8 push the unscaled softmax to near-one-hot rows, whose Jacobian
+    diag(A) − A·Aᵀ is almost 0: the gradient reaching the scores is tiny in those rows. At the start only
+    some rows are saturated (the others can carry more gradient than the scaled run's, which includes the
+    factor 1/√d_k); a few SGD steps saturate the rest, and the unscaled loss then sits on a plateau while
+    the scaled run learns. Two choices make the effect visible:
+    - SGD, not Adam: Adam divides each step by the gradient's running size, so a tiny gradient would
+      still take full-sized steps and hide what the seeds describe.
+    - A loss on the output (mean squared error), not the cross-entropy of the weights: that one's
+      gradient through the softmax is (A − t)/T, which the saturation does not shrink (log cancels exp).
+    ``grad_scores_norm`` is ‖∂L/∂scores‖ for the trained W_Q, W_K (scores = Q·Kᵀ, before any ÷√d_k),
+    the same quantity in both runs; the scaled run's includes the factor 1/√d_k = 1/8.
+    """
+    if steps < 1:
+        raise ValueError("steps must be at least 1")
+    return {
+        "d_k": WHY_SCALE_D_MODEL, "tokens": list(WHY_SCALE_TOKENS), "steps": steps,
+        "optimizer": "sgd", "learning_rate": learning_rate,
+        "scaled": _descend_recording(why_scale_scenario(True), steps, learning_rate),
+        "unscaled": _descend_recording(why_scale_scenario(False), steps, learning_rate),
+    }
