@@ -101,24 +101,14 @@ def number(value: float, decimals: int, *, bracket: bool = False) -> str:
     return f'<mrow><mo stretchy="false">(</mo>{neg}<mo stretchy="false">)</mo></mrow>' if bracket else neg
 
 
-def mo(symbol: str) -> str:
-    return f"<mo>{escape(symbol)}</mo>"
 
 
-def mi(name: str) -> str:
-    return f"<mi>{escape(name)}</mi>"
 
 
-def mtext(text: str) -> str:
-    return f"<mtext>{escape(text)}</mtext>"
 
 
-def sub(base: str, index: str) -> str:
-    return f"<msub>{base}<mrow>{index}</mrow></msub>"
 
 
-def sup(base: str, exponent: str) -> str:
-    return f"<msup>{base}<mrow>{exponent}</mrow></msup>"
 
 
 def frac(numerator: str, denominator: str) -> str:
@@ -129,8 +119,6 @@ def sqrt(body: str) -> str:
     return f"<msqrt>{body}</msqrt>"
 
 
-def paren(body: str) -> str:
-    return f'<mrow><mo>(</mo>{body}<mo>)</mo></mrow>'
 
 
 def fenced_list(values: Iterable[float], decimals: int) -> str:
