@@ -203,9 +203,9 @@ PRESETS: dict[str, Preset] = {
             title="bank ①: by the river",
             source="Seed 000: the homonym bank, first sentence, with the who, when and where heads",
             summary=(
-                "Three heads, each looking for one relationship. Choose a head and step to Softmax: "
-                "bank's row attends to Sherry in head 1 (who), to 'lying' in head 2 (when), and to "
-                "'river' in head 3 (where), so bank's final output leans to outdoors, not money. "
+                "Three heads, each looking for one relationship. The lines below the weights are seed "
+                "000's figure: bank attends to Sherry in head 1 (who), to 'lying' in head 2 (when), and "
+                "to 'river' in head 3 (where), so bank's final output leans to outdoors, not money. "
                 "Compare with bank ②."
             ),
             tokens=("Sherry", "is", "lying", "on", "the", "river", "bank"),
@@ -223,6 +223,7 @@ PRESETS: dict[str, Preset] = {
             dim_names=_BANK_DIMS,
             head_names=_BANK_HEADS,
             weights=_BANK_WEIGHTS,
+            stage="softmax",  # seed 000's figure: the attention lines
             focus="bank",
         ),
         Preset(
@@ -230,8 +231,8 @@ PRESETS: dict[str, Preset] = {
             title="bank ②: money",
             source="Seed 000: the homonym bank, second sentence, with the who, when and where heads",
             summary=(
-                "The same bank embedding and the same weights as bank ①, in another sentence. Choose "
-                "head 3 (where) and step to Softmax: bank's row now goes to 'money' (and some to "
+                "The same bank embedding and the same weights as bank ①, in another sentence. In the "
+                "lines below the weights, head 3 (where) now sends bank to 'money' (and some to "
                 "'transfer'), head 1 (who) finds Ryan and head 2 (when) 'needed', and bank's final "
                 "output leans to money."
             ),
@@ -251,6 +252,7 @@ PRESETS: dict[str, Preset] = {
             dim_names=_BANK_DIMS,
             head_names=_BANK_HEADS,
             weights=_BANK_WEIGHTS,
+            stage="softmax",  # seed 000's figure: the attention lines
             focus="bank",
         ),
         Preset(
