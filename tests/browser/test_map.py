@@ -45,7 +45,7 @@ def expect_at(page: Page, key: str) -> None:
 
 
 def test_clicking_a_node_steps_there_and_keeps_unsaved_edits(page: Page) -> None:
-    page.goto("/?preset=bank-river")
+    page.goto("/?preset=bank-river&stage=x")
     expect_at(page, "x")
     page.locator("#stages").evaluate("el => { el.closest('form').probe = 'same page' }")
     # An edit htmx has not posted yet (set without an input event: its own post would race the step).
