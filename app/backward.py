@@ -387,6 +387,22 @@ def _gradient_of(grads: Gradients, name: str) -> np.ndarray | None:
     return grads.x if name == "x" else getattr(grads.weights, name)
 
 
+def descend(p: np.ndarray, g: np.ndarray, moments: dict[str, tuple[np.ndarray, np.ndarray]], name: str,
+            step: int, optimizer: str, learning_rate: float) -> np.ndarray:
+    """One step on parameter ``name``. SGD: p ← p − lr·g. Adam: m ← β₁m + (1 − β₁)g, v ← β₂v + (1 − β₂)g²,
+    p ← p − lr·m̂ / (√v̂ + ε) with m̂ = m / (1 − β₁ᵗ), v̂ = v / (1 − β₂ᵗ); ``moments[name]`` holds (m, v)."""
+    if optimizer == "sgd":
+        return p - learning_rate * g
+    if optimizer != "adam":
+        raise ValueError("optimizer must be one of sgd, adam")
+    m, v = moments[name]
+    m = ADAM_BETA1 * m + (1.0 - ADAM_BETA1) * g
+    v = ADAM_BETA2 * v + (1.0 - ADAM_BETA2) * g**2
+    moments[name] = (m, v)
+    m_hat, v_hat = m / (1.0 - ADAM_BETA1**step), v / (1.0 - ADAM_BETA2**step)
+    return p - learning_rate * m_hat / (np.sqrt(v_hat) + ADAM_EPS)
+
+
 def train(
     x: np.ndarray,
     run_kwargs: Mapping,
@@ -427,15 +443,7 @@ def train(
             g = _gradient_of(grads, name)
             if g is None:
                 raise ValueError(f"{name} is not used with the {run.score} score, so it cannot be trained")
-            if optimizer == "sgd":
-                params[name] = params[name] - learning_rate * g
-            else:
-                m, v = moments[name]
-                m = ADAM_BETA1 * m + (1.0 - ADAM_BETA1) * g
-                v = ADAM_BETA2 * v + (1.0 - ADAM_BETA2) * g**2
-                moments[name] = (m, v)
-                m_hat, v_hat = m / (1.0 - ADAM_BETA1**step), v / (1.0 - ADAM_BETA2**step)
-                params[name] = params[name] - learning_rate * m_hat / (np.sqrt(v_hat) + ADAM_EPS)
+            params[name] = descend(params[name], g, moments, name, step, optimizer, learning_rate)
         kwargs["weights"] = {name: params[name] for name in ALL_WEIGHT_NAMES}
         run = run_attention(params["x"], **kwargs)
     losses.append(_loss_and_seed(run, loss_spec)[0])

@@ -16,13 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.backward import (
-    ADAM_BETA1,
-    ADAM_BETA2,
-    ADAM_EPS,
     Gradients,
     TrainingResult,
     attention_loss,
     backward,
+    descend,
     loss_and_gradients,
     train,
 )
@@ -173,17 +171,7 @@ def train_scenarios(
         losses.append(loss)
         for name in train:
             g = sum(_gradient(gr, name) for gr in grads)  # ∂(Σ L_s)/∂W
-            if optimizer == "sgd":
-                params[name] = params[name] - learning_rate * g
-            elif optimizer == "adam":
-                m, v = moments[name]
-                m = ADAM_BETA1 * m + (1.0 - ADAM_BETA1) * g
-                v = ADAM_BETA2 * v + (1.0 - ADAM_BETA2) * g**2
-                moments[name] = (m, v)
-                m_hat, v_hat = m / (1.0 - ADAM_BETA1**step), v / (1.0 - ADAM_BETA2**step)
-                params[name] = params[name] - learning_rate * m_hat / (np.sqrt(v_hat) + ADAM_EPS)
-            else:
-                raise ValueError("optimizer must be one of sgd, adam")
+            params[name] = descend(params[name], g, moments, name, step, optimizer, learning_rate)
     runs, loss, _ = forward()
     losses.append(loss)
     return GoalTraining(losses=tuple(losses), weights=runs[0].weights, x=runs[0].x_input, run=runs[0],
