@@ -57,6 +57,7 @@ class Settings(BaseSettings):
         grid, tokens, and a hundred settings."""
         d, t, dh, ff = self.max_d_model, self.max_tokens, self.max_d_head, self.max_d_ff
         return (3 * t * d + t * t + 2 * t  # x, source, position table; the mask grid; tokens
+                + t * max(d, t) + t  # the Learn panel's target (T × d_model or T × S) and its rows
                 + 4 * d * dh + 3 * dh * dh + dh  # one head's W_Q, W_K, W_V, W_O rows and score weights
                 + 2 * d * ff + ff + 5 * d + 100)  # the first block's FFN and LayerNorms; settings
 

@@ -45,7 +45,8 @@ from app.presets import PRESETS
 EDITABLE = ALL_WEIGHT_NAMES + BLOCK_WEIGHT_NAMES
 EDIT_RE = re.compile(rf"^({'|'.join(EDITABLE)})\.(\d{{1,4}})\.(\d{{1,4}})\.(\d{{1,4}})=(\S+)$", re.ASCII)
 DECIMALS = (1, 2, 3, 4)
-PANELS = ("lab", "cost", "inputs")  # the scaling lab, the cost panel, the open inputs drawer
+# The scaling lab, the cost panel, the inputs drawer, the Learn panel and its target and settings.
+PANELS = ("lab", "cost", "inputs", "learn", "target")
 MAX_REVEALED = 4096  # cell refs kept per quiz: every cell of a 64×64 matrix
 MAX_PIN_CHARS = 4 * 1024 * 1024  # a compressed pinned state (app.pin); the largest is well under this
 MAX_CELL_REF = settings.max_tokens * 8  # a row or column of any matrix the inspector can name

@@ -25,7 +25,16 @@ from app.backward import (
     train,
 )
 from app.pipeline import ALL_WEIGHT_NAMES, AttentionRun, run_attention
-from app.presets import PRESETS
+from app.presets import (
+    PRESETS,
+    PREVIOUS_TOKEN_SEED,
+    PREVIOUS_TOKENS,
+    WHY_SCALE_D_MODEL,
+    WHY_SCALE_SEED,
+    WHY_SCALE_TOKENS,
+    previous_token_x,
+    why_scale_x,
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -242,20 +251,12 @@ def _bank() -> Goal:
     )
 
 
-# The previous-token sentence: the repeated "the" has one embedding, drawn like the weights.
-_PREVIOUS_TOKENS = ("the", "cat", "sat", "on", "the", "mat")
-PREVIOUS_TOKEN_SEED = 5
-
-
 def previous_token_scenario(positional_encoding: str = "rope") -> Scenario:
-    """Seed 003's sentence, d_model = 8, causal mask, target: each token on the one before it."""
-    words = sorted(set(_PREVIOUS_TOKENS), key=_PREVIOUS_TOKENS.index)
-    rng = np.random.default_rng(PREVIOUS_TOKEN_SEED)
-    embedding = np.round(rng.normal(0.0, 0.5, (len(words), 8)), 2)  # (words, d_model)
-    x = embedding[[words.index(w) for w in _PREVIOUS_TOKENS]]  # (T, d_model)
-    t = len(_PREVIOUS_TOKENS)
+    """Seed 003's sentence, d_model = 8, causal mask, target: each token on the one before it
+    (the page's preset learn-previous-token)."""
+    t = len(PREVIOUS_TOKENS)
     return Scenario(
-        tokens=_PREVIOUS_TOKENS, x=x,
+        tokens=PREVIOUS_TOKENS, x=np.array(previous_token_x()),
         run_kwargs={"num_heads": 1, "seed": PREVIOUS_TOKEN_SEED, "mask": "causal",
                     "positional_encoding": positional_encoding},
         loss={"kind": "attention", "head": 0, "target": previous_token_target(t)},
@@ -282,18 +283,16 @@ GOALS: dict[str, Goal] = {g.key: g for g in (_translate(), _bank(), _previous_to
 
 # --- why ÷√d_k (seeds 003, 004) ---------------------------------------------------------------------
 
-WHY_SCALE_SEED = 0
-WHY_SCALE_TOKENS = ("the", "cat", "sat", "on", "the", "mat")
-WHY_SCALE_D_MODEL = 64  # = d_k, one head: seed 003's "with d_k = 64, the standard deviation is 8"
 WHY_SCALE_LEARNING_RATE = 0.1  # the same for both runs; larger steps make the unscaled one jump between plateaus
 
 
 def why_scale_scenario(scale: bool) -> Scenario:
-    """X ~ N(0, 1) and seeded weights N(0, 1/d_model), so q and k have entries of variance about 1 and the
+    """X ~ N(0, 1) (rounded to two decimals, as the page's preset why-scale has it) and seeded weights
+    N(0, 1/d_model), so q and k have entries of variance about 1 and the
     scores a standard deviation of about √64 = 8. The goal: each token's output is the value of the token
     before it (the first token's: the last one's), A*·V·W_O, as a mean squared error on the output."""
-    t, d = len(WHY_SCALE_TOKENS), WHY_SCALE_D_MODEL
-    x = np.random.default_rng(WHY_SCALE_SEED).normal(0.0, 1.0, (t, d))  # (T, d_model)
+    t = len(WHY_SCALE_TOKENS)
+    x = np.array(why_scale_x())  # (T, d_model)
     run_kwargs = {"num_heads": 1, "seed": WHY_SCALE_SEED, "scale": scale}
     start = run_attention(x, **run_kwargs)  # V and W_O are not trained: the same in both runs
     wanted = np.roll(np.eye(t), -1, axis=1)  # (T, T) row i → key i − 1 (row 0 → the last key)

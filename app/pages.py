@@ -22,6 +22,7 @@ from fastapi.templating import Jinja2Templates
 
 from app.config import settings
 from app.form import DECIMALS, EDITABLE, FormError, is_index
+from app.learning import STEP_ACTIONS, fit, preset_learning, read_learning, reset, train_page
 from app.maths import formula_text, fraction_math, label_text, number_math, prose, tex, vector_math
 from app.permalink import fits_in_url, stage_permalinks, state_query
 from app.pin import decode_pin, encode_pin
@@ -53,11 +54,13 @@ templates.env.filters.update(tex=tex, prose=prose)
 router = APIRouter()
 
 # Which error slot on the page shows a field's message.
-ERROR_SLOTS = ("tokens", "x", "weights", "sizes", "view")
+ERROR_SLOTS = ("tokens", "x", "weights", "sizes", "view", "learn")
 
 
 def error_slot(field: str) -> str:
     prefix = field.split("-")[0]
+    if prefix.startswith("learn") or prefix == "target":
+        return "learn"
     if prefix == "token":
         return "tokens"
     if prefix == "x":
@@ -139,12 +142,21 @@ def _workspace_context(sc: Scenario, view: View, error: FormError | None = None)
 
 
 def apply_action(sc: Scenario, view: View, action: str) -> tuple[Scenario, View]:
-    """The buttons: pin the state or go back to the pin, add or remove a token, new random weights."""
+    """The buttons: pin the state or go back to the pin, add or remove a token, new random weights,
+    and the Learn panel's training steps and reset."""
     if action == "pin":
         return sc, replace(view, pin=encode_pin(sc))
     if action == "restore_pin" and view.pin:
-        return decode_pin(view.pin), view
-    return _structural(sc, action), view
+        sc = decode_pin(view.pin)
+        return sc, replace(view, learning=fit(view.learning, sc))
+    if view.learning is not None and action in STEP_ACTIONS:
+        sc, learning = train_page(sc, view.learning, STEP_ACTIONS[action])
+        return sc, replace(view, learning=learning)
+    if view.learning is not None and action == "learn_reset" and view.learning.before:
+        sc, learning = reset(view.learning)
+        return sc, replace(view, learning=learning)
+    sc = _structural(sc, action)
+    return sc, replace(view, learning=fit(view.learning, sc))
 
 
 def _structural(sc: Scenario, action: str) -> Scenario:
@@ -166,7 +178,7 @@ def index(request: Request, preset: str = DEFAULT_PRESET) -> HTMLResponse:
         if "shape" in params:  # a full state, e.g. a shared link
             sc, view = read_page(params)
         else:  # a preset, with any view settings the link gives (?preset=bank-river&stage=softmax)
-            sc, view = from_preset(preset if preset in PRESETS else DEFAULT_PRESET)
+            sc, view = preset_page(preset if preset in PRESETS else DEFAULT_PRESET)
             given = {key: params[key] for key in VIEW_FIELDS if key in params}
             if given:
                 sc, view = read_page({**dict(state_query(sc, view)), **given})
@@ -229,11 +241,18 @@ def _error_response(request: Request, fields: dict[str, str], error: FormError) 
 
 
 def read_page(fields: Mapping[str, str]) -> tuple[Scenario, View]:
-    """read_form, and the pinned state checked too: a bad pin is a FormError naming ``pin``."""
+    """read_form, the pinned state checked too (a bad pin is a FormError naming ``pin``), and the
+    Learn panel's goal and training."""
     sc, view = read_form(fields)
     if view.pin:
         decode_pin(view.pin)
-    return sc, view
+    return sc, replace(view, learning=read_learning(fields, sc))
+
+
+def preset_page(key: str) -> tuple[Scenario, View]:
+    """A preset's scenario and view, with its training goal in the Learn panel when it has one."""
+    sc, view = from_preset(key)
+    return sc, replace(view, learning=preset_learning(sc))
 
 
 def _lenient_read(fields: dict[str, str]) -> tuple[Scenario, View]:
@@ -262,7 +281,7 @@ def _lenient_read(fields: dict[str, str]) -> tuple[Scenario, View]:
                 patched[e.field] = patched[e.field][: settings.max_token_chars]
             else:
                 patched.pop(e.field, None)
-    return from_preset(fields.get("preset") if fields.get("preset") in PRESETS else DEFAULT_PRESET)
+    return preset_page(fields.get("preset") if fields.get("preset") in PRESETS else DEFAULT_PRESET)
 
 
 # --- a scenario as a file, for states too large for a link ---------------------------------------

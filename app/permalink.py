@@ -81,6 +81,8 @@ def state_query(sc: Scenario, view: View) -> list[tuple[str, str]]:
             q.append(("revealed", " ".join(sorted(view.revealed))))
     if view.pin:
         q.append(("pin", view.pin))
+    if view.learning is not None:
+        q += view.learning.query()
     return q
 
 

@@ -43,6 +43,7 @@ class Preset:
     blocks: int = 0  # transformer blocks around attention
     d_ff: int = 0  # 0: 4·d_model
     focus: str = ""  # a token whose attention lines are drawn first (seed 000's figure shows bank's)
+    goal: str = ""  # a training goal (app.goals.GOALS, or "why-scale"): the page opens its Learn panel
 
     @property
     def d_model(self) -> int:
@@ -388,4 +389,84 @@ PRESETS: dict[str, Preset] = {
         ),
     )
 }
+
+# --- training goals: the Learn panel trains them (app.goals, app.learning) ----------------------------
+# Each starts from weights drawn from its seed (no designed weights): the point is to watch them learned.
+
+PREVIOUS_TOKEN_SEED = 5
+PREVIOUS_TOKENS = ("the", "cat", "sat", "on", "the", "mat")
+
+
+def previous_token_x() -> tuple[tuple[float, ...], ...]:
+    """Seed 003's sentence, d_model = 8; the repeated "the" has one embedding, drawn like the weights."""
+    words = sorted(set(PREVIOUS_TOKENS), key=PREVIOUS_TOKENS.index)
+    rng = np.random.default_rng(PREVIOUS_TOKEN_SEED)
+    embedding = np.round(rng.normal(0.0, 0.5, (len(words), 8)), 2)  # (words, d_model)
+    return tuple(tuple(embedding[words.index(w)].tolist()) for w in PREVIOUS_TOKENS)
+
+
+WHY_SCALE_SEED = 0
+WHY_SCALE_TOKENS = ("the", "cat", "sat", "on", "the", "mat")
+WHY_SCALE_D_MODEL = 64  # = d_k, one head: seed 003's "with d_k = 64, the standard deviation is 8"
+
+
+def why_scale_x() -> tuple[tuple[float, ...], ...]:
+    """X ~ N(0, 1), rounded to two decimals (a page input shows it exactly): (T, d_model)."""
+    x = np.random.default_rng(WHY_SCALE_SEED).normal(0.0, 1.0, (len(WHY_SCALE_TOKENS), WHY_SCALE_D_MODEL))
+    return tuple(tuple(row) for row in np.round(x, 2).tolist())
+
+
+_translate = PRESETS["translate"]
+_bank = PRESETS["bank-river"]
+PRESETS.update({p.key: p for p in (
+    Preset(
+        key="learn-translate",
+        title="Learn: the alignment table of a translation",
+        source="Seed 003: the alignment table, learned",
+        summary=(
+            r"Random $W_Q$ and $W_K$ (seed 3), and a goal: seed 003's alignment table, Le → The 0.70 … "
+            "tapis → mat 0.75. Press “100 steps” in the Learn panel and watch the lines find each French "
+            "word's English counterpart; the backward stages after Heads show the gradients that move them."
+        ),
+        tokens=_translate.tokens, x=_translate.x, context_tokens=_translate.context_tokens,
+        context_x=_translate.context_x, dim_names=_translate.dim_names, seed=3, stage="softmax", decimals=2,
+        goal="translate",
+    ),
+    Preset(
+        key="learn-bank",
+        title="Learn: a where head for bank",
+        source="Seed 000: the homonym bank, learned",
+        summary=(
+            "One head with random weights, trained on both bank sentences at once: bank should attend to "
+            "river in ① (on screen) and to money in ②. Train it in the Learn panel; the panel draws ②'s "
+            "lines as the same weights see them."
+        ),
+        tokens=_bank.tokens, x=_bank.x, d_k=2, dim_names=_bank.dim_names, stage="softmax", focus="bank",
+        goal="bank",
+    ),
+    Preset(
+        key="learn-previous-token",
+        title="Learn: a previous-token head (causal mask, RoPE)",
+        source="Seeds 001, 003, 004: masked attention and positions, learned",
+        summary=(
+            "Every token should attend to the one before it. The causal mask hides the future and RoPE "
+            "lets the scores depend on the offset between positions, so one head can learn it from "
+            "random weights (seed 5)."
+        ),
+        tokens=PREVIOUS_TOKENS, x=previous_token_x(), seed=PREVIOUS_TOKEN_SEED, mask="causal",
+        positional_encoding="rope", stage="softmax", goal="previous-token",
+    ),
+    Preset(
+        key="why-scale",
+        title=r"Learn: why divide by $\sqrt{d_k}$",
+        source=r"Seeds 003, 004: large scores saturate the softmax, and learning stalls",
+        summary=(
+            r"$d_k = 64$: scores of standard deviation 8 without $\div \sqrt{d_k}$. The Learn panel shows the "
+            r"same start and goal trained twice, with and without $\div \sqrt{d_k}$: the unscaled run's "
+            r"gradient $\partial L / \partial \text{Scores}$ collapses and its loss stalls."
+        ),
+        tokens=WHY_SCALE_TOKENS, x=why_scale_x(), seed=WHY_SCALE_SEED, stage="softmax", decimals=2,
+        goal="why-scale",
+    ),
+)})
 DEFAULT_PRESET = "default"

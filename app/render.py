@@ -6,6 +6,7 @@ inspector's arithmetic (app.arithmetic). This module only chooses labels, format
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -14,6 +15,9 @@ from markupsafe import Markup, escape
 from app.arithmetic import BLOCK_CELLS as BLOCK_MATRICES
 from app.arithmetic import INSPECTABLE, CellRef, Explanation, cell_matrix, explain, parse_ref
 from app.attention_lines import LinesFigure, attention_lines
+from app.backward import Gradients
+from app.learn_charts import loss_curve_svg, why_scale_context
+from app.learning import companion_run, companion_scenario, curve_text, loss_and_gradients, total_loss
 from app.cost import attention_cost
 from app.heatmap import LegendStop, format_numbers, heatmap_table, legend
 from app.maths import prose
@@ -72,6 +76,13 @@ class EditorGrid:
     col_labels: list[str]
     rows: list[tuple[str, list[tuple[str, str, str]]]]  # (row label, [(name, value, aria label)])
 
+
+# A gradient's matrix: its name in a plain title (∂L/∂A) and in LaTeX.
+GRADIENT_TITLES = {"final": "MultiHead", "output": "Output", "softmax": "A", "scaled": "Scaled", "scores": "Scores",
+                   "q": "Q", "k": "K", "v": "V", "w_q": "W_Q", "w_k": "W_K", "w_v": "W_V", "w_o": "W_O"}
+GRADIENT_TEX = {"final": r"\text{MultiHead}", "output": r"\text{Output}", "softmax": "A", "scaled": r"\text{Scaled}",
+                "scores": r"\text{Scores}", "q": "Q", "k": "K", "v": "V", "w_q": "W_Q", "w_k": "W_K", "w_v": "W_V",
+                "w_o": "W_O"}
 
 # Heatmap titles (plain text: table captions, exports) and the same as prose with typeset maths.
 TITLE_TEX: dict[str, str] = {
@@ -185,8 +196,10 @@ class PanelBuilder:
     """Builds the heatmaps of one run, each at most once per request. With transformer blocks,
     ``run`` is the attention of the block in view and ``stack`` the whole stack."""
 
-    def __init__(self, sc: Scenario, run: AttentionRun, view: View, stack: TransformerRun | None = None) -> None:
+    def __init__(self, sc: Scenario, run: AttentionRun, view: View, stack: TransformerRun | None = None,
+                 grads: Gradients | None = None) -> None:
         self.sc, self.run, self.view, self.stack = sc, run, view, stack
+        self.grads = grads  # the backward pass of the Learn panel's goal, None without one
         self.block = None if stack is None else stack.blocks[view.block]
         self.rows = token_labels(sc.tokens)
         self.keys = token_labels(sc.key_tokens)  # the source sentence's tokens in cross-attention
@@ -198,6 +211,7 @@ class PanelBuilder:
             masked=run.mask is not None, scale=run.scales, temperature=run.temperature != 1.0,
             alibi=run.heads[0].bias is not None, rope=run.heads[0].q_rot is not None,
             added_pe=run.pe is not None or (stack is not None and stack.pe is not None), activation=sc.activation,
+            loss=view.learning.goal if view.learning is not None else "",
         )
 
     def _panel(self, m: np.ndarray, title: str, ref: str, rows: list[str], cols: list[str],
@@ -339,6 +353,70 @@ class PanelBuilder:
             fig_id=f"lines-{stage.key}", focus=focus, cross=self.sc.cross,
         )
 
+    def gradient(self, name: str, m: np.ndarray, rows: list[str], cols: list[str], owner: int | None = None,
+                 corner: str = "") -> Panel:
+        """A gradient's heatmap, ``∂L/∂…`` in its caption, inspectable as ``g_<name>``."""
+        owner = self.view.head if owner is None else owner
+        per_head = owner == self.view.head and name not in ("final", "w_o")
+        hn = f" ({head_label(self.sc, owner)})" if per_head and self.run.num_heads > 1 else ""
+        title = f"∂L/∂{GRADIENT_TITLES[name]}"
+        return self._panel(m, title, f"g_{name}.{owner}", rows, cols, inspect=f"g_{name}", corner=corner,
+                           label=rf"$\partial L / \partial {GRADIENT_TEX[name]}$", suffix=hn)
+
+    def backward_panels(self, key: str) -> dict[str, Panel]:
+        """The heatmaps of a backward stage: the gradient it computes and what it is computed from."""
+        h, g = self.view.head, self.grads
+        head, hg = self.run.heads[h], g.heads[h]
+        learning = self.view.learning
+        q_cols = [f"q{j + 1}" for j in range(self.run.d_k)]
+        k_cols = [f"k{j + 1}" for j in range(self.run.d_k)]
+        v_cols = [f"v{j + 1}" for j in range(self.run.d_v)]
+        corner = "query ↓ key →"
+        p: dict[str, Panel] = {}
+        softmax = hg.softmax is not None
+        if key == "grad_a":
+            if learning.goal == "output":
+                p["target"] = self._panel(learning.target, "Target", "target", self.rows, self.dims,
+                                          label=r"$\text{Target}$")
+                p["final"] = self._panel(self.run.output, "MultiHead(X) = Concat·W_O", "final", self.rows, self.dims)
+                p["g_final"] = self.gradient("final", g.output, self.rows, self.dims, owner=0)
+                p["g_output"] = self.gradient("output", hg.output, self.rows, v_cols)
+                p["v"] = self.head_matrix("v")
+            elif learning.head == h:
+                p["target"] = self._panel(learning.target, f"Target t for head {h + 1}", "target", self.rows,
+                                          self.keys, kind="weights", corner=corner,
+                                          label=f"Target $t$ for head {h + 1}")
+            if softmax:
+                p["softmax"] = self.head_matrix("softmax")
+                p["g_softmax"] = self.gradient("softmax", hg.softmax, self.rows, self.keys, corner=corner)
+        elif key == "grad_scores" and softmax:
+            p["softmax"] = self.head_matrix("softmax")
+            p["g_softmax"] = self.gradient("softmax", hg.softmax, self.rows, self.keys, corner=corner)
+            p["g_scaled"] = self.gradient("scaled", hg.scaled, self.rows, self.keys, corner=corner)
+            p["g_scores"] = self.gradient("scores", hg.scores, self.rows, self.keys, corner=corner)
+        elif key == "grad_q":
+            if softmax:
+                p["g_scores"] = self.gradient("scores", hg.scores, self.rows, self.keys, corner=corner)
+            p["k"] = self.head_matrix("k_rot" if head.k_rot is not None else "k")
+            p["g_q"] = self.gradient("q", hg.q, self.rows, q_cols)
+        elif key == "grad_k":
+            if softmax:
+                p["g_scores"] = self.gradient("scores", hg.scores, self.rows, self.keys, corner=corner)
+            p["q"] = self.head_matrix("q_rot" if head.q_rot is not None else "q")
+            p["g_k"] = self.gradient("k", hg.k, self.keys, k_cols)
+        elif key == "grad_v":
+            p["softmax"] = self.head_matrix("lin_weights" if not softmax else "softmax")
+            p["g_output"] = self.gradient("output", hg.output, self.rows, v_cols)
+            p["g_v"] = self.gradient("v", hg.v, self.keys, v_cols)
+        elif key == "grad_w":
+            w = g.weights
+            p["g_w_q"] = self.gradient("w_q", w.w_q[h], self.dims, q_cols)
+            p["g_w_k"] = self.gradient("w_k", w.w_k[h], self.dims, k_cols)
+            p["g_w_v"] = self.gradient("w_v", w.w_v[h], self.dims, v_cols)
+            concat_cols = [f"h{k + 1}·v{j + 1}" for k in range(self.run.num_heads) for j in range(self.run.d_v)]
+            p["g_w_o"] = self.gradient("w_o", w.w_o, concat_cols, self.dims, owner=0)
+        return p
+
     def stage(self, stage: Stage) -> StageView:
         self.hiding = stage_results(stage.key, self.stack, self.view.block) if self.view.quiz else ()
         try:
@@ -443,6 +521,8 @@ class PanelBuilder:
             else:
                 p["residual2"] = self.block_matrix("residual2", f"H + FFN: {nxt}", block.residual2,
                                                     label=rf"$H + \text{{FFN}}$: {nxt}")
+        elif stage.backward and self.grads is not None:
+            p.update(self.backward_panels(stage.key))
         title, formula, explanation = describe(stage, self.options)
         drawn = stage.key == "softmax" or (stage.key == "output" and run.attention == "softmax")
         return StageView(stage, p, title, formula, explanation, quiz=self.hiding,
@@ -564,8 +644,10 @@ def page_context(sc: Scenario, view: View) -> dict:
     """Everything the workspace templates need for one scenario."""
     first, stack = sc.compute()
     run = first if stack is None else stack.blocks[view.block].attention  # the block in view
-    builder = PanelBuilder(sc, run, view, stack)
-    stages = visible_stages(sc.blocks)
+    learning = view.learning if stack is None else None
+    loss, grads = loss_and_gradients(run, learning) if learning is not None else (None, None)
+    builder = PanelBuilder(sc, run, view, stack, grads)
+    stages = visible_stages(sc.blocks, learning is not None)
     current = stage_or_first(view.stage, stages)
     prev, nxt = neighbours(current.key, stages)
     ctx_views = stage_views(builder, view)
@@ -601,7 +683,88 @@ def page_context(sc: Scenario, view: View) -> dict:
         "quiz": quiz_context(builder, current),
         "inspect_hidden": builder.selected is not None and builder.is_hidden(builder.selected),
         "pin_summary": describe_pin(pinned) if pinned is not None else "",
+        "learn": learn_context(sc, run, view, loss, grads) if learning is not None or "learn" in view.panels else None,
+        "backward_map": backward_map(grads, view.head, stages) if grads is not None else [],
     }
+
+
+@dataclass(frozen=True)
+class GradientStep:
+    """A backward stage on the map: its link and the size ‖∂L/∂…‖ of the gradient it computes."""
+
+    key: str
+    number: int
+    short: str
+    symbol: str  # LaTeX: what is differentiated
+    size: float  # the Frobenius norm, for the head in view (all weights for ∂L/∂W)
+    bar: int  # 0–10: the size against the largest on the map, on a log scale over six decades
+
+
+def backward_map(grads: Gradients, head: int, stages: tuple[Stage, ...]) -> list[GradientStep]:
+    """The backward stages with their gradient sizes: where the gradient is large, and where it fades."""
+    hg = grads.heads[head]
+    w = grads.weights
+
+    def norm(*arrays: np.ndarray | None) -> float:
+        return float(math.sqrt(sum(float(np.sum(a * a)) for a in arrays if a is not None)))
+
+    sizes = {"grad_a": (norm(hg.softmax) if hg.softmax is not None else norm(hg.output), "A"),
+             "grad_scores": (norm(hg.scores), r"\text{Scores}"), "grad_q": (norm(hg.q), "Q"),
+             "grad_k": (norm(hg.k), "K"), "grad_v": (norm(hg.v), "V"),
+             "grad_w": (norm(w.w_q[head], w.w_k[head], w.w_v[head], w.w_o), "W")}
+    top = max((size for size, _ in sizes.values()), default=0.0)
+    steps = []
+    for stage in stages:
+        if not stage.backward:
+            continue
+        size, symbol = sizes[stage.key]
+        bar = 0 if size <= 0 or top <= 0 else max(1, min(10, round(10 + 10 * math.log10(size / top) / 6)))
+        steps.append(GradientStep(stage.key, stage.number, stage.short, symbol, size, bar))
+    return steps
+
+
+def learn_context(sc: Scenario, run: AttentionRun, view: View, loss: float | None,
+                  grads: Gradients | None) -> dict:
+    """The Learn panel: the goal, the loss now, the curve so far, the target as a grid of inputs, and
+    for a goal over two sentences, the other sentence's lines with the same weights."""
+    learning = view.learning
+    ctx: dict = {"learning": learning, "blocks": bool(sc.blocks), "linear": sc.attention == "linear",
+                 "head_labels": [head_label(sc, h) for h in range(sc.num_heads)]}
+    if learning is None:
+        return ctx
+    total = total_loss(sc, run, learning)
+    curve = learning.losses or (total,)
+    ctx.update(
+        loss=loss, total=total, steps=learning.steps_taken,
+        curve=loss_curve_svg(curve, chart_id="loss-curve", title="Loss during training"),
+        curve_text=curve_text(learning.losses), first_step=learning.first_step,
+        target=target_grid(sc, learning),
+        rows=token_labels(sc.tokens),
+        preset_goal=PRESETS[sc.preset].goal if sc.preset in PRESETS else "",
+        why_scale=why_scale_context() if sc.preset in PRESETS and PRESETS[sc.preset].goal == "why-scale" else None,
+        grad_norms={name: float(np.linalg.norm(getattr(grads.weights, name)))
+                    for name in ("w_q", "w_k", "w_v", "w_o")},
+    )
+    other = companion_run(sc, run, learning)
+    if other is not None:
+        second = companion_scenario(learning)
+        ctx["companion"] = {
+            "tokens": second.tokens,
+            "lines": attention_lines(np.stack([h.softmax for h in other.heads]), second.tokens, second.tokens,
+                                     [head_label(sc, h) for h in range(other.num_heads)], fig_id="lines-companion",
+                                     focus=second.tokens.index("bank") if "bank" in second.tokens else None),
+        }
+    return ctx
+
+
+def target_grid(sc: Scenario, learning) -> EditorGrid:
+    """The goal's target as a grid of inputs: T × S weights for a head, or T × d_model outputs."""
+    cols = token_labels(sc.key_tokens) if learning.goal == "attention" else dim_labels(sc)
+    rows = token_labels(sc.tokens)
+    body = [(rl, [(f"target-{i}-{j}", format_input(v), f"target row {rl}, column {cols[j]}")
+                  for j, v in enumerate(row)])
+            for i, (rl, row) in enumerate(zip(rows, learning.target.tolist(), strict=True))]
+    return EditorGrid("target", "Target", f"{learning.target.shape[0]}×{learning.target.shape[1]}", cols, body)
 
 
 def quiz_context(builder: PanelBuilder, current: Stage) -> dict | None:

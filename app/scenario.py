@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 from functools import lru_cache
 
 import numpy as np
@@ -135,13 +136,7 @@ class Scenario:
             raise FormError("mask", f"mask: query {row + 1} ({self.tokens[row]}) would see no key at all; "
                                     "unhide at least one key in its row, or widen the window")
         w = self.weights()
-        options = dict(
-            num_heads=self.num_heads, d_k=self.d_k, d_v=self.d_v, scale=self.scale, mask=mask,
-            temperature=self.temperature, score=self.score, attention=self.attention,
-            context=self.context_x if self.cross else None, seed=self.seed,
-            positional_encoding=self.positional_encoding, position_table=self.position_table,
-            weights={name: w[name] for name in ALL_WEIGHT_NAMES},
-        )
+        options = self.run_options(mask, w)
         if not self.blocks:
             return run_attention(self.x, **options), None
         stack = run_transformer(
@@ -149,6 +144,16 @@ class Scenario:
             block_weights={name: w[name] for name in BLOCK_WEIGHT_NAMES}, **options,
         )
         return stack.blocks[0].attention, stack
+
+    def run_options(self, mask: np.ndarray | None, w: Mapping[str, np.ndarray]) -> dict:
+        """run_attention's keyword arguments (all but X) for this scenario, its mask and weights ``w``."""
+        return dict(
+            num_heads=self.num_heads, d_k=self.d_k, d_v=self.d_v, scale=self.scale, mask=mask,
+            temperature=self.temperature, score=self.score, attention=self.attention,
+            context=self.context_x if self.cross else None, seed=self.seed,
+            positional_encoding=self.positional_encoding, position_table=self.position_table,
+            weights={name: w[name] for name in ALL_WEIGHT_NAMES},
+        )
 
     def run(self) -> AttentionRun:
         return self.compute()[0]
@@ -180,6 +185,9 @@ class View:
     guess: str = ""  # the prediction just checked, as typed
     guess_ref: str = ""  # and the cell it was for
     pin: str = ""  # a pinned state (app.pin): every stage also shows its difference from it
+    # The Learn panel's goal and training (app.learning.Learning), None without a goal. It adds the
+    # backward stages; the trained weights themselves are the scenario's edits.
+    learning: Any = None
 
     def __post_init__(self) -> None:
         # A projector shows one stage at a time; a quiz hides one stage's results, which the

@@ -20,6 +20,7 @@ class Stage:
     explanation: str
     per_head: bool  # shown for the selected head
     block_only: bool = False  # shown only when the run has transformer blocks
+    backward: bool = False  # the backward pass: shown only with a goal in the Learn panel
 
 
 STAGES: tuple[Stage, ...] = (
@@ -106,6 +107,68 @@ STAGES: tuple[Stage, ...] = (
         False, True,
     ),
 )
+# The backward pass (app.backward), after the forward stages when the Learn panel has a goal: each stage
+# takes the gradient of the one after it in the forward pass. Written for the dot score; _formula adjusts.
+BACKWARD_STAGES: tuple[Stage, ...] = (
+    Stage(
+        "grad_a", 8, "∂L/∂A", r"Backward: the loss, and $\partial L / \partial A$",
+        r"\frac{\partial L}{\partial A} = \frac{\partial L}{\partial \text{Output}}\, V^{\top},\qquad "
+        r"\frac{\partial L}{\partial \text{Output}} = \frac{\partial L}{\partial \text{MultiHead}}\, W_O^{\top}",
+        r"The loss $L$ says how far the run is from the goal. Its gradient $\partial L / \partial A_{ij}$ says how "
+        r"the loss changes when weight $A_{ij}$ grows: negative where the weight should grow, positive where it "
+        r"should shrink.",
+        True, backward=True,
+    ),
+    Stage(
+        "grad_scores", 9, "∂L/∂Scores", r"Backward through softmax: $\partial L / \partial \text{Scores}$",
+        r"\frac{\partial L}{\partial \text{Scaled}_{ij}} = A_{ij} \Big( \frac{\partial L}{\partial A_{ij}} - "
+        r"\sum_{k} A_{ik} \frac{\partial L}{\partial A_{ik}} \Big),\qquad "
+        r"\frac{\partial L}{\partial \text{Scores}} = \frac{1}{\sqrt{d_k}}\, \frac{\partial L}{\partial \text{Scaled}}",
+        r"A row of weights always sums to 1, so raising one score takes weight from the others: the softmax "
+        r"subtracts the row's weighted average of $\partial L / \partial A$. Where a row is nearly one-hot every "
+        r"factor $A_{ij} (\ldots)$ is nearly 0, so the gradient fades: this is the saturation $\div \sqrt{d_k}$ "
+        r"prevents, and a hidden key's gradient is exactly 0.",
+        True, backward=True,
+    ),
+    Stage(
+        "grad_q", 10, "∂L/∂Q", r"Backward: $\partial L / \partial Q$",
+        r"\frac{\partial L}{\partial Q} = \frac{\partial L}{\partial \text{Scores}}\, K,\qquad "
+        r"\frac{\partial L}{\partial Q_{id}} = \sum_{j} \frac{\partial L}{\partial \text{Scores}_{ij}}\, K_{jd}",
+        r"Each query is pulled towards the keys whose scores should grow and pushed away from those whose "
+        r"scores should shrink. A step against this gradient is what teaches a query what to look for.",
+        True, backward=True,
+    ),
+    Stage(
+        "grad_k", 11, "∂L/∂K", r"Backward: $\partial L / \partial K$",
+        r"\frac{\partial L}{\partial K} = \Big(\frac{\partial L}{\partial \text{Scores}}\Big)^{\top} Q,\qquad "
+        r"\frac{\partial L}{\partial K_{jd}} = \sum_{i} \frac{\partial L}{\partial \text{Scores}_{ij}}\, Q_{id}",
+        r"Each key is pulled towards the queries that should attend to it more, summed over every query: "
+        r"a key learns what it offers from everyone who looks at it.",
+        True, backward=True,
+    ),
+    Stage(
+        "grad_v", 12, "∂L/∂V", r"Backward: $\partial L / \partial V$",
+        r"\frac{\partial L}{\partial V} = A^{\top} \frac{\partial L}{\partial \text{Output}},\qquad "
+        r"\frac{\partial L}{\partial V_{jd}} = \sum_{i} A_{ij}\, \frac{\partial L}{\partial \text{Output}_{id}}",
+        r"A value row receives the output gradients of the queries that read it, each weighted by how much "
+        r"that query attends to it. With a goal on the weights alone, nothing flows here: the values do not "
+        r"change the weights.",
+        True, backward=True,
+    ),
+    Stage(
+        "grad_w", 13, "∂L/∂W", r"Backward: the weights' gradients, $\partial L / \partial W$",
+        r"\frac{\partial L}{\partial W_Q} = X^{\top} \frac{\partial L}{\partial Q},\quad "
+        r"\frac{\partial L}{\partial W_K} = X^{\top} \frac{\partial L}{\partial K},\quad "
+        r"\frac{\partial L}{\partial W_V} = X^{\top} \frac{\partial L}{\partial V},\quad "
+        r"\frac{\partial L}{\partial W_O} = \text{Concat}^{\top} \frac{\partial L}{\partial \text{MultiHead}}",
+        r"The projections are the learned parameters: every token's gradient adds into them. A step of gradient "
+        r"descent moves each weight against its gradient, $W \leftarrow W - \eta\, \partial L / \partial W$, "
+        r"which is what the Learn panel's buttons do.",
+        False, backward=True,
+    ),
+)
+BACKWARD_KEYS = tuple(s.key for s in BACKWARD_STAGES)
+
 # Where the text depends on the run's options: (stage, option) → (title, formula, explanation).
 # Titles and explanations are prose with inline maths between $…$; formulas are LaTeX.
 VARIANTS: dict[tuple[str, str], tuple[str, str, str]] = {
@@ -159,12 +222,16 @@ VARIANTS: dict[tuple[str, str], tuple[str, str, str]] = {
     ),
 }
 STAGE_KEYS = tuple(s.key for s in STAGES)
-BY_KEY = {s.key: s for s in STAGES}
+BY_KEY = {s.key: s for s in STAGES + BACKWARD_STAGES}
 
 
-def visible_stages(blocks: int) -> tuple[Stage, ...]:
-    """The stages of this run: the block's sub-steps only when there are blocks."""
-    return STAGES if blocks else tuple(s for s in STAGES if not s.block_only)
+def visible_stages(blocks: int, backward: bool = False) -> tuple[Stage, ...]:
+    """The stages of this run: the block's sub-steps only when there are blocks; the backward pass
+    after the forward one when a goal is set (gradients cover attention without blocks)."""
+    if blocks:
+        return STAGES
+    forward = tuple(s for s in STAGES if not s.block_only)
+    return forward + BACKWARD_STAGES if backward else forward
 
 
 def stage_or_first(key: str, stages: tuple[Stage, ...] = STAGES) -> Stage:
@@ -195,12 +262,55 @@ class Options:
     rope: bool = False
     added_pe: bool = False  # sinusoidal or learned: X = E + P
     activation: str = "relu"
+    loss: str = ""  # the Learn panel's goal: "attention" (cross-entropy of A) or "output" (squared error)
+
+
+DL = r"\frac{\partial L}{\partial %s}"
+
+
+def _backward_formula(key: str, formula: str, o: Options) -> str:
+    """A backward stage's formula for the loss and the mechanisms in use."""
+    if key == "grad_a" and o.loss == "attention":
+        return (r"L = -\frac{1}{T} \sum_{i} \sum_{j} t_{ij} \log A_{ij},\qquad "
+                + DL % "A_{ij}" + r" = -\frac{t_{ij}}{T\, A_{ij}}")
+    if key == "grad_a":
+        return (r"L = \frac{1}{T\, d_{\text{model}}} \sum_{i,c} (\text{MultiHead}_{ic} - \text{Target}_{ic})^2,\qquad "
+                + formula)
+    if key == "grad_scores":
+        below = ([r"\sqrt{d_k}"] if o.scale and o.score != "additive" else []) + ([r"\tau"] if o.temperature else [])
+        factor = r"\frac{1}{" + r"\,".join(below) + r"}\, " if below else ""
+        head = formula.partition(r",\qquad ")[0]
+        return head + r",\qquad " + DL % r"\text{Scores}" + " = " + factor + DL % r"\text{Scaled}"
+    if key == "grad_q" and o.attention == "linear":
+        return DL % "Q" + r" = \varphi'(Q) \odot " + DL % r"\varphi(Q)"
+    if key == "grad_k" and o.attention == "linear":
+        return DL % "K" + r" = \varphi'(K) \odot " + DL % r"\varphi(K)"
+    if key == "grad_q" and o.score == "general":
+        return DL % "Q" + " = " + DL % r"\text{Scores}" + r"\, K\, W_a^{\top}"
+    if key == "grad_k" and o.score == "general":
+        return DL % "K" + r" = \Big(" + DL % r"\text{Scores}" + r"\Big)^{\top} (Q W_a)"
+    if key in ("grad_q", "grad_k") and o.score == "additive":
+        m, w = ("Q", "W_1") if key == "grad_q" else ("K", "W_2")
+        return (DL % m + " = " + DL % f"({m} {w})" + rf"\, {w}^{{\top}},\qquad "
+                + DL % f"({m} {w})_{{{'i' if m == 'Q' else 'j'}a}}" + r" = \sum_{" + ("j" if m == "Q" else "i")
+                + r"} " + DL % r"\text{Scores}_{ij}" + r"\, (v_a)_a \big(1 - \tanh^2(\ldots)\big)")
+    if key in ("grad_q", "grad_k") and o.rope:
+        m = "Q" if key == "grad_q" else "K"
+        rotated = (DL % r"\text{Scores}" + r"\, \tilde{K}") if m == "Q" else (
+            r"\Big(" + DL % r"\text{Scores}" + r"\Big)^{\top} \tilde{Q}")
+        return DL % m + r" = R^{\top} \Big(" + rotated + r"\Big)\quad \text{(RoPE's rotation, undone)}"
+    if key == "grad_w" and o.cross:
+        return formula.replace(r"X^{\top} \frac{\partial L}{\partial K}", r"C^{\top} \frac{\partial L}{\partial K}").replace(
+            r"X^{\top} \frac{\partial L}{\partial V}", r"C^{\top} \frac{\partial L}{\partial V}")
+    return formula
 
 
 def _formula(stage: Stage, formula: str, o: Options) -> str:
     """The stage's formula as the run computes it: C for keys and values in cross-attention, the
     mask only when one is on, ÷√d_k and τ as set, ALiBi's bias and RoPE's rotation where on."""
     key = stage.key
+    if stage.backward:
+        return _backward_formula(key, formula, o)
     if key == "x":
         x = r"X = E + P \in \mathbb{R}^{T \times d_{\text{model}}}" if o.added_pe else formula
         return x + (r",\qquad C \in \mathbb{R}^{S \times d_{\text{model}}}" if o.cross else "")
