@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import re
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,6 +26,7 @@ from app.learn_charts import (
 )
 from app.svg import SUPERSCRIPT
 
+ROOT = Path(__file__).resolve().parent.parent
 SVG = "{http://www.w3.org/2000/svg}"
 NUMERIC_ATTRIBUTES = ("x", "y", "x1", "y1", "x2", "y2", "cx", "cy", "r", "width", "height")
 
@@ -242,6 +244,24 @@ def test_why_scale_desc_states_start_and_end_of_both_runs(result: dict) -> None:
             values = result[run][key]
             assert f"{word} ÷√d_k from {short_number(values[0])} to {short_number(values[-1])}" in text
     assert "with ÷√d_k from 1.187 to 0.00049" in text and "without ÷√d_k from 1.920 to 1.041" in text
+
+
+def test_unscaled_is_dashed_and_scaled_solid() -> None:
+    css = (ROOT / "static" / "learn.css").read_text()
+    unscaled = re.search(r"\.series\.unscaled\s*\{([^}]*)\}", css)
+    scaled = re.search(r"\.series\.scaled\s*\{([^}]*)\}", css)
+    assert unscaled and "stroke-dasharray" in unscaled.group(1)
+    assert scaled and "stroke-dasharray" not in scaled.group(1)
+
+
+def test_every_chart_class_is_styled(result: dict) -> None:
+    css = (ROOT / "static" / "learn.css").read_text()
+    svgs = [parse(why_scale_svg(result)), parse(loss_curve_svg([1.0, 0.2], chart_id="a")),
+            parse(loss_curve_svg([1.0, 1e-4], chart_id="b"))]
+    classes = {c for svg in svgs for el in svg.iter() for c in (el.get("class") or "").split()}
+    missing = {c for c in classes - {"chart", "panel", "losses", "grad-scores-norm"}
+               if not re.search(rf"\.{re.escape(c)}\b", css)}
+    assert not missing, missing
 
 
 def test_why_scale_context_numbers_are_why_scales(result: dict) -> None:
