@@ -195,9 +195,8 @@ def read_learning(form: Mapping[str, str], sc: Scenario) -> Learning | None:
         return None
     if goal not in GOAL_KINDS:
         raise FormError("learn_goal", f"learn_goal: choose one of {', '.join(GOAL_KINDS)}")
-    if sc.blocks:
-        raise FormError("learn_goal", "learn_goal: gradients cover attention without transformer blocks; "
-                                      "set blocks to 0 to train")
+    if sc.blocks:  # gradients cover attention without blocks: the Learn panel says so, and keeps no goal
+        return None
     head = _whole(form, "learn_head", "learn_head", 0, sc.num_heads - 1, 0) if goal == "attention" else 0
     t = len(sc.tokens)
     cols = len(sc.key_tokens) if goal == "attention" else sc.d_model
@@ -281,7 +280,7 @@ def companion_run(sc: Scenario, run: AttentionRun, learning: Learning) -> Attent
     scenarios = _scenarios(sc, learning)
     if len(scenarios) < 2:
         return None
-    return run_attention(scenarios[1].x, **{**scenarios[1].run_kwargs, "weights": run.weights})
+    return run_attention(scenarios[1].x, **scenarios[1].run_kwargs)
 
 
 def loss_and_gradients(run: AttentionRun, learning: Learning) -> tuple[float, Gradients]:

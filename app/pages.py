@@ -46,7 +46,8 @@ templates = Jinja2Templates(directory=TEMPLATES_DIR)
 templates.env.auto_reload = False  # compiled once: no stat of every template file on every render
 templates.env.globals.update(settings=settings, decimals_choices=DECIMALS, draw_map=draw_map, tex=tex, prose=prose,
                              number_math=number_math, vector_math=vector_math, fraction_math=fraction_math,
-                             formula_text=formula_text, label_text=label_text)
+                             formula_text=formula_text, label_text=label_text,
+                             weight_tex={"w_q": "W_Q", "w_k": "W_K", "w_v": "W_V", "w_o": "W_O"})
 templates.env.filters["edits"] = encode_edits
 # {% filter prose %}text with $maths${% endfilter %}: LaTeX as template text, free of string escapes.
 templates.env.filters.update(tex=tex, prose=prose)

@@ -458,7 +458,7 @@ PRESETS.update({p.key: p for p in (
     ),
     Preset(
         key="why-scale",
-        title=r"Learn: why divide by $\sqrt{d_k}$",
+        title="Learn: why divide by √dₖ",
         source=r"Seeds 003, 004: large scores saturate the softmax, and learning stalls",
         summary=(
             r"$d_k = 64$: scores of standard deviation 8 without $\div \sqrt{d_k}$. The Learn panel shows the "

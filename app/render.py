@@ -243,7 +243,7 @@ class PanelBuilder:
         """Whether the quiz hides this cell: a result of the stage in view, not yet revealed."""
         if not self.view.quiz or str(ref) in self.view.revealed:
             return False
-        stage = stage_or_first(self.view.stage, visible_stages(self.sc.blocks)).key
+        stage = stage_or_first(self.view.stage, page_stages(self.sc, self.view)).key
         return ref.matrix in stage_results(stage, self.stack, self.view.block)
 
     def head_matrix(self, name: str) -> Panel:
@@ -529,8 +529,13 @@ class PanelBuilder:
                          lines=self.lines(stage) if drawn else None)
 
 
+def page_stages(sc: Scenario, view: View) -> tuple[Stage, ...]:
+    """The stages the page steps through: the backward ones too when the Learn panel has a goal."""
+    return visible_stages(sc.blocks, view.learning is not None and not sc.blocks)
+
+
 def stage_views(builder: PanelBuilder, view: View) -> list[StageView]:
-    stages = visible_stages(builder.sc.blocks)
+    stages = page_stages(builder.sc, view)
     if view.show_all:
         return [builder.stage(s) for s in stages]
     return [builder.stage(stage_or_first(view.stage, stages))]
@@ -647,7 +652,7 @@ def page_context(sc: Scenario, view: View) -> dict:
     learning = view.learning if stack is None else None
     loss, grads = loss_and_gradients(run, learning) if learning is not None else (None, None)
     builder = PanelBuilder(sc, run, view, stack, grads)
-    stages = visible_stages(sc.blocks, learning is not None)
+    stages = page_stages(sc, view)
     current = stage_or_first(view.stage, stages)
     prev, nxt = neighbours(current.key, stages)
     ctx_views = stage_views(builder, view)
@@ -736,7 +741,7 @@ def learn_context(sc: Scenario, run: AttentionRun, view: View, loss: float | Non
     curve = learning.losses or (total,)
     ctx.update(
         loss=loss, total=total, steps=learning.steps_taken,
-        curve=loss_curve_svg(curve, chart_id="loss-curve", title="Loss during training"),
+        curve=loss_curve_svg(curve, chart_id="loss-curve", title="Loss during training", width=320, height=140),
         curve_text=curve_text(learning.losses), first_step=learning.first_step,
         target=target_grid(sc, learning),
         rows=token_labels(sc.tokens),
