@@ -90,7 +90,9 @@ class GradientSum:
     terms: tuple[Term, ...]
     total: float  # Σ products (+ direct)
     direct: LossTerm | None = None
-    note: str = ""  # where an operand that is itself a gradient comes from, when it is not on the page
+    # Where an operand comes from when the page does not show it: prose with $…$ maths, written here
+    # (never a token), for app.maths.prose.
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -175,7 +177,9 @@ class HiddenKey:
     kind = "grad_hidden"
     ref: CellRef
     title: str
-    reason: str
+    reason: str  # plain text, naming the tokens
+    query_token: str
+    key_token: str
     result: float = 0.0
 
 
@@ -186,7 +190,7 @@ class GradientNote:
     kind = "grad_note"
     ref: CellRef
     title: str
-    reason: str
+    reason: str  # prose with $…$ maths, written here (never a token)
     result: float
 
 
@@ -284,6 +288,7 @@ def _score_gradient(run: AttentionRun, grads: Gradients, ref: CellRef, title: st
     q_s = head.q if head.q_rot is None else head.q_rot  # (T, d_k)
     k_s = head.k if head.k_rot is None else head.k_rot  # (S, d_k)
     qn, kn = ("Q_rot", "K_rot") if rope else ("Q", "K")
+    q_tex, k_tex = (r"\tilde{Q}", r"\tilde{K}") if rope else ("Q", "K")
     of = Indexed(f"∂{qn if which == 'q' else kn}", str(row + 1), str(col + 1))
     d_scores = g.scores  # (T, S)
     dims = [f"k{e + 1}" for e in range(run.d_k)]
@@ -299,10 +304,10 @@ def _score_gradient(run: AttentionRun, grads: Gradients, ref: CellRef, title: st
         qw = f"{qn}W_a"
         if which == "q":  # scores = (Q̃·W_a)·K̃ᵀ: ∂L/∂Q̃_id = Σ_e ∂L/∂(Q̃W_a)_ie · (W_a)_de
             d_q_w = d_scores @ k_s  # (T, d_k) ∂L/∂(Q̃·W_a) = ∂L/∂Scores·K̃
+            note = (rf"$\partial L / \partial ({q_tex} W_a) = \partial L / \partial \text{{Scores}} \cdot {k_tex}$, "
+                    r"as $\partial L / \partial Q$ would be for the dot score.")
             return _sum(ref, title, of, "e", Indexed(f"∂{qw}", str(row + 1), "e"), Indexed("W_a", str(col + 1), "e"),
-                        d_q_w[row], w_a[col], dims,
-                        note=f"∂L/∂({'Q̃' if rope else 'Q'}·W_a) = ∂L/∂Scores·{'K̃' if rope else 'K'}, "
-                             "as ∂L/∂Q would be for the dot score")
+                        d_q_w[row], w_a[col], dims, note=note)
         # ∂L/∂K̃_jd = Σ_i ∂L/∂Scores_ij · (Q̃W_a)_id
         return _sum(ref, title, of, "i", Indexed("∂Scores", "i", str(row + 1)), Indexed(qw, "i", str(col + 1)),
                     d_scores[:, row], head.q_w[:, col], tokens)
@@ -310,15 +315,15 @@ def _score_gradient(run: AttentionRun, grads: Gradients, ref: CellRef, title: st
     hidden = np.tanh(head.q_1[:, None, :] + head.k_2[None, :, :])  # (T, S, d_a)
     d_pre = d_scores[..., None] * run.weights.v_a[h] * (1.0 - hidden**2)  # (T, S, d_a)
     units = [f"a{a + 1}" for a in range(run.d_a)]
+    tanh = r" \, (v_a)_a \, (1 - \tanh^2(\ldots))$, as $\tanh' = 1 - \tanh^2$."
     if which == "q":  # ∂L/∂Q̃_id = Σ_a ∂L/∂(Q̃W₁)_ia · (W₁)_da
+        note = (rf"$\partial L / \partial ({q_tex} W_1)_{{i,a}} = \sum_j \partial L / \partial \text{{Scores}}_{{i,j}}"
+                + tanh)
         return _sum(ref, title, of, "a", Indexed(f"∂{qn}W_1", str(row + 1), "a"), Indexed("W_1", str(col + 1), "a"),
-                    d_pre[row].sum(axis=0), run.weights.w_1[h][col], units,
-                    note=f"∂L/∂({'Q̃' if rope else 'Q'}·W₁)_ia = Σ_j ∂L/∂Scores_ij·(v_a)_a·(1 − tanh²(…)), "
-                         "tanh' = 1 − tanh²")
+                    d_pre[row].sum(axis=0), run.weights.w_1[h][col], units, note=note)
+    note = rf"$\partial L / \partial ({k_tex} W_2)_{{j,a}} = \sum_i \partial L / \partial \text{{Scores}}_{{i,j}}{tanh}"
     return _sum(ref, title, of, "a", Indexed(f"∂{kn}W_2", str(row + 1), "a"), Indexed("W_2", str(col + 1), "a"),
-                d_pre[:, row].sum(axis=0), run.weights.w_2[h][col], units,
-                note=f"∂L/∂({'K̃' if rope else 'K'}·W₂)_ja = Σ_i ∂L/∂Scores_ij·(v_a)_a·(1 − tanh²(…)), "
-                     "tanh' = 1 − tanh²")
+                d_pre[:, row].sum(axis=0), run.weights.w_2[h][col], units, note=note)
 
 
 def _query_or_key_gradient(run: AttentionRun, grads: Gradients, ref: CellRef, title: str,
@@ -329,9 +334,10 @@ def _query_or_key_gradient(run: AttentionRun, grads: Gradients, ref: CellRef, ti
         value = float(getattr(grads.heads[ref.head], which)[i, d])
         name = "Q" if which == "q" else "K"
         rope = ", then RoPE's rotation back" if run.positional_encoding == "rope" else ""
-        return GradientNote(ref, title, f"Linear attention: {name} reaches the output only through φ({name}) = "
-                            f"elu({name}) + 1, the summary φ(K)ᵀ·V and the normaliser z, so ∂L/∂{name} = "
-                            f"φ'({name}) ⊙ ∂L/∂φ({name}){rope}; it is not one sum of products.", value)
+        return GradientNote(ref, title, rf"Linear attention: ${name}$ reaches the output only through "
+                            rf"$\varphi({name}) = \text{{elu}}({name}) + 1$, the summary $\varphi(K)^\top V$ and the "
+                            rf"normaliser $z$, so $\partial L / \partial {name} = \varphi'({name}) \odot \partial L / "
+                            rf"\partial \varphi({name})${rope}: not one sum of products.", value)
     if run.positional_encoding != "rope":
         return _score_gradient(run, grads, ref, title, which, i, d, tokens, keys)
     d_k = run.d_k
@@ -384,8 +390,8 @@ def explain_gradient(run: AttentionRun, grads: Gradients, loss_spec: Mapping, re
         letter = "i" if name == "q" else "j"
         title = f"∂L/∂W_{big}, row {i + 1} ({dims[i]}), column {j + 1} ({name}{j + 1}){hn}"
         rope = name != "v" and run.positional_encoding == "rope"
-        note = (f"∂L/∂{big} is on {big} as projected, before RoPE turned it: the rotated gradient turned back"
-                if rope else "")
+        note = (rf"$\partial L / \partial {big}$ is on ${big}$ as projected, before RoPE turned it: the rotated "
+                "gradient turned back." if rope else "")
         return _sum(ref, title, Indexed(f"∂W_{big}", str(i + 1), str(j + 1)), letter,
                     Indexed(src, letter, str(i + 1)), Indexed(f"∂{big}", letter, str(j + 1)),
                     source[:, i], getattr(grads.heads[h], name)[:, j], row_tokens, note=note)
@@ -402,7 +408,8 @@ def explain_gradient(run: AttentionRun, grads: Gradients, loss_spec: Mapping, re
         title = f"∂L/∂V, key {i + 1} ({keys[i]}), column {j + 1} (v{j + 1}){hn}"
         linear = head.linear is not None
         a = head.linear.weights if linear else head.softmax  # (T, S)
-        note = "A^lin: the weights linear attention implies, φ(q_i)·φ(k_j) / z_i" if linear else ""
+        note = (r"$A^{\text{lin}}_{i,j} = \varphi(q_i) \cdot \varphi(k_j) / z_i$: the weights linear attention "
+                "implies." if linear else "")
         return _sum(ref, title, Indexed("∂V", str(i + 1), str(j + 1)), "i", Indexed("A_lin" if linear else "A", "i",
                     str(i + 1)), Indexed("∂Output", "i", str(j + 1)), a[:, i], g.output[:, j], tokens, note=note)
 
@@ -418,7 +425,7 @@ def explain_gradient(run: AttentionRun, grads: Gradients, loss_spec: Mapping, re
     if _hidden(run, i, j):
         return HiddenKey(ref, title, f"{HIDDEN_KEY[0].upper()}{HIDDEN_KEY[1:]}. Key {j + 1} ({keys[j]}) is hidden "
                          f"from query {i + 1} ({tokens[i]}), so its weight is exp(−∞) = 0 whatever the score: "
-                         "nothing before the mask can change it.")
+                         "nothing before the mask can change it.", tokens[i], keys[j])
     a = head.softmax  # (T, S)
     if ref.matrix == "g_softmax":
         direct = _loss_term(_attention_target(run, loss_spec, h), a, i, j)

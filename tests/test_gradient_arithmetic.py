@@ -1,8 +1,9 @@
-"""app.gradient_arithmetic: every gradient cell's written-out terms add up to app.backward's number.
+"""app.gradient_arithmetic: every gradient cell's written-out terms add up to app.backward's number,
+and app.gradient_worked typesets each of them.
 
 Every cell of every gradient matrix, for every mechanism of tests/test_backward.py (whose gradients
 are checked there against finite differences), several seeds and both losses; then a two-token
-example worked by hand in this file, hidden keys, and the references the page parses.
+example worked by hand in this file, hidden keys, the references the page parses, and the MathML.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from markupsafe import Markup
 
 from app.arithmetic import CellRef
 from app.backward import Gradients, loss_and_gradients
@@ -31,8 +33,11 @@ from app.gradient_arithmetic import (
     gradient_matrix,
     parse_gradient_ref,
 )
+from app.gradient_worked import gradient_worked
 from app.pipeline import AttentionRun, run_attention
+from app.worked import Worked
 from tests.test_backward import CASES, make_case
+from tests.test_maths import mn_values
 
 TOL = 1e-12
 SEEDS = (0, 1, 2)
@@ -142,6 +147,16 @@ def assert_adds_up(run: AttentionRun, grads: Gradients, e: GradientExplanation, 
     assert close(value_of(e), expected), (e.ref, value_of(e), expected)
 
 
+def assert_typeset(w: Worked, value: float) -> None:
+    """One formula in symbols, lines of MathML with true minus signs, and the cell's value last."""
+    assert isinstance(w.heading, Markup) and str(w.heading).count("<math") == 1
+    assert all(isinstance(line, Markup) for line in w.lines)
+    html = "".join(str(line) for line in [w.heading, *w.lines])
+    assert "<mn>-" not in html and "<mo>-</mo>" not in html
+    last = str(w.lines[-1])
+    assert last.startswith("<math") and mn_values(last) == [pytest.approx(round(value, 4), abs=1e-9)]
+
+
 def mechanism_runs() -> list[tuple[str, int, str]]:
     cases = []
     for name in sorted(CASES):
@@ -165,7 +180,10 @@ def test_every_gradient_cell_adds_up_to_the_backward_pass(name: str, seed: int, 
         assert parsed == ref
         e = explain_gradient(run, grads, spec, parsed, tokens, keys, dims)
         assert e.ref == ref
-        assert_adds_up(run, grads, e, float(gradient_matrix(grads, ref.matrix, ref.head)[ref.row, ref.col]))
+        value = float(gradient_matrix(grads, ref.matrix, ref.head)[ref.row, ref.col])
+        assert_adds_up(run, grads, e, value)
+        if seed == SEEDS[0]:
+            assert_typeset(gradient_worked(e, 4), value)
         kinds.add(e.kind)
     expected = {"grad_loss", "grad_sum"}
     if run.attention == "linear":
@@ -403,3 +421,78 @@ def test_linear_attention_has_no_softmax_gradients() -> None:
         gradient_matrix(grads, "softmax", 0)
     with pytest.raises(ValueError, match="head 2 does not exist"):
         gradient_matrix(grads, "g_q", 2)
+
+
+# --- typeset --------------------------------------------------------------------------------------
+
+
+def test_a_gradient_sum_is_typeset_with_its_symbols_and_numbers(plain) -> None:
+    run, grads, _ = plain
+    e = explained(plain, "g_softmax.1.2.3")
+    w = gradient_worked(e, 6)
+    assert r'alttext="\frac{\partial L}{\partial A_{3,4}} = \sum_{d} \frac{\partial L}{\partial \text{Output}_{3,d}}' \
+        r'\, V_{4,d}"' in str(w.heading)  # counted from 1
+    products, values, result = (str(line) for line in w.lines)
+    np.testing.assert_allclose(mn_values(products), np.ravel(np.column_stack([grads.heads[1].output[2],
+                                                                              run.heads[1].v[3]])), atol=1e-6)
+    assert sum(mn_values(values)) == pytest.approx(grads.heads[1].softmax[2, 3], abs=1e-5)
+    assert mn_values(result) == [pytest.approx(grads.heads[1].softmax[2, 3], abs=1e-6)]
+    for term in e.terms:  # a negative factor is bracketed, with a true minus sign
+        if term.left < 0:
+            assert f'<mo stretchy="false">(</mo><mrow><mo form="prefix">\u2212</mo><mn>{abs(term.left):.6f}' \
+                in products
+
+
+def test_the_softmax_backward_is_typeset_with_its_row_table() -> None:
+    run = two_tokens()
+    spec = {"kind": "attention", "head": 0, "target": np.eye(2)}
+    grads = loss_and_gradients(run, spec)[1]
+    e = explain_gradient(run, grads, spec, CellRef("g_scaled", 0, 0, 0), ["<b>cat</b>", "sat"], None, ["x1", "x2"])
+    w = gradient_worked(e, 3)
+    assert r"\text{Scaled}_{1,1}} = A_{1,1} \left(" in str(w.heading)
+    table, row_sum, numbers, *rest = (str(line) for line in w.lines)
+    assert table.startswith('<table class="arith-table">')
+    assert "&lt;b&gt;cat&lt;/b&gt;" in table and "<b>cat</b>" not in table  # a token is escaped text
+    assert '<tr class="sel">' in table
+    a = A_BY_HAND  # Σ_k A_1k ∂L/∂A_1k = a·(−1/(2a)) + (1 − a)·0 = −0.5
+    assert mn_values(row_sum)[-1] == -0.5
+    assert mn_values(numbers) == [round(a, 3), round(-1 / (2 * a), 3), -0.5]
+    assert any("(A − t)/T" in line for line in rest)
+    assert mn_values(rest[-1]) == [round((a - 1) / 2, 3)]
+
+
+def test_the_rope_rotation_back_is_typeset() -> None:
+    x, context, kwargs = make_case("rope, two heads")
+    run = run_attention(x, context=context, **kwargs)
+    spec = loss_spec(run, "mse", 0)
+    grads = loss_and_gradients(run, spec)[1]
+    tokens, keys, dims = labels(run)
+    e = explain_gradient(run, grads, spec, CellRef("g_q", 1, 2, 1), tokens, keys, dims)
+    assert isinstance(e, RopeGradient) and e.paired and not e.first and e.position == 2
+    w = gradient_worked(e, 4)
+    assert r"\sin\alpha + \frac{\partial L}{\partial \tilde{Q}_{3,2}} \cos\alpha" in str(w.heading)
+    for line, inner in zip(w.lines[:2], e.rotated, strict=True):  # ∂L/∂Q̃ at the pair, each a sum over keys
+        shown = mn_values(str(line))
+        assert shown[-1] == pytest.approx(round(inner.total, 4))
+        assert sum(shown[-1 - len(inner.terms):-1]) == pytest.approx(inner.total, abs=1e-3)
+    angle = next(str(line) for line in w.lines if "the angle" in str(line))
+    assert mn_values(angle)[:5] == [2, 1, 2, 1.0, 2.0]  # α = 2·θ₁ = 2·1.0000 = 2.0000
+    assert mn_values(str(w.lines[-1])) == [pytest.approx(round(grads.heads[1].q[2, 1], 4))]
+
+
+def test_hidden_keys_and_the_attention_loss_say_why_they_are_zero() -> None:
+    x = np.random.default_rng(5).normal(size=(3, 4))
+    run = run_attention(x, num_heads=2, d_k=2, mask="causal", seed=1)
+    target = np.tril(np.ones((3, 3)))
+    spec = {"kind": "attention", "head": 1, "target": target / target.sum(axis=1, keepdims=True)}
+    grads = loss_and_gradients(run, spec)[1]
+    typed = ["a", "<b>$x$</b>", r"$\frac{1}{2}$"]  # typed tokens stay text, never maths
+    hidden = gradient_worked(explain_gradient(run, grads, spec, CellRef("g_scores", 0, 1, 2), typed, None,
+                                              ["x"] * 4), 3)
+    why = str(hidden.lines[0])
+    assert "Hidden key: a constant, gradient 0." in why
+    assert "Key 3 ($\\frac{1}{2}$) is hidden from query 2 (&lt;b&gt;$x$&lt;/b&gt;)" in why
+    assert why.count("<math") == 1  # exp(−∞) = 0 only
+    final = gradient_worked(explain_gradient(run, grads, spec, CellRef("g_final", 0, 0, 0), ["a", "b", "c"],
+                                             None, ["x"] * 4), 3)
+    assert "head 2" in str(final.lines[0]) and mn_values(str(final.lines[-1])) == [0.0]
