@@ -29,7 +29,8 @@ from app.presets import (
     PRESETS,
     PREVIOUS_TOKEN_SEED,
     PREVIOUS_TOKENS,
-    WHY_SCALE_D_MODEL,
+    WHY_SCALE_D_K,
+    WHY_SCALE_D_V,
     WHY_SCALE_SEED,
     WHY_SCALE_TOKENS,
     previous_token_x,
@@ -283,17 +284,17 @@ GOALS: dict[str, Goal] = {g.key: g for g in (_translate(), _bank(), _previous_to
 
 # --- why ÷√d_k (seeds 003, 004) ---------------------------------------------------------------------
 
-WHY_SCALE_LEARNING_RATE = 0.1  # the same for both runs; larger steps make the unscaled one jump between plateaus
+WHY_SCALE_LEARNING_RATE = 0.3  # the same for both runs
 
 
 def why_scale_scenario(scale: bool) -> Scenario:
-    """X ~ N(0, 1) (rounded to two decimals, as the page's preset why-scale has it) and seeded weights
-    N(0, 1/d_model), so q and k have entries of variance about 1 and the
+    """X ~ N(0, 1) (rounded to two decimals, as the page's preset why-scale has it), d_model = 16, and
+    seeded weights N(0, 1/d_model), so q and k (d_k = 64) have entries of variance about 1 and the
     scores a standard deviation of about √64 = 8. The goal: each token's output is the value of the token
     before it (the first token's: the last one's), A*·V·W_O, as a mean squared error on the output."""
     t = len(WHY_SCALE_TOKENS)
     x = np.array(why_scale_x())  # (T, d_model)
-    run_kwargs = {"num_heads": 1, "seed": WHY_SCALE_SEED, "scale": scale}
+    run_kwargs = {"num_heads": 1, "d_k": WHY_SCALE_D_K, "d_v": WHY_SCALE_D_V, "seed": WHY_SCALE_SEED, "scale": scale}
     start = run_attention(x, **run_kwargs)  # V and W_O are not trained: the same in both runs
     wanted = np.roll(np.eye(t), -1, axis=1)  # (T, T) row i → key i − 1 (row 0 → the last key)
     target = wanted @ start.heads[0].v @ start.weights.w_o  # (T, d_model)
@@ -348,7 +349,7 @@ def why_scale(steps: int = 200, learning_rate: float = WHY_SCALE_LEARNING_RATE) 
     if steps < 1:
         raise ValueError("steps must be at least 1")
     return {
-        "d_k": WHY_SCALE_D_MODEL, "tokens": list(WHY_SCALE_TOKENS), "steps": steps,
+        "d_k": WHY_SCALE_D_K, "tokens": list(WHY_SCALE_TOKENS), "steps": steps,
         "optimizer": "sgd", "learning_rate": learning_rate,
         "scaled": _descend_recording(why_scale_scenario(True), steps, learning_rate),
         "unscaled": _descend_recording(why_scale_scenario(False), steps, learning_rate),

@@ -30,7 +30,7 @@ RUN_LABELS = {"scaled": "÷√d_k", "unscaled": "no ÷√d_k"}  # app.svg._svg_m
 def short_number(v: float) -> str:
     """A number as the charts and tables print it: 1.041, 0.030, 0.00049, 5.7 × 10⁻⁵, with a true minus.
 
-    Three decimals from 1 to 10, two significant figures below 1, a power of ten below 10⁻⁴ and from 10⁴.
+    Three decimals from 0.01 to 10, two significant figures below 0.01, a power of ten below 10⁻⁴ and from 10⁴.
     """
     if not math.isfinite(v):
         return "not a finite number"
@@ -47,7 +47,7 @@ def short_number(v: float) -> str:
         return f"{sign}{a:,.0f}"
     if a >= 10:
         return f"{sign}{a:.1f}"
-    if a >= 1:
+    if a >= 0.01:
         return f"{sign}{a:.3f}"
     return f"{sign}{a:.{1 - math.floor(math.log10(a))}f}"
 

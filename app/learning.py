@@ -22,13 +22,12 @@ from app.backward import Gradients
 from app.config import settings
 from app.cost import attention_cost
 from app.form import FormError, read_matrix
-from app.goals import GOALS, WHY_SCALE_LEARNING_RATE, why_scale_scenario
+from app.goals import GOALS, WHY_SCALE_LEARNING_RATE, goal_loss_and_gradients, train_scenarios, why_scale_scenario
 from app.goals import Scenario as GoalScenario
-from app.goals import goal_loss_and_gradients, train_scenarios
 from app.pin import decode_pin, encode_pin
 from app.pipeline import ALL_WEIGHT_NAMES, AttentionRun, run_attention
 from app.presets import PRESETS
-from app.scenario import Scenario, diff_edits, from_preset
+from app.scenario import Scenario, diff_edits
 
 GOAL_KINDS = ("attention", "output")  # the form's learn_goal; "" or absent: no goal
 OPTIMIZERS = ("adam", "sgd")

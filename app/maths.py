@@ -56,6 +56,24 @@ def _source(text: str) -> str:
     return text.unescape() if isinstance(text, Markup) else str(text)
 
 
+def equations(latex: str) -> list[str]:
+    """A display formula's equations, cut at the top-level ",\\qquad" between them, so each can be set
+    on its own and a narrow screen wraps between them rather than scrolling one long line."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(latex):
+        ch = latex[i]
+        depth += ch == "{"
+        depth -= ch == "}"
+        if depth == 0 and latex.startswith(r",\qquad", i):
+            parts.append(latex[start:i].strip())
+            i += len(r",\qquad")
+            start = i
+            continue
+        i += 1
+    parts.append(latex[start:].strip())
+    return [p for p in parts if p]
+
+
 def tex(latex: str, display: bool = False) -> Markup:
     """MathML for a fixed LaTeX formula (cached: each distinct formula is converted once)."""
     return _tex(_source(latex), display)

@@ -23,7 +23,7 @@ from fastapi.templating import Jinja2Templates
 from app.config import settings
 from app.form import DECIMALS, EDITABLE, FormError, is_index
 from app.learning import STEP_ACTIONS, fit, preset_learning, read_learning, reset, train_page
-from app.maths import formula_text, fraction_math, label_text, number_math, prose, tex, vector_math
+from app.maths import equations, formula_text, fraction_math, label_text, number_math, prose, tex, vector_math
 from app.permalink import fits_in_url, stage_permalinks, state_query
 from app.pin import decode_pin, encode_pin
 from app.pipeline_map import draw_map
@@ -44,7 +44,7 @@ from app.scenario import (
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 templates = Jinja2Templates(directory=TEMPLATES_DIR)
 templates.env.auto_reload = False  # compiled once: no stat of every template file on every render
-templates.env.globals.update(settings=settings, decimals_choices=DECIMALS, draw_map=draw_map, tex=tex, prose=prose,
+templates.env.globals.update(settings=settings, equations=equations, decimals_choices=DECIMALS, draw_map=draw_map, tex=tex, prose=prose,
                              number_math=number_math, vector_math=vector_math, fraction_math=fraction_math,
                              formula_text=formula_text, label_text=label_text,
                              weight_tex={"w_q": "W_Q", "w_k": "W_K", "w_v": "W_V", "w_o": "W_O"})

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.arithmetic import BLOCK_CELLS, CellRef, cell_matrix, parse_ref
+from app.backward import Gradients
+from app.gradient_arithmetic import GRADIENT_CELLS, gradient_matrix, parse_gradient_ref
 from app.pipeline import AttentionRun, TransformerRun
 
 # What each stage computes: the matrices a quiz hides there (by panel name), in the order the
@@ -28,12 +30,21 @@ STAGE_RESULTS: dict[str, tuple[str, ...]] = {
     "addnorm1": ("residual1", "ln1"),
     "ffn": ("ffn_hidden", "ffn_act", "ffn_out"),
     "addnorm2": ("residual2", "ln2"),
+    # The backward pass (with a goal in the Learn panel).
+    "grad_a": ("g_softmax",),
+    "grad_scores": ("g_scaled", "g_scores"),
+    "grad_q": ("g_q",),
+    "grad_k": ("g_k",),
+    "grad_v": ("g_v",),
+    "grad_w": ("g_w_q", "g_w_k", "g_w_v", "g_w_o"),
 }
 LABELS = {
     "q": "Q", "k": "K", "v": "V", "scores": "scores", "scaled": "scaled scores", "softmax": "weights A",
     "output": "output", "final": "final output", "residual1": "X + MultiHead", "ln1": "LayerNorm₁",
     "ffn_hidden": "FFN hidden", "ffn_act": "FFN activation", "ffn_out": "FFN output", "residual2": "H + FFN",
-    "ln2": "LayerNorm₂",
+    "ln2": "LayerNorm₂", "g_softmax": "∂L/∂A", "g_scaled": "∂L/∂Scaled", "g_scores": "∂L/∂Scores", "g_q": "∂L/∂Q",
+    "g_k": "∂L/∂K", "g_v": "∂L/∂V", "g_w_q": "∂L/∂W_Q", "g_w_k": "∂L/∂W_K", "g_w_v": "∂L/∂W_V", "g_w_o": "∂L/∂W_O",
+    "g_final": "∂L/∂MultiHead", "g_output": "∂L/∂Output",
 }
 WEIGHT_TOLERANCE = 0.05  # attention weights live in [0, 1]: within 0.05 is a good prediction
 RELATIVE_TOLERANCE = 0.05  # other matrices: within 5 % of the matrix's largest |value|
@@ -52,8 +63,9 @@ def stage_results(stage: str, stack: TransformerRun | None, block: int) -> tuple
 
 
 def owner(name: str, head: int, block: int) -> int:
-    """The second number of a cell reference: the block for a block's matrix, else the head."""
-    return 0 if name == "final" else (block if name in BLOCK_CELLS else head)
+    """The second number of a cell reference: the block for a block's matrix, else the head (0 for the
+    matrices of the whole run: the final output, its gradient and W_O's)."""
+    return 0 if name in ("final", "g_final", "g_w_o") else (block if name in BLOCK_CELLS else head)
 
 
 def hidden_cells(name: str, m: np.ndarray, owner_index: int, revealed: frozenset[str]) -> np.ndarray:
@@ -94,12 +106,15 @@ class Feedback:
 
 
 def check(guess: str, ref_text: str, run: AttentionRun, stack: TransformerRun | None,
-          decimals: int) -> Feedback | None:
-    """How close ``guess`` is to the cell ``ref_text`` names; None when it names no cell."""
+          decimals: int, grads: Gradients | None = None) -> Feedback | None:
+    """How close ``guess`` is to the cell ``ref_text`` names (a gradient's with ``grads``); None when it
+    names no cell."""
     ref: CellRef | None = parse_ref(ref_text, run, stack)
+    if ref is None and grads is not None:
+        ref = parse_gradient_ref(ref_text, grads)
     if ref is None:
         return None
-    m = cell_matrix(run, ref, stack)
+    m = gradient_matrix(grads, ref.matrix, ref.head) if ref.matrix in GRADIENT_CELLS else cell_matrix(run, ref, stack)
     value = float(m[ref.row, ref.col])
     label = f"{LABELS.get(ref.matrix, ref.matrix)} row {ref.row + 1}, column {ref.col + 1}"
     tol = tolerance(ref.matrix, m, decimals)

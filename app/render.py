@@ -16,10 +16,18 @@ from app.arithmetic import BLOCK_CELLS as BLOCK_MATRICES
 from app.arithmetic import INSPECTABLE, CellRef, Explanation, cell_matrix, explain, parse_ref
 from app.attention_lines import LinesFigure, attention_lines
 from app.backward import Gradients
+from app.cost import attention_cost
+from app.gradient_arithmetic import (
+    GRADIENT_CELLS,
+    GradientExplanation,
+    explain_gradient,
+    gradient_matrix,
+    parse_gradient_ref,
+)
+from app.gradient_worked import gradient_worked
+from app.heatmap import LegendStop, format_numbers, heatmap_table, legend
 from app.learn_charts import loss_curve_svg, why_scale_context
 from app.learning import companion_run, companion_scenario, curve_text, loss_and_gradients, total_loss
-from app.cost import attention_cost
-from app.heatmap import LegendStop, format_numbers, heatmap_table, legend
 from app.maths import prose
 from app.panels import cost_context, lab_context
 from app.pin import decode_pin, describe_pin
@@ -76,6 +84,9 @@ class EditorGrid:
     col_labels: list[str]
     rows: list[tuple[str, list[tuple[str, str, str]]]]  # (row label, [(name, value, aria label)])
 
+
+# The matrices with one cell reference for the whole run (owner 0), whatever the head in view.
+RUN_CELLS = ("final", "g_final", "g_w_o")
 
 # A gradient's matrix: its name in a plain title (∂L/∂A) and in LaTeX.
 GRADIENT_TITLES = {"final": "MultiHead", "output": "Output", "softmax": "A", "scaled": "Scaled", "scores": "Scores",
@@ -204,7 +215,8 @@ class PanelBuilder:
         self.rows = token_labels(sc.tokens)
         self.keys = token_labels(sc.key_tokens)  # the source sentence's tokens in cross-attention
         self.dims = dim_labels(sc)
-        self.selected = parse_ref(view.inspect, run, stack)
+        self.selected = parse_ref(view.inspect, run, stack) or (
+            parse_gradient_ref(view.inspect, grads) if grads is not None else None)
         self.hiding: tuple[str, ...] = ()  # the quiz's matrices in the stage being built
         self.options = Options(
             score=run.score, attention=run.attention, norm=sc.norm, cross=run.context is not None,
@@ -215,29 +227,42 @@ class PanelBuilder:
         )
 
     def _panel(self, m: np.ndarray, title: str, ref: str, rows: list[str], cols: list[str],
-               kind: str = "signed", inspect: str = "", corner: str = "", label: str = "", suffix: str = "") -> Panel:
+               kind: str = "signed", inspect: str = "", corner: str = "", label: str = "", suffix: str = "",
+               decimals: int | None = None) -> Panel:
         """A heatmap. ``title`` is plain text (table caption, exports); ``label`` the same title as
-        prose with $…$ maths for the figure's caption, followed by ``suffix`` (e.g. the head)."""
+        prose with $…$ maths for the figure's caption, followed by ``suffix`` (e.g. the head);
+        ``decimals`` the page's unless given."""
+        decimals = self.view.decimals if decimals is None else decimals
         label = label or TITLE_TEX.get(title, "")
         title += suffix
         caption = prose(label) + suffix if label else Markup("")
         sel = None
         if inspect and self.selected and self.selected.matrix == inspect:
             owner = self.view.block if inspect in BLOCK_MATRICES else self.view.head
-            if self.selected.head == owner or inspect == "final":
+            if self.selected.head == owner or inspect in RUN_CELLS:
                 sel = (self.selected.row, self.selected.col)
         name = ref.partition(".")[0]
         hidden = None
         if name in self.hiding:
             hidden = hidden_cells(name, m, cell_owner(name, self.view.head, self.view.block), self.view.revealed)
         table, top = heatmap_table(
-            m, row_labels=rows, col_labels=cols, kind=kind, decimals=self.view.decimals,
+            m, row_labels=rows, col_labels=cols, kind=kind, decimals=decimals,
             ref=ref, caption=title, corner=corner, inspectable=bool(inspect), selected=sel, hidden=hidden,
         )
         shape = f"{m.shape[0]}×{m.shape[1]}"
         if hidden is not None and hidden.any():  # no scale or export that would give the values away
             return Panel(title, shape, table, [], kind, "", caption)
-        return Panel(title, shape, table, legend(kind, top, self.view.decimals), kind, ref, caption)
+        return Panel(title, shape, table, legend(kind, top, decimals), kind, ref, caption)
+
+    def parse(self, text: str) -> CellRef | None:
+        """A cell reference of this run, forward or (with a goal) backward; None when it names no cell."""
+        return parse_ref(text, self.run, self.stack) or (
+            parse_gradient_ref(text, self.grads) if self.grads is not None else None)
+
+    def cell_matrix(self, ref: CellRef) -> np.ndarray:
+        if ref.matrix in GRADIENT_CELLS:
+            return gradient_matrix(self.grads, ref.matrix, ref.head)
+        return cell_matrix(self.run, ref, self.stack)
 
     def is_hidden(self, ref: CellRef) -> bool:
         """Whether the quiz hides this cell: a result of the stage in view, not yet revealed."""
@@ -360,8 +385,10 @@ class PanelBuilder:
         per_head = owner == self.view.head and name not in ("final", "w_o")
         hn = f" ({head_label(self.sc, owner)})" if per_head and self.run.num_heads > 1 else ""
         title = f"∂L/∂{GRADIENT_TITLES[name]}"
+        # Gradients are small: at least three decimals, so that they do not all print as 0.00.
         return self._panel(m, title, f"g_{name}.{owner}", rows, cols, inspect=f"g_{name}", corner=corner,
-                           label=rf"$\partial L / \partial {GRADIENT_TEX[name]}$", suffix=hn)
+                           label=rf"$\partial L / \partial {GRADIENT_TEX[name]}$", suffix=hn,
+                           decimals=max(self.view.decimals, 3))
 
     def backward_panels(self, key: str) -> dict[str, Panel]:
         """The heatmaps of a backward stage: the gradient it computes and what it is computed from."""
@@ -541,10 +568,13 @@ def stage_views(builder: PanelBuilder, view: View) -> list[StageView]:
     return [builder.stage(stage_or_first(view.stage, stages))]
 
 
-def inspector(builder: PanelBuilder) -> Explanation | None:
+def inspector(builder: PanelBuilder) -> Explanation | GradientExplanation | None:
     ref: CellRef | None = builder.selected
     if ref is None or builder.is_hidden(ref):  # a quiz shows the arithmetic after the prediction
         return None
+    if ref.matrix in GRADIENT_CELLS:
+        return explain_gradient(builder.run, builder.grads, builder.view.learning.loss_spec(), ref,
+                                list(builder.sc.tokens), list(builder.sc.key_tokens), builder.dims)
     return explain(builder.run, ref, list(builder.sc.tokens), builder.dims, list(builder.sc.key_tokens),
                    builder.stack)
 
@@ -677,7 +707,9 @@ def page_context(sc: Scenario, view: View) -> dict:
         "next": nxt,
         "stage_views": ctx_views,
         "explanation": explanation,
-        "worked": worked(explanation, view.decimals) if explanation is not None else None,
+        "worked": None if explanation is None else (
+            gradient_worked(explanation, view.decimals) if explanation.kind.startswith("grad_")
+            else worked(explanation, view.decimals)),
         "dims": builder.dims,
         "token_rows": builder.rows,
         "key_rows": builder.keys,
@@ -781,25 +813,28 @@ def quiz_context(builder: PanelBuilder, current: Stage) -> dict | None:
     names = stage_results(current.key, builder.stack, view.block)
     matrices = []
     for name in names:
-        m = cell_matrix(builder.run, CellRef(name, cell_owner(name, view.head, view.block), 0, 0), builder.stack)
+        m = builder.cell_matrix(CellRef(name, cell_owner(name, view.head, view.block), 0, 0))
         hidden = hidden_cells(name, m, cell_owner(name, view.head, view.block), view.revealed)
         matrices.append({"name": name, "label": QUIZ_LABELS[name], "rows": m.shape[0], "cols": m.shape[1],
                          "hidden": int(hidden.sum()), "cells": m.size})
-    feedback = check(view.guess, view.guess_ref, builder.run, builder.stack, view.decimals) if view.guess_ref else None
-    chosen = parse_ref(view.guess_ref, builder.run, builder.stack)
+    feedback = check(view.guess, view.guess_ref, builder.run, builder.stack, view.decimals,
+                     builder.grads) if view.guess_ref else None
+    chosen = builder.parse(view.guess_ref)
     return {"matrices": matrices, "feedback": feedback, "chosen": chosen}
 
 
 class _Collector(PanelBuilder):
     """A PanelBuilder that keeps each panel's matrix, labels and title by ref instead of rendering it."""
 
-    def __init__(self, sc: Scenario, run: AttentionRun, view: View, stack: TransformerRun | None = None) -> None:
-        super().__init__(sc, run, view, stack)
+    def __init__(self, sc: Scenario, run: AttentionRun, view: View, stack: TransformerRun | None = None,
+                 grads: Gradients | None = None) -> None:
+        super().__init__(sc, run, view, stack, grads)
         self.found: dict[str, tuple[np.ndarray, list[str], list[str], str]] = {}
         self.labels: dict[str, tuple[str, str]] = {}  # ref → (prose label, suffix)
 
     def _panel(self, m: np.ndarray, title: str, ref: str, rows: list[str], cols: list[str],
-               kind: str = "signed", inspect: str = "", corner: str = "", label: str = "", suffix: str = "") -> Panel:
+               kind: str = "signed", inspect: str = "", corner: str = "", label: str = "", suffix: str = "",
+               decimals: int | None = None) -> Panel:
         self.labels.setdefault(ref, (label or TITLE_TEX.get(title, ""), suffix))
         title += suffix
         self.found.setdefault(ref, (m, list(rows), list(cols), title))
@@ -809,10 +844,20 @@ class _Collector(PanelBuilder):
         return None  # matrices only
 
 
+def _gradients(run: AttentionRun, stack: TransformerRun | None, view: View) -> Gradients | None:
+    """The gradients of the Learn panel's goal for this run, None without a goal (or with blocks)."""
+    if view.learning is None or stack is not None:
+        return None
+    try:
+        return loss_and_gradients(run, view.learning)[1]
+    except ValueError:  # the goal does not fit this run (a pinned state of other sizes)
+        return None
+
+
 def stage_diff(sc: Scenario, view: View, run: AttentionRun, stack: TransformerRun | None, pinned: Scenario,
                pinned_run: tuple[AttentionRun, TransformerRun | None], sv: StageView) -> DiffView:
     """Every matrix of the stage minus the same matrix in the pinned state (same head and block)."""
-    now = _Collector(sc, run, replace(view, quiz=False), stack)
+    now = _Collector(sc, run, replace(view, quiz=False), stack, _gradients(run, stack, view))
     now.stage(sv.stage)
     p_first, p_stack = pinned_run
     notes: list[str] = []
@@ -822,10 +867,10 @@ def stage_diff(sc: Scenario, view: View, run: AttentionRun, stack: TransformerRu
     if p_stack is not None and view.block >= len(p_stack.blocks):
         return DiffView([], [], [f"The pinned state has {len(p_stack.blocks)} block(s)."])
     p_run = p_first if p_stack is None else p_stack.blocks[view.block].attention
-    then = _Collector(pinned, p_run, replace(view, quiz=False), p_stack)
+    then = _Collector(pinned, p_run, replace(view, quiz=False), p_stack, _gradients(p_run, p_stack, view))
     then.stage(sv.stage)
     panels, unchanged = [], []
-    draw = PanelBuilder(sc, run, replace(view, inspect="", quiz=False), stack)
+    draw = PanelBuilder(sc, run, replace(view, inspect="", quiz=False), stack, now.grads)
     for ref, (m, rows, cols, title) in now.found.items():
         if ref.partition(".")[0] in sv.quiz:
             notes.append(f"{title}: hidden by the quiz.")
@@ -880,8 +925,8 @@ def panel_matrix(sc: Scenario, view: View, ref: str) -> tuple[np.ndarray, list[s
             views.append(replace(view, block=n))
     for v in views:
         run = first if stack is None else stack.blocks[v.block].attention
-        finder = _Collector(sc, run, v, stack)
-        for stage in visible_stages(sc.blocks):
+        finder = _Collector(sc, run, v, stack, _gradients(run, stack, v))
+        for stage in page_stages(sc, v):
             finder.stage(stage)
             if ref in finder.found:
                 return finder.found[ref]

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -446,7 +446,7 @@ def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
 def _cell_ref(matrix: str, row: int, col: int, head: int, block: int) -> str:
     """"<matrix>.<owner>.<row>.<col>" from the inspector's (or a prediction's) row/column form; the
     owner is the head in view, the block in view for a block's matrix, 0 for the final output."""
-    owner = 0 if matrix == "final" else (block if matrix in BLOCK_CELLS else head)
+    owner = 0 if matrix in ("final", "g_final", "g_w_o") else (block if matrix in BLOCK_CELLS else head)
     return f"{matrix}.{owner}.{row}.{col}"
 
 

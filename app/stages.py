@@ -124,10 +124,9 @@ BACKWARD_STAGES: tuple[Stage, ...] = (
         r"\frac{\partial L}{\partial \text{Scaled}_{ij}} = A_{ij} \Big( \frac{\partial L}{\partial A_{ij}} - "
         r"\sum_{k} A_{ik} \frac{\partial L}{\partial A_{ik}} \Big),\qquad "
         r"\frac{\partial L}{\partial \text{Scores}} = \frac{1}{\sqrt{d_k}}\, \frac{\partial L}{\partial \text{Scaled}}",
-        r"A row of weights always sums to 1, so raising one score takes weight from the others: the softmax "
-        r"subtracts the row's weighted average of $\partial L / \partial A$. Where a row is nearly one-hot every "
-        r"factor $A_{ij} (\ldots)$ is nearly 0, so the gradient fades: this is the saturation $\div \sqrt{d_k}$ "
-        r"prevents, and a hidden key's gradient is exactly 0.",
+        r"Raising one score takes weight from the others, so the softmax subtracts the row's weighted average "
+        r"of $\partial L / \partial A$. Where a row is nearly one-hot, $A_{ij}(\ldots)$ is nearly 0 and the "
+        r"gradient fades: the saturation $\div \sqrt{d_k}$ prevents (a hidden key's gradient is exactly 0).",
         True, backward=True,
     ),
     Stage(
@@ -157,9 +156,9 @@ BACKWARD_STAGES: tuple[Stage, ...] = (
     ),
     Stage(
         "grad_w", 13, "∂L/∂W", r"Backward: the weights' gradients, $\partial L / \partial W$",
-        r"\frac{\partial L}{\partial W_Q} = X^{\top} \frac{\partial L}{\partial Q},\quad "
-        r"\frac{\partial L}{\partial W_K} = X^{\top} \frac{\partial L}{\partial K},\quad "
-        r"\frac{\partial L}{\partial W_V} = X^{\top} \frac{\partial L}{\partial V},\quad "
+        r"\frac{\partial L}{\partial W_Q} = X^{\top} \frac{\partial L}{\partial Q},\qquad "
+        r"\frac{\partial L}{\partial W_K} = X^{\top} \frac{\partial L}{\partial K},\qquad "
+        r"\frac{\partial L}{\partial W_V} = X^{\top} \frac{\partial L}{\partial V},\qquad "
         r"\frac{\partial L}{\partial W_O} = \text{Concat}^{\top} \frac{\partial L}{\partial \text{MultiHead}}",
         r"The projections are the learned parameters: every token's gradient adds into them. A step of gradient "
         r"descent moves each weight against its gradient, $W \leftarrow W - \eta\, \partial L / \partial W$, "
@@ -300,8 +299,9 @@ def _backward_formula(key: str, formula: str, o: Options) -> str:
             r"\Big(" + DL % r"\text{Scores}" + r"\Big)^{\top} \tilde{Q}")
         return DL % m + r" = R^{\top} \Big(" + rotated + r"\Big)\quad \text{(RoPE's rotation, undone)}"
     if key == "grad_w" and o.cross:
-        return formula.replace(r"X^{\top} \frac{\partial L}{\partial K}", r"C^{\top} \frac{\partial L}{\partial K}").replace(
-            r"X^{\top} \frac{\partial L}{\partial V}", r"C^{\top} \frac{\partial L}{\partial V}")
+        for m in ("K", "V"):  # keys and values come from the source sentence C
+            grad = DL % m
+            formula = formula.replace(rf"X^{{\top}} {grad}", rf"C^{{\top}} {grad}")
     return formula
 
 

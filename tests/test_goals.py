@@ -143,29 +143,30 @@ def test_joint_training_of_one_scenario_is_backward_train(optimizer: str) -> Non
 
 
 def test_why_scale_saturated_softmax_stalls() -> None:
-    """d_k = 64, SGD lr 0.1, 200 steps, the same start and goal (MSE to each token's previous value).
+    """d_k = 64 (d_model = 16), SGD lr 0.3, 200 steps, the same start (seed 2) and goal (MSE to each
+    token's previous value).
 
-    Scaled: 1.187 → 0.0005. Unscaled: 1.920 → 1.041 by step 10, then it sits on plateaus of saturated
-    rows, between 1.022 and 1.221 up to step 200 (ends at 1.041): its ‖∂L/∂scores‖ falls from 0.052 to
-    2e-4 at step 10, with a median of 2e-5 over steps 10–200 (the scaled run's 1e-4, near its minimum).
-    At the start the unscaled run's norm is not smaller (0.052 against 0.019): two of its rows are
-    saturated (largest weights 0.9999 and 1.0000, row gradients 3e-5 and 2e-12), but its other rows
-    carry more than the scaled run's, which includes the factor 1/√64.
+    Scaled: 0.824 → 0.256 at step 10 → 0.0019. Unscaled: 0.872 → 0.711 by step 10, then it stays between
+    0.67 and 0.72 up to step 200 (ends at 0.711): its ‖∂L/∂scores‖ falls from 0.105 to 0.00053 at step
+    10 (197×), with a median of 2e-5 over steps 10–200. At the start the unscaled run's norm is larger
+    (0.105 against 0.016): three of its rows are saturated (largest weights 0.975, 0.971, 0.906), but its
+    other rows carry more than the scaled run's, which includes the factor 1/√64.
     """
     result = why_scale(200)
     scaled, unscaled = result["scaled"], result["unscaled"]
     assert len(scaled["losses"]) == len(unscaled["losses"]) == 201
-    # The start: scores of standard deviation about 8 saturate some unscaled rows, and those rows pass
-    # over a hundred times less gradient than any row of the scaled run (measured: 120×).
-    saturated = [i for i, w in enumerate(unscaled["max_weight_start"]) if w > 0.999]
+    # The start: scores of standard deviation about 8 saturate some unscaled rows; the most saturated
+    # passes over ten times less gradient than any row of the scaled run (measured: 23×).
+    saturated = [i for i, w in enumerate(unscaled["max_weight_start"]) if w > 0.9]
     assert len(saturated) >= 2
-    assert max(unscaled["grad_scores_rows_start"][i] for i in saturated) < 0.01 * min(scaled["grad_scores_rows_start"])
-    assert max(scaled["max_weight_start"]) < 0.95
-    # Along training: the unscaled gradient collapses within 10 steps (measured 300× smaller than at its
-    # start) while its loss is still high, and stays there: the run moves only from plateau to plateau.
+    most = int(np.argmax(unscaled["max_weight_start"]))
+    assert unscaled["grad_scores_rows_start"][most] < 0.1 * min(scaled["grad_scores_rows_start"])
+    assert max(scaled["max_weight_start"]) < 0.5
+    # Along training: the unscaled gradient collapses within 10 steps (measured 197× smaller than at its
+    # start) while its loss is still high, and stays there.
     assert unscaled["grad_scores_norm"][10] < 0.01 * unscaled["grad_scores_norm"][0]
     assert np.median(unscaled["grad_scores_norm"][10:]) < 1e-3 * unscaled["grad_scores_norm"][0]
-    assert min(unscaled["losses"][10:]) > 0.9
+    assert min(unscaled["losses"][10:]) > 0.6
     # After 200 steps the scaled run's loss has fallen by more than 99 %, the unscaled one's by less than 60 %.
     assert scaled["losses"][200] < 0.01 * scaled["losses"][0]
     assert unscaled["losses"][200] > 0.4 * unscaled["losses"][0]

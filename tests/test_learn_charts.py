@@ -93,7 +93,7 @@ def test_loss_curve_points_map_back_to_the_losses() -> None:
     assert sorted(range(len(losses)), key=lambda i: ys[i]) == sorted(range(len(losses)), key=lambda i: -losses[i])
     (dot,) = svg.iter(f"{SVG}circle")
     assert (float(dot.get("cx")), float(dot.get("cy"))) == points[-1]  # the marker sits on the last point
-    assert short_number(losses[-1]) == "0.41" and "0.41" in texts(svg)
+    assert short_number(losses[-1]) == "0.410" and "0.410" in texts(svg)
     assert "loss" in texts(svg) and "step" in texts(svg)
     assert "log scale" not in " ".join(texts(svg))
 
@@ -104,15 +104,15 @@ def test_loss_curve_desc_states_the_steps_and_the_first_last_and_smallest_loss(r
     text = desc(svg)
     low = int(np.argmin(losses))
     assert "0 to 200 (200 steps)" in text
-    assert f"first {short_number(losses[0])}" in text and "first 1.920" in text
-    assert f"last {short_number(losses[-1])}" in text and "last 1.041" in text
+    assert f"first {short_number(losses[0])}" in text and "first 0.872" in text
+    assert f"last {short_number(losses[-1])}" in text and "last 0.711" in text
     assert f"minimum {short_number(losses[low])} at step {low}" in text
     assert svg.find(f"{SVG}title").text == "Loss without ÷√d_k"
-    assert "1.041" in texts(svg)  # the last value, written at the line's end
+    assert "0.711" in texts(svg)  # the last value, written at the line's end
 
 
 def test_log_axis_when_the_losses_span_more_than_100x(result: dict) -> None:
-    losses = result["scaled"]["losses"]  # 1.187 → 0.00049
+    losses = result["scaled"]["losses"]  # 0.824 → 0.0019
     assert wants_log_axis(losses)
     svg = parse(loss_curve_svg(losses, chart_id="scaled-loss"))
     assert "loss (log scale)" in texts(svg) and "log scale" in desc(svg)
@@ -202,7 +202,7 @@ def test_chart_id_must_be_an_id(chart_id: str) -> None:
     ("v", "text"),
     [(1.0406903, "1.041"), (0.0297, "0.030"), (0.0023478, "0.0023"), (0.00049035, "0.00049"), (0.00016468, "0.00016"),
      (5.7337e-05, "5.7 × 10⁻⁵"), (9.96e-5, "1.0 × 10⁻⁴"), (12345.0, "1.2 × 10⁴"), (123.4, "123"), (12.34, "12.3"),
-     (-0.5, "−0.50"), (0.0, "0")],
+     (-0.5, "−0.500"), (0.0, "0")],
 )
 def test_short_number(v: float, text: str) -> None:
     assert short_number(v) == text
@@ -243,7 +243,7 @@ def test_why_scale_desc_states_start_and_end_of_both_runs(result: dict) -> None:
         for key in ("losses", "grad_scores_norm"):
             values = result[run][key]
             assert f"{word} ÷√d_k from {short_number(values[0])} to {short_number(values[-1])}" in text
-    assert "with ÷√d_k from 1.187 to 0.00049" in text and "without ÷√d_k from 1.920 to 1.041" in text
+    assert "with ÷√d_k from 0.824 to 0.0019" in text and "without ÷√d_k from 0.872 to 0.711" in text
 
 
 def test_unscaled_is_dashed_and_scaled_solid() -> None:
@@ -279,9 +279,9 @@ def test_why_scale_context_numbers_are_why_scales(result: dict) -> None:
         assert [c["value"] for c in row["grad_scores_norm"]] == [run["grad_scores_norm"][s] for s in (0, 10, 200)]
         assert row["max_weight_start_mean"]["value"] == pytest.approx(np.mean(run["max_weight_start"]), abs=1e-15)
     scaled, unscaled = context["rows"]
-    assert [c["text"] for c in unscaled["losses"]] == ["1.920", "1.041", "1.041", "1.041"]  # README's table
-    assert scaled["losses"][-1]["text"] == "0.00049" and unscaled["grad_scores_norm"][0]["text"] == "0.052"
-    assert unscaled["max_weight_start_mean"]["value"] > 0.9 > 0.5 > scaled["max_weight_start_mean"]["value"]
+    assert [c["text"] for c in unscaled["losses"]] == ["0.872", "0.711", "0.711", "0.711"]  # README's table
+    assert scaled["losses"][-1]["text"] == "0.0019" and unscaled["grad_scores_norm"][0]["text"] == "0.105"
+    assert unscaled["max_weight_start_mean"]["value"] > 0.6 > 0.4 > scaled["max_weight_start_mean"]["value"]
 
 
 def test_why_scale_context_is_read_only() -> None:
@@ -304,9 +304,9 @@ def test_reading_numbers_are_why_scales(result: dict) -> None:
     found = NUMBER.findall(reading)
     assert found == ["10", found[1], short_number(g[0]), short_number(g[10]), "200", short_number(scaled[0]),
                      short_number(scaled[-1]), short_number(unscaled[-1])]
-    assert float(found[1].replace(",", "")) == pytest.approx(g[0] / g[10], abs=0.5)  # the 300-fold fall
+    assert float(found[1].replace(",", "")) == pytest.approx(g[0] / g[10], abs=0.5)  # the 200-fold fall
     assert f"is {found[1]}× smaller than at the start" in reading
-    assert "the scaled run's loss falls from" in reading and "the unscaled one is still 1.041" in reading
+    assert "the scaled run's loss falls from" in reading and "the unscaled one is still 0.711" in reading
 
 
 def test_reading_follows_the_numbers_it_is_given() -> None:

@@ -60,12 +60,14 @@ MEASURE = """(key) => {
 
 
 def stage_keys(preset: str) -> list[str]:
-    return [s.key for s in visible_stages(PRESETS[preset].blocks)]
+    """Every stage of the preset: the backward ones too when it opens with a training goal."""
+    p = PRESETS[preset]
+    return [s.key for s in visible_stages(p.blocks, bool(p.goal))]
 
 
 def check_formula(page: Page, key: str) -> None:
     head = page.locator(f"#stage-{key} .stage-head")
-    expect(head.locator(".formula math")).to_have_count(1)
+    expect(head.locator(".formula math").first).to_be_visible()  # one per equation
     text = head.inner_text()
     assert not ASCII_MARKUP.search(text), f"stage {key}: ASCII maths in {text!r}"
 
@@ -99,7 +101,9 @@ def test_every_stage_fits_every_screen(page: Page, preset: str) -> None:
     sweep(page, preset, VIEWPORTS, present=False)
 
 
-@pytest.mark.parametrize("preset", sorted(p for p in PRESETS if len(PRESETS[p].tokens) <= 8))
+# A projector shows a stage of at most 8 tokens and 16 dimensions on one screen (why-scale's d_k = 64 does not fit).
+@pytest.mark.parametrize("preset", sorted(p for p in PRESETS if len(PRESETS[p].tokens) <= 8
+                                          and max(PRESETS[p].d_model, PRESETS[p].d_k or 0) <= 16))
 def test_presenter_mode_fits_each_stage_on_one_projector_screen(page: Page, preset: str) -> None:
     sweep(page, preset, PROJECTORS, present=True)
 
