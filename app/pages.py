@@ -22,6 +22,7 @@ from fastapi.templating import Jinja2Templates
 
 from app.config import settings
 from app.form import DECIMALS, EDITABLE, FormError, is_index
+from app.learn_charts import short_number
 from app.learning import STEP_ACTIONS, fit, preset_learning, read_learning, reset, train_page
 from app.maths import equations, formula_text, fraction_math, label_text, number_math, prose, tex, vector_math
 from app.permalink import fits_in_url, stage_permalinks, state_query
@@ -48,7 +49,7 @@ templates.env.globals.update(settings=settings, equations=equations, decimals_ch
                              tex=tex, prose=prose,
                              number_math=number_math, vector_math=vector_math, fraction_math=fraction_math,
                              formula_text=formula_text, label_text=label_text,
-                             weight_tex={"w_q": "W_Q", "w_k": "W_K", "w_v": "W_V", "w_o": "W_O"})
+                             weight_tex={"w_q": "W_Q", "w_k": "W_K", "w_v": "W_V", "w_o": "W_O"}, short_number=short_number)
 templates.env.filters["edits"] = encode_edits
 # {% filter prose %}text with $maths${% endfilter %}: LaTeX as template text, free of string escapes.
 templates.env.filters.update(tex=tex, prose=prose)

@@ -782,6 +782,11 @@ def learn_context(sc: Scenario, run: AttentionRun, view: View, loss: float | Non
         grad_norms={name: float(np.linalg.norm(getattr(grads.weights, name)))
                     for name in ("w_q", "w_k", "w_v", "w_o")},
     )
+    if run.attention == "softmax":  # the lines next to the buttons: a step shows at once what it moved
+        p = PRESETS.get(sc.preset)
+        focus = sc.tokens.index(p.focus) if p is not None and p.focus in sc.tokens else None
+        ctx["lines"] = attention_lines(np.stack([h.softmax for h in run.heads]), sc.tokens, sc.key_tokens,
+                                       ctx["head_labels"], fig_id="lines-learn", focus=focus, cross=sc.cross)
     other = companion_run(sc, run, learning)
     if other is not None:
         second = companion_scenario(learning)

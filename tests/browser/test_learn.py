@@ -5,7 +5,6 @@ four screens a class uses."""
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 import pytest
@@ -23,6 +22,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from playwright.sync_api import Page
+
+    from tests.browser.conftest import PageLog
 
 pytestmark = pytest.mark.browser
 
@@ -67,7 +68,7 @@ def test_translate_trained_100_steps_draws_each_french_word_to_its_counterpart(p
     assert strongest_keys(page) == list(range(6))
     assert w_q.input_value() != w_q_before  # the trained weights are in the inputs
     assert curve_points(page) >= 100
-    loss = float(re.search(r"L\s*=\s*([\d.]+)", status(page).replace("\n", " ")).group(1))
+    loss = float(page.locator("#learn .learn-status").get_attribute("data-loss"))
     assert loss < 0.96  # the table's entropy, 0.948, is the floor
     if js_enabled:
         assert "learn_losses=" in page.url  # the permalink carries the curve
@@ -97,7 +98,9 @@ def test_one_step_and_ten_steps_grow_the_curve(page: Page) -> None:
     assert shown[0] == f"{expected[0, 0]:.3f}"
 
 
-def test_a_bad_learning_rate_is_named_and_the_last_good_page_stays(page: Page) -> None:
+def test_a_bad_learning_rate_is_named_and_the_last_good_page_stays(page: Page, page_log: PageLog) -> None:
+    page_log.allow(422, "/stages")  # the refusals this test provokes
+    page_log.allow(422, "/")
     page.goto("/?preset=learn-translate")
     page.locator("#learn-settings > summary").click()
     rate = page.locator("#learn-rate")
@@ -138,7 +141,8 @@ def test_choosing_a_goal_adds_the_backward_stages_and_the_inspector_writes_a_gra
 
 def test_the_quiz_hides_a_backward_stage_too(page: Page) -> None:
     page.goto("/?preset=learn-translate&stage=grad_scores&quiz=on")
-    expect(page.locator("table[data-ref='g_scaled.0'] td.qz")).to_have_count(36)  # every cell a "?"
+    # ∂L/∂Scaled is drawn twice (the result of the first line, the operand of the second): hidden in both.
+    expect(page.locator("table[data-ref='g_scaled.0'] td.qz")).to_have_count(72)  # every cell a "?"
     expect(page.locator("table[data-ref='g_scores.0'] td.qz")).to_have_count(36)
     expect(page.locator("table[data-ref='g_softmax.0'] td.qz")).to_have_count(0)  # an operand stays
     expect(page.locator("select[name='guess_matrix'] option")).to_have_count(2)
@@ -163,7 +167,7 @@ def test_why_scale_shows_the_unscaled_run_stalling(page: Page, screenshot: Calla
     rows = page.locator("table.why-scale-table tbody tr")
     scaled = [float(v.replace("−", "-")) for v in rows.nth(0).locator("td").all_inner_texts()[:4]]
     unscaled = [float(v.replace("−", "-")) for v in rows.nth(1).locator("td").all_inner_texts()[:4]]
-    assert scaled[-1] < 0.01 < 1.0 < unscaled[-1]  # step 200: the scaled run has learned, the unscaled stalled
+    assert scaled[-1] < 0.01 and unscaled[-1] > 0.5  # step 200: the scaled run has learned, the unscaled stalled
     assert unscaled[2] == pytest.approx(unscaled[3], abs=0.01)  # from step 50 to 200 it barely moves
     chart.scroll_into_view_if_needed()
     screenshot("learn-why-scale-1366x768", full_page=False)
