@@ -416,7 +416,7 @@ def explain_gradient(run: AttentionRun, grads: Gradients, loss_spec: Mapping, re
     if ref.matrix in ("g_q", "g_k"):
         row = tokens[i] if ref.matrix == "g_q" else keys[i]
         what = "query" if ref.matrix == "g_q" else "key"
-        title = f"∂L/∂{ref.matrix[-1].upper()}, {what} {i + 1} ({row}), column {j + 1} (k{j + 1}){hn}"
+        title = f"∂L/∂{ref.matrix[-1].upper()}, {what} {i + 1} ({row}), column {j + 1} ({ref.matrix[-1]}{j + 1}){hn}"
         return _query_or_key_gradient(run, grads, ref, title, tokens, keys)
 
     # g_softmax, g_scaled, g_scores: softmax attention only (parse_gradient_ref refuses them otherwise)

@@ -37,6 +37,7 @@ _SPOKEN = (
     (r"\\frac", " fraction "), (r"\\sqrt", "√"), (r"\\sum", "Σ"), (r"\\cdot", "·"), (r"\\times", "×"),
     (r"\\top", "ᵀ"), (r"\\infty", "∞"), (r"\\in\b", "∈"), (r"\\div", "÷"), (r"\\tau", "τ"),
     (r"\\varphi", "φ"), (r"\\mu", "μ"), (r"\\sigma", "σ"), (r"\\gamma", "γ"), (r"\\beta", "β"),
+    (r"\\partial", "∂"), (r"\\odot", "⊙"), (r"\\leftarrow", "←"), (r"\\eta", "η"), (r"\\log", "log "),
     (r"\\mathbb\{R\}", "ℝ"), (r"\\(left|right|big|quad|qquad|,|;|!)", " "),
 )
 
