@@ -49,7 +49,8 @@ templates.env.globals.update(settings=settings, equations=equations, decimals_ch
                              tex=tex, prose=prose,
                              number_math=number_math, vector_math=vector_math, fraction_math=fraction_math,
                              formula_text=formula_text, label_text=label_text,
-                             weight_tex={"w_q": "W_Q", "w_k": "W_K", "w_v": "W_V", "w_o": "W_O"}, short_number=short_number)
+                             weight_tex={"w_q": "W_Q", "w_k": "W_K", "w_v": "W_V", "w_o": "W_O"},
+                             short_number=short_number)
 templates.env.filters["edits"] = encode_edits
 # {% filter prose %}text with $maths${% endfilter %}: LaTeX as template text, free of string escapes.
 templates.env.filters.update(tex=tex, prose=prose)
