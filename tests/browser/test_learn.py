@@ -190,3 +190,15 @@ def test_the_learn_panel_fits_every_screen(page: Page, screenshot: Callable[...,
             assert box["x"] >= 0 and box["x"] + box["width"] <= width + 0.5, f"{part} at {width}×{height}: {box}"
         page.locator("#learn").scroll_into_view_if_needed()
         screenshot(f"learn-translate-{width}x{height}", full_page=False)
+
+
+@pytest.mark.parametrize("js_enabled", [False])
+def test_a_goal_is_chosen_and_trained_without_javascript(page: Page) -> None:
+    page.goto("/?preset=three-token&panels=learn")
+    page.locator("#learn-goal").select_option("output")
+    page.get_by_role("button", name="Set goal").click()
+    expect(page.locator(".backward-map .grad-step")).to_have_count(6)
+    page.get_by_role("button", name="10 steps").click()
+    expect(page.locator("#learn .learn-status")).to_contain_text("after 10 steps")
+    losses = page.locator("input[name='learn_losses']").get_attribute("value").split()
+    assert len(losses) == 11 and float(losses[-1]) < float(losses[0])
