@@ -111,7 +111,8 @@ def attention_lines(
 
     # 1) Layout: query labels | lines | key labels | a key's weights (a query in use). A key in use
     #    prints its weights just right of the query labels, and its own lines start after them.
-    q_w = max(40.0, CHAR_W * max((len(_short(q)) for q in queries), default=0) + 8)
+    # At least the width of the column's heading, "queries" (11 px letters spaced .04 em, right-aligned).
+    q_w = max(52.0, CHAR_W * max((len(_short(q)) for q in queries), default=0) + 8)
     k_w = max(40.0, CHAR_W * max((len(_short(k)) for k in keys), default=0) + 8)
     if cross:  # the column's heading, "keys (source)", is wider than short keys
         k_w = max(k_w, 13 * CHAR_W * 11 / 14 + 4 - h_count * NUM_W)
