@@ -210,7 +210,12 @@ class AttentionRequest(BaseModel):
         "the top-level fields describe the first block's attention.",
     )
     d_ff: HiddenSize | None = Field(None, description="FFN hidden size; default 4·d_model.")
-    activation: Literal["relu", "gelu"] = Field("relu", description="The FFN's activation.")
+    activation: Literal["relu", "gelu", "gelu_tanh"] = Field(
+        "relu",
+        description="The FFN's activation. relu: max(0, z). gelu: exact, z·Φ(z) = ½·z·(1 + erf(z/√2)), as PyTorch's "
+        "default and BERT. gelu_tanh: GPT-2's approximation ½·z·(1 + tanh(√(2/π)·(z + 0.044715·z³))), "
+        "PyTorch's approximate=\"tanh\"; within 4.74e-4 of gelu.",
+    )
     norm: Literal["post", "pre"] = Field(
         "post", description="post: LayerNorm(x + sublayer(x)) as in the paper; pre: x + sublayer(LayerNorm(x))."
     )
@@ -512,7 +517,7 @@ class BlockOut(BaseModel):
     ln1: LayerNormOut = Field(description="post-norm: of residual1; pre-norm: of x")
     h: Matrix = Field(description="after the first sub-layer")
     ffn_hidden: Matrix = Field(description="T × d_ff: ffn_in·W₁ + b₁")
-    ffn_act: Matrix = Field(description="T × d_ff: ReLU or GELU of it")
+    ffn_act: Matrix = Field(description="T × d_ff: the activation (ReLU, GELU or GELU_tanh) of it")
     ffn_out: Matrix = Field(description="T × d_model: ffn_act·W₂ + b₂")
     residual2: Matrix = Field(description="h + FFN(·)")
     ln2: LayerNormOut = Field(description="post-norm: of residual2; pre-norm: of h")

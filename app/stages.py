@@ -94,7 +94,7 @@ STAGES: tuple[Stage, ...] = (
     Stage(
         "ffn", 9, "FFN", "Position-wise feed-forward network",
         r"\text{FFN}(H) = \text{act}(H W_1 + b_1)\, W_2 + b_2",
-        "Two linear layers with a ReLU or GELU between them, applied to each position independently: "
+        "Two linear layers with a ReLU or a GELU between them, applied to each position independently: "
         "attention mixes information across tokens, the FFN transforms each token on its own. Its "
         r"hidden size $d_{\text{ff}}$ is usually $4\, d_{\text{model}}$.",
         False, True,
@@ -246,6 +246,12 @@ def neighbours(key: str, stages: tuple[Stage, ...] = STAGES) -> tuple[Stage | No
     return prev, nxt
 
 
+# The FFN's activations (app.pipeline.ACTIVATIONS): the name in a matrix's title, its LaTeX, and in words.
+ACTIVATION_NAMES = {"relu": "ReLU", "gelu": "GELU", "gelu_tanh": "GELU_tanh"}
+ACTIVATION_TEX = {"relu": r"\text{ReLU}", "gelu": r"\text{GELU}", "gelu_tanh": r"\text{GELU}_{\tanh}"}
+ACTIVATION_WORDS = {"relu": "ReLU", "gelu": "GELU (exact)", "gelu_tanh": "GELU (tanh approximation)"}
+
+
 @dataclass(frozen=True)
 class Options:
     """What of the run changes a stage's words: the mechanisms in use."""
@@ -334,7 +340,7 @@ def _formula(stage: Stage, formula: str, o: Options) -> str:
     if key == "multihead" and o.cross:
         return r"\text{MultiHead}(X, C) = \text{Concat}(\text{head}_1, \ldots, \text{head}_h)\, W_O"
     if key == "ffn":  # the activation's own formula is in the stage's note
-        return formula.replace(r"\text{act}", r"\text{ReLU}" if o.activation == "relu" else r"\text{GELU}")
+        return formula.replace(r"\text{act}", ACTIVATION_TEX[o.activation])
     return formula
 
 
