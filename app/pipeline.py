@@ -314,8 +314,14 @@ def rope_rotate(x: np.ndarray) -> np.ndarray:
 
 
 def alibi_slopes(num_heads: int) -> np.ndarray:
-    """ALiBi's head slopes m_h = 2^(−8(h+1)/H): a geometric sequence, steepest for head 1."""
-    return np.power(2.0, -8.0 * np.arange(1, num_heads + 1) / num_heads)  # (h,)
+    """ALiBi's head slopes (Press et al. 2022), head 1 first. For H heads, H a power of two,
+    m_h = 2^(−8h/H): 1/2, 1/4, …, 1/256 for 8 heads. Otherwise, as the paper's code does, the slopes
+    of the power of two below, n = 2^⌊log₂ H⌋, then the first H − n of every other slope of 2n heads:
+    m_(n+k) = 2^(−8(2k − 1)/(2n)), k = 1 … H − n (6 heads: 1/4, 1/16, 1/64, 1/256, 1/2, 1/8)."""
+    n = 1 << (num_heads.bit_length() - 1)  # the largest power of two ≤ H
+    first = np.power(2.0, -8.0 * np.arange(1, n + 1) / n)  # (n,)
+    rest = np.power(2.0, -8.0 * (2 * np.arange(1, num_heads - n + 1) - 1) / (2 * n))  # (H − n,)
+    return np.concatenate([first, rest])  # (h,)
 
 
 def alibi_bias(num_heads: int, t: int, s: int) -> np.ndarray:

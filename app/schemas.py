@@ -225,7 +225,8 @@ class AttentionRequest(BaseModel):
     positional_encoding: Literal["none", "sinusoidal", "learned", "rope", "alibi"] = Field(
         "none",
         description="sinusoidal/learned: added to x (and context); rope: rotates q and k; "
-        "alibi: adds −m_h·|i − j| to head h's scaled scores.",
+        "alibi: adds −m_h·|i − j| to head h's scaled scores, m_h = 2^(−8h/H) for H heads, H a power of two; "
+        "otherwise the slopes for n = 2^⌊log₂ H⌋, then 2^(−8(2k − 1)/(2n)) for k = 1 … H − n (the ALiBi paper's rule).",
     )
     position_table: Annotated[list[ModelRow], Field(min_length=1, max_length=settings.max_tokens)] | None = Field(
         None, description='The learned position table (positional_encoding "learned"); seeded when absent.'

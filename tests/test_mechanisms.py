@@ -5,6 +5,7 @@ References are independent: hand-computed values, seed 003's PE table, and a pla
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import re
@@ -17,12 +18,14 @@ from markupsafe import escape
 
 from app.pipeline import (
     alibi_bias,
+    alibi_slopes,
     causal_mask,
     rope_rotate,
     run_attention,
     sinusoidal_encoding,
 )
 from app.scenario import from_preset
+from tests.conftest import form_fields
 
 RNG = np.random.default_rng(7)
 
@@ -116,6 +119,36 @@ def test_alibi_bias_is_minus_slope_times_distance() -> None:
     run = run_attention(RNG.normal(size=(3, 4)), num_heads=2, positional_encoding="alibi")
     head = run.heads[0]
     assert np.allclose(head.scaled, head.scores / math.sqrt(run.d_k) + head.bias)
+
+
+def alibi_slopes_as_the_paper_s_code(n: int) -> list[float]:
+    """The ALiBi repository's rule, recursive as it is written there: a geometric sequence starting
+    at 2^(−8/n) for n a power of two; otherwise the power of two below, then every other slope of
+    twice that, as many as are missing."""
+    if math.log2(n).is_integer():
+        start = 2 ** (-(2 ** -(math.log2(n) - 3)))
+        return [start * start**i for i in range(n)]
+    below = 2 ** math.floor(math.log2(n))
+    return alibi_slopes_as_the_paper_s_code(below) + alibi_slopes_as_the_paper_s_code(2 * below)[0::2][: n - below]
+
+
+def test_alibi_slopes_are_the_paper_s() -> None:
+    # The paper (Press et al. 2022, section 3): for 8 heads 1/2, 1/4, …, 1/256; for 16 heads 1/√2, 1/2, …, 1/256.
+    assert alibi_slopes(8).tolist() == [1 / 2, 1 / 4, 1 / 8, 1 / 16, 1 / 32, 1 / 64, 1 / 128, 1 / 256]
+    np.testing.assert_allclose(alibi_slopes(16), [2 ** -(k / 2) for k in range(1, 17)], rtol=1e-15)
+    # Head counts that are not a power of two: the power of two below, then every other slope above.
+    assert alibi_slopes(3).tolist() == [1 / 16, 1 / 256, 1 / 4]
+    assert alibi_slopes(6).tolist() == [1 / 4, 1 / 16, 1 / 64, 1 / 256, 1 / 2, 1 / 8]
+    assert alibi_slopes(7).tolist() == [1 / 4, 1 / 16, 1 / 64, 1 / 256, 1 / 2, 1 / 8, 1 / 32]
+    for h in range(1, 17):
+        np.testing.assert_allclose(alibi_slopes(h), alibi_slopes_as_the_paper_s_code(h), rtol=1e-14)
+
+
+def test_alibi_with_six_heads_biases_each_head_by_its_slope() -> None:
+    run = run_attention(RNG.normal(size=(4, 12)), num_heads=6, positional_encoding="alibi")
+    distance = np.abs(np.arange(4)[:, None] - np.arange(4)[None, :])  # (T, S)
+    for head, m in zip(run.heads, [1 / 4, 1 / 16, 1 / 64, 1 / 256, 1 / 2, 1 / 8], strict=True):
+        np.testing.assert_array_equal(head.bias, -m * distance)
 
 
 def test_temperature_divides_the_scaled_scores() -> None:
@@ -237,3 +270,23 @@ def test_the_mask_grid_shows_each_scaled_score_or_why_it_is_hidden() -> None:
             assert why == expected_why
             assert (cls == "hidden", "checked" in attrs, "disabled" in attrs) == (hidden, hidden, bool(expected_why))
             assert text == ("−∞" if hidden else f"{scaled[i, j]:.3f}")
+
+
+# --- the page states each convention --------------------------------------------------------------
+
+HTMX = {"HX-Request": "true"}
+
+
+def stage_text(client: TestClient, stage: str, **fields: str) -> str:
+    """The words and maths of one stage of the default preset with ``fields`` changed, without spaces."""
+    form = form_fields(client.get("/").text)
+    r = client.post("/stages", data={**form, **fields, "goto": stage}, headers=HTMX)
+    assert r.status_code == 200
+    article = re.search(rf'<article class="stage" id="stage-{stage}".*?</article>', r.text, re.S).group(0)
+    return "".join(html.unescape(re.sub(r"<[^>]+>", "", article)).split())
+
+
+def test_the_scaled_stage_states_alibi_s_slopes(client: TestClient) -> None:
+    text = stage_text(client, "scaled", positional_encoding="alibi", num_heads="3", d_k="1")
+    assert "mh=2−8h/H" in text and "poweroftwo" in text and "everyotherslopefortwicethat" in text
+
