@@ -35,8 +35,8 @@ class Weights:
     w_k: np.ndarray  # (h, d_model, d_k)
     w_v: np.ndarray  # (h, d_model, d_v)
     w_o: np.ndarray  # (h·d_v, d_model)
-    w_a: np.ndarray  # (h, d_k, d_k)  Luong's "general" score qᵀ·W_a·k
-    w_1: np.ndarray  # (h, d_k, d_a)  Bahdanau's additive score vₐᵀ·tanh(W₁ᵀq + W₂ᵀk)
+    w_a: np.ndarray  # (h, d_k, d_k)  Luong's "general" score q_i·W_a·k_jᵀ (q_i, k_j rows of Q, K)
+    w_1: np.ndarray  # (h, d_k, d_a)  Bahdanau's additive score v_a·tanh(q_i·W₁ + k_j·W₂)
     w_2: np.ndarray  # (h, d_k, d_a)
     v_a: np.ndarray  # (h, d_a)
 
@@ -226,7 +226,7 @@ def attend(
 
 
 def general_scores(q: np.ndarray, k: np.ndarray, w_a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Luong's "general" score: score(q_i, k_j) = q_iᵀ·W_a·k_j, computed as (Q·W_a)·Kᵀ.
+    """Luong's "general" score: score(q_i, k_j) = q_i·W_a·k_jᵀ (rows of Q and K), computed as (Q·W_a)·Kᵀ.
 
     Returns (Q·W_a, scores). Works on (..., T, d_k) with w_a (..., d_k, d_k).
     """
@@ -237,7 +237,9 @@ def general_scores(q: np.ndarray, k: np.ndarray, w_a: np.ndarray) -> tuple[np.nd
 def additive_scores(
     q: np.ndarray, k: np.ndarray, w_1: np.ndarray, w_2: np.ndarray, v_a: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Bahdanau's additive score: score(q_i, k_j) = v_aᵀ·tanh(W₁ᵀq_i + W₂ᵀk_j), a one-layer network.
+    """Bahdanau's additive score: score(q_i, k_j) = v_a·tanh(q_i·W₁ + k_j·W₂), a one-layer network.
+
+    q_i and k_j are rows of Q and K, as everywhere here: Scores_ij = Σ_a (v_a)_a·tanh((Q·W₁)_ia + (K·W₂)_ja).
 
     Returns (Q·W₁, K·W₂, scores). Shapes (..., T, d_k), (..., S, d_k), (..., d_k, d_a) twice, (..., d_a).
     """
@@ -436,7 +438,7 @@ def run_attention(
     (True hides key j from query i).
     ``positional_encoding``: "none", "sinusoidal" or "learned" (added to X and to C),
     "rope" (rotates q and k) or "alibi" (adds −m_h·|i − j| to head h's scaled scores).
-    ``score``: "dot" (q·k), "general" (qᵀ·W_a·k) or "additive" (v_aᵀ·tanh(W₁ᵀq + W₂ᵀk), never ÷√d_k).
+    ``score``: "dot" (q·k), "general" (q_i·W_a·k_jᵀ) or "additive" (v_a·tanh(q_i·W₁ + k_j·W₂), never ÷√d_k).
     ``attention``: "softmax", or "linear" (φ = elu + 1; the softmax intermediates are kept to compare).
     ``block``: which transformer block's seeded stream fills the weights not given (0: the first).
     Shapes are the caller's to validate; a mismatch raises ValueError naming the array.

@@ -114,7 +114,7 @@ TITLE_TEX: dict[str, str] = {
     "ALiBi bias −m·|i−j|": r"ALiBi bias $-m\, |i - j|$",
     "Q·W_a": "$Q W_a$", "Q·W₁": "$Q W_1$", "K·W₂": "$K W_2$",
     "Scores Q·Kᵀ": r"Scores $Q K^{\top}$", "Scores (Q·W_a)·Kᵀ": r"Scores $(Q W_a) K^{\top}$",
-    "Scores v_aᵀ·tanh(W₁q + W₂k)": r"Scores $v_a^{\top} \tanh(q_i W_1 + k_j W_2)$",
+    "Scores v_a·tanh(q_i·W₁ + k_j·W₂)": r"Scores $v_a \cdot \tanh(q_i W_1 + k_j W_2)$",
     "Scaled Q·Kᵀ/√d_k": r"Scaled $Q K^{\top} / \sqrt{d_k}$",
     "Scaled (additive: not ÷√d_k)": r"Scaled (additive: not $\div \sqrt{d_k}$)",
     "Scaled (÷√d_k off)": r"Scaled ($\div \sqrt{d_k}$ off)",
@@ -297,7 +297,7 @@ class PanelBuilder:
             scaled_title += " + ALiBi bias"
             scaled_label += " + ALiBi bias"
         scores_title = {"dot": "Scores Q·Kᵀ", "general": "Scores (Q·W_a)·Kᵀ",
-                        "additive": "Scores v_aᵀ·tanh(W₁q + W₂k)"}[self.run.score]
+                        "additive": "Scores v_a·tanh(q_i·W₁ + k_j·W₂)"}[self.run.score]
         linear = head.linear is not None
         # Rows and columns are the token lists, or a prefix numbered here: "q" → q1, q2, … (only
         # for the matrix asked for).

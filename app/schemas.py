@@ -74,7 +74,7 @@ class AttentionWeights(BaseModel):
     w_k: HeadStack | None = Field(None, description="h × d_model × d_k.")
     w_v: HeadStack | None = Field(None, description="h × d_model × d_v.")
     w_o: OutProjection | None = Field(None, description="(h·d_v) × d_model: output = concat·w_o.")
-    w_a: SquareStack | None = Field(None, description='h × d_k × d_k: the "general" score qᵀ·w_a[i]·k.')
+    w_a: SquareStack | None = Field(None, description='h × d_k × d_k: the "general" score q_i·w_a[h]·k_jᵀ.')
     w_1: SquareStack | None = Field(None, description='h × d_k × d_a (d_a = d_k): the "additive" score\'s W₁.')
     w_2: SquareStack | None = Field(None, description="h × d_k × d_a: the additive score's W₂.")
     v_a: HeadVectors | None = Field(None, description="h × d_a: the additive score's v_a.")
@@ -196,8 +196,9 @@ class AttentionRequest(BaseModel):
     )
     score: Literal["dot", "general", "additive"] = Field(
         "dot",
-        description="dot: q·k (÷√d_k when scale); general (Luong): qᵀ·W_a·k (÷√d_k when scale); "
-        "additive (Bahdanau): v_aᵀ·tanh(W₁ᵀq + W₂ᵀk), never scaled.",
+        description="q_i and k_j are rows of Q and K. dot: q_i·k_j (÷√d_k when scale); general (Luong): "
+        "q_i·W_a·k_jᵀ (÷√d_k when scale); additive (Bahdanau): v_a·tanh(q_i·W₁ + k_j·W₂) = "
+        "Σ_a (v_a)_a·tanh((Q·W₁)_ia + (K·W₂)_ja), never scaled.",
     )
     attention: Literal["softmax", "linear"] = Field(
         "softmax",

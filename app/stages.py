@@ -172,14 +172,14 @@ BACKWARD_KEYS = tuple(s.key for s in BACKWARD_STAGES)
 # Titles and explanations are prose with inline maths between $…$; formulas are LaTeX.
 VARIANTS: dict[tuple[str, str], tuple[str, str, str]] = {
     ("scores", "general"): (
-        r"Scores: general $q_i^{\top} W_a\, k_j$ (Luong)",
+        r"Scores: general $q_i W_a\, k_j^{\top}$ (Luong)",
         r"\text{Scores}_{ij} = (Q W_a)_i \cdot K_j = \sum_{a} \sum_{b} Q_{ia}\, (W_a)_{ab}\, K_{jb}",
         r"Luong's \"general\" score puts a learned $d_k \times d_k$ matrix between each query and key, so the "
         r"model learns which query features should match which key features. With $W_a = I$ it is the plain "
         r"dot product.",
     ),
     ("scores", "additive"): (
-        r"Scores: additive $v_a^{\top} \tanh(q_i W_1 + k_j W_2)$ (Bahdanau)",
+        r"Scores: additive $v_a \cdot \tanh(q_i W_1 + k_j W_2)$ (Bahdanau)",
         r"\text{Scores}_{ij} = \sum_{a} (v_a)_a \tanh\big((Q W_1)_{ia} + (K W_2)_{ja}\big)",
         r"Bahdanau's original attention (2014) scored each query–key pair with a small neural network: "
         r"one hidden layer with tanh, then a dot product with $v_a$. Luong (2015) simplified this to a plain "

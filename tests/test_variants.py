@@ -8,6 +8,7 @@ import json
 import math
 import re
 import statistics
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,7 +27,9 @@ from app.pipeline import (
     sinusoidal_encoding,
     strided_mask,
 )
+from app.presets import PRESETS
 from app.scenario import from_preset
+from app.stages import BY_KEY, Options, describe
 from tests.conftest import form_fields
 
 RNG = np.random.default_rng(11)
@@ -64,6 +67,21 @@ def test_additive_score_is_a_one_layer_network_per_pair_and_is_not_scaled() -> N
     assert run.scale_factor == 1.0
     np.testing.assert_allclose(head.q_1, head.q @ w.w_1[0])
     np.testing.assert_allclose(head.k_2, head.k @ w.w_2[0])
+
+
+def test_the_score_functions_are_written_in_one_orientation_everywhere(client: TestClient) -> None:
+    """q_i and k_j are rows, as the code computes (Q·W₁)_ia + (K·W₂)_ja: q_i·W₁, never W₁q or W₁ᵀq."""
+    schema = client.get("/openapi.json").text
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    sources = [schema, readme, PRESETS["additive"].summary,
+               *(" ".join(describe(BY_KEY["scores"], Options(score=score))) for score in ("general", "additive"))]
+    column_forms = ("W₁q", "W₁ᵀq", "W_1 q", "W_1^{\\top} q", "qᵀ·W", "q_i^{\\top} W_a", "v_aᵀ", "v_a^{\\top}")
+    for text in sources:
+        assert not [form for form in column_forms if form in text], text[:200]
+    for text in (schema, readme):
+        assert "v_a·tanh(q_i·W₁ + k_j·W₂)" in text and "q_i·W_a·k_jᵀ" in text
+    assert r"v_a \cdot \tanh(q_i W_1 + k_j W_2)" in describe(BY_KEY["scores"], Options(score="additive"))[0]
+    assert r"q_i W_a\, k_j^{\top}" in describe(BY_KEY["scores"], Options(score="general"))[0]
 
 
 def test_additive_scores_are_bounded_by_the_l1_norm_of_v() -> None:
