@@ -47,14 +47,17 @@ class LinearAttention:
 
     output_i = φ(q_i)ᵀ·(Σ_j φ(k_j)·v_jᵀ) / φ(q_i)ᵀ·Σ_j φ(k_j): the d_k×d_v summary kv is built once,
     so the cost is O(T·d_k·d_v) instead of O(T·S·d). ``weights`` is the T×S matrix it implies,
-    φ(q_i)·φ(k_j) / z_i, for reading only: the factorised form never builds it.
+    φ(q_i)·φ(k_j) / z_i, for reading: without a mask the factorised form never needs it.
+
+    Under a mask each query's sums skip the keys hidden from it: output_i = Σ_{j seen} φ(q_i)·φ(k_j)·v_j
+    / z_i = (weights·V)_i. ``kv`` is still φ(K)ᵀ·V over every key, so then it does not give the output.
     """
 
     phi_q: np.ndarray  # (T, d_k)
     phi_k: np.ndarray  # (S, d_k)
-    kv: np.ndarray  # (d_k, d_v) φ(K)ᵀ·V
-    z: np.ndarray  # (T,) φ(q_i)·Σ_j φ(k_j), the normaliser
-    weights: np.ndarray  # (T, S)
+    kv: np.ndarray  # (d_k, d_v) φ(K)ᵀ·V over every key, whatever the mask
+    z: np.ndarray  # (T,) φ(q_i)·Σ_j φ(k_j) over the keys query i sees, the normaliser
+    weights: np.ndarray  # (T, S) 0 at a hidden key
     output: np.ndarray  # (T, d_v)
 
 
@@ -262,8 +265,9 @@ def log_elu_plus_one(x: np.ndarray) -> np.ndarray:
 def linear_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None) -> LinearAttention:
     """Linear attention for one head: output_i = φ(q_i)ᵀ·(φ(K)ᵀ·V) / φ(q_i)ᵀ·Σ_j φ(k_j).
 
-    Without a mask the d_k×d_v summary φ(K)ᵀ·V is built once and never a T×S matrix. With a mask
-    the hidden keys drop out of each query's sums, which needs the T×S kernel matrix.
+    Without a mask the d_k×d_v summary φ(K)ᵀ·V is built once and the output needs no T×S matrix. With
+    a mask the hidden keys drop out of each query's sums, which needs the T×S kernel matrix; the summary
+    φ(K)ᵀ·V is returned all the same, built from every key.
     """
     phi_q, phi_k = elu_plus_one(q), elu_plus_one(k)  # (T, d_k), (S, d_k)
     kv = phi_k.T @ v  # (d_k, d_v)

@@ -410,10 +410,17 @@ Weight = Annotated[float, Field(ge=0.0, le=1.0)]  # a softmax weight: in [0, 1] 
 class LinearOut(BaseModel):
     phi_q: Matrix = Field(description="T × d_k: elu(Q) + 1")
     phi_k: Matrix = Field(description="S × d_k: elu(K) + 1")
-    kv: Matrix = Field(description="d_k × d_v: φ(K)ᵀ·V, built once")
-    z: list[Annotated[float, Field(ge=0.0)]] = Field(description="T: the normaliser φ(q_i)·Σ_j φ(k_j)")
+    kv: Matrix = Field(
+        description="d_k × d_v: φ(K)ᵀ·V = Σ_j φ(k_j)·v_jᵀ, built once from every key, whatever the mask. "
+        "Without a mask output_i = φ(q_i)ᵀ·kv / z_i. Under a mask it does not give the output: each query's "
+        "sums skip the keys hidden from it, output_i = Σ_(j seen by i) φ(q_i)·φ(k_j)·v_j / z_i = (weights·V)_i."
+    )
+    z: list[Annotated[float, Field(ge=0.0)]] = Field(
+        description="T: the normaliser z_i = Σ_(j seen by i) φ(q_i)·φ(k_j) (every key without a mask)"
+    )
     weights: list[list[Annotated[float, Field(ge=0.0)]]] = Field(
-        description="T × S: the weights linear attention implies (never built by it); each row sums to 1"
+        description="T × S: the weights linear attention implies, φ(q_i)·φ(k_j) / z_i, 0 at a hidden key; "
+        "each row sums to 1 and output = weights·V (without a mask the factorised form never needs them)"
     )
     output: Matrix = Field(description="T × d_v")
 

@@ -337,6 +337,9 @@ def _formula(stage: Stage, formula: str, o: Options) -> str:
         return formula + r" + B,\qquad B_{ij} = -m\, |i - j|"
     if key == "softmax" and not o.masked:
         return r"A_{ij} = \frac{\exp(\text{Scaled}_{ij})}{\sum_{j\prime} \exp(\text{Scaled}_{ij\prime})}"
+    if key == "output" and o.attention == "linear" and o.masked:  # each query's sums skip its hidden keys
+        return (r"\text{Output}_i = \frac{\sum_{j \text{ seen by } i} \varphi(q_i)^{\top} \varphi(k_j)\, v_j}"
+                r"{\sum_{j \text{ seen by } i} \varphi(q_i)^{\top} \varphi(k_j)},\qquad \varphi(x) = \text{elu}(x) + 1")
     if key == "multihead" and o.cross:
         return r"\text{MultiHead}(X, C) = \text{Concat}(\text{head}_1, \ldots, \text{head}_h)\, W_O"
     if key == "ffn":  # the activation's own formula is in the stage's note

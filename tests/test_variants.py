@@ -165,6 +165,28 @@ def test_linear_attention_with_a_causal_mask_ignores_later_keys() -> None:
     np.testing.assert_allclose(run.heads[0].output[0], run.heads[0].v[0])  # token 0 sees only itself
 
 
+def test_linear_attention_s_summary_is_built_from_every_key_and_gives_the_unmasked_output() -> None:
+    x = RNG.normal(size=(5, 4))
+    open_run = run_attention(x, attention="linear", seed=6)
+    causal = run_attention(x, attention="linear", seed=6, mask="causal")
+    head = open_run.heads[0]
+    phi = np.vectorize(lambda v: v + 1 if v > 0 else math.exp(v))
+    summary = sum(np.outer(phi(head.k[j]), head.v[j]) for j in range(5))  # Σ_j φ(k_j)·v_jᵀ, (d_k, d_v)
+    np.testing.assert_allclose(head.linear.kv, summary, rtol=1e-14)
+    by_summary = phi(head.q) @ head.linear.kv / head.linear.z[:, None]  # (T, d_v)
+    np.testing.assert_allclose(by_summary, head.output, rtol=1e-14)
+    # Under a mask the summary is the same, every key's; the output skips each query's hidden keys.
+    lin = causal.heads[0].linear
+    np.testing.assert_array_equal(lin.kv, head.linear.kv)
+    for i in range(5):
+        seen = range(i + 1)
+        kernel = [phi(head.q[i]) @ phi(head.k[j]) for j in seen]
+        np.testing.assert_allclose(lin.z[i], sum(kernel), rtol=1e-14)
+        expected = sum(w * head.v[j] for w, j in zip(kernel, seen, strict=True)) / sum(kernel)
+        np.testing.assert_allclose(causal.heads[0].output[i], expected, rtol=1e-13)
+    assert not np.allclose(phi(head.q) @ lin.kv / lin.z[:, None], causal.heads[0].output)
+
+
 def test_linear_attention_differs_from_softmax() -> None:
     run = run_attention(RNG.normal(size=(5, 4)) * 2, attention="linear")
     assert np.abs(run.heads[0].output - run.heads[0].softmax_output).max() > 1e-3
@@ -359,6 +381,20 @@ def test_api_linear_attention_returns_both_outputs(client: TestClient) -> None:
     assert np.allclose(np.array(head["linear"]["weights"]).sum(axis=1), 1.0)
 
 
+def test_api_linear_summary_gives_the_output_without_a_mask_and_says_so(client: TestClient) -> None:
+    status, body = post(client, attention="linear")
+    assert status == 200
+    lin = body["heads"][0]["linear"]
+    output = np.array(lin["phi_q"]) @ np.array(lin["kv"]) / np.array(lin["z"])[:, None]  # (T, d_v)
+    np.testing.assert_allclose(output, body["heads"][0]["output"], rtol=1e-13)
+    status, masked = post(client, attention="linear", mask="causal")
+    assert status == 200 and masked["heads"][0]["linear"]["kv"] == lin["kv"]  # every key's, mask or not
+    described = client.get("/openapi.json").json()["components"]["schemas"]["LinearOut"]["properties"]
+    assert "built once from every key, whatever the mask" in described["kv"]["description"]
+    assert "Under a mask it does not give the output" in described["kv"]["description"]
+    assert "0 at a hidden key" in described["weights"]["description"]
+
+
 def test_api_sparse_masks(client: TestClient) -> None:
     status, body = post(client, mask="local", window=1)
     assert status == 200 and body["mask_mode"] == "local" and body["window"] == 1
@@ -508,6 +544,18 @@ def test_api_gelu_is_exact_and_gelu_tanh_the_approximation(client: TestClient) -
         acts[activation] = np.array(body["blocks"][0]["ffn_act"])
         np.testing.assert_allclose(acts[activation], by_hand(activation, hidden), rtol=1e-14, atol=1e-14)
     assert 0 < np.abs(acts["gelu"] - acts["gelu_tanh"]).max() < 4.74e-4
+
+
+@pytest.mark.parametrize("mask", ["none", "causal"])
+def test_the_linear_output_stage_says_how_a_mask_enters(client: TestClient, mask: str) -> None:
+    form = {**page_form(client, "linear"), "mask": mask}
+    r = client.post("/stages", data={**form, "goto": "output"}, headers=HTMX)
+    assert r.status_code == 200
+    stage = re.search(r'<article class="stage" id="stage-output".*?</article>', r.text, re.S).group(0)
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", "", stage)).split())
+    said = "is still built from every key; the mask is applied per query inside the sums"
+    assert (said in text) == (mask == "causal")
+    assert ("seen by" in text) == (mask == "causal")  # the formula and the equation skip hidden keys
 
 
 def test_bad_block_fields_get_a_message_not_a_500(client: TestClient) -> None:
