@@ -295,7 +295,10 @@ def linear_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarr
 
 
 def sinusoidal_encoding(t: int, d_model: int) -> np.ndarray:
-    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model))."""
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)).
+
+    pos = 0 … T − 1 and columns from 0; an odd d_model ends on a sine (column d_model − 1 = 2i) with no cosine.
+    """
     pos = np.arange(t)[:, None]  # (T, 1)
     two_i = (np.arange(d_model) // 2 * 2)[None, :]  # (1, d_model): 0, 0, 2, 2, 4, …
     angle = pos / np.power(10000.0, two_i / d_model)  # (T, d_model)
@@ -305,7 +308,8 @@ def sinusoidal_encoding(t: int, d_model: int) -> np.ndarray:
 def rope_rotate(x: np.ndarray) -> np.ndarray:
     """RoPE: rotate each pair (x_2i, x_2i+1) at position pos by pos·θ_i, θ_i = 10000^(−2i/d).
 
-    An odd last dimension is left as it is. Works on (..., T, d).
+    Adjacent dimensions pair (RoFormer's form), not the halves (x_i, x_(i+d/2)) of GPT-NeoX; pos = 0 … T − 1.
+    An odd last dimension is left as it is (and d in θ_i stays odd). Works on (..., T, d).
     """
     t, d = x.shape[-2], x.shape[-1]
     half = d // 2
@@ -560,7 +564,7 @@ class LayerNormResult:
 
     input: np.ndarray  # (T, d_model)
     mean: np.ndarray  # (T,) μ_i
-    var: np.ndarray  # (T,) σ²_i (population variance)
+    var: np.ndarray  # (T,) σ²_i, the biased (population) variance: divided by d_model, as PyTorch
     normalized: np.ndarray  # (T, d_model) (z − μ)/√(σ² + ε): mean 0, variance ≈ 1 per row
     output: np.ndarray  # (T, d_model) γ ⊙ normalized + β
 

@@ -225,7 +225,10 @@ class AttentionRequest(BaseModel):
     )
     positional_encoding: Literal["none", "sinusoidal", "learned", "rope", "alibi"] = Field(
         "none",
-        description="sinusoidal/learned: added to x (and context); rope: rotates q and k; "
+        description="sinusoidal: PE(pos, 2i) = sin(pos/10000^(2i/d_model)), PE(pos, 2i+1) = cos(same), pos and "
+        "columns from 0 (an odd d_model ends on a sine); learned: a table; both added to x (and context). "
+        "rope: turns each pair of adjacent dimensions (2m, 2m+1) of q and k at position pos by pos·10000^(−2m/d_k) "
+        "(an odd last dimension is not turned; keys at their own positions in the context); "
         "alibi: adds −m_h·|i − j| to head h's scaled scores, m_h = 2^(−8h/H) for H heads, H a power of two; "
         "otherwise the slopes for n = 2^⌊log₂ H⌋, then 2^(−8(2k − 1)/(2n)) for k = 1 … H − n (the ALiBi paper's rule).",
     )
@@ -501,7 +504,9 @@ class AttentionOut(BaseModel):
 
 class LayerNormOut(BaseModel):
     mean: list[float] = Field(description="T: each row's mean")
-    var: list[Annotated[float, Field(ge=0.0)]] = Field(description="T: each row's variance")
+    var: list[Annotated[float, Field(ge=0.0)]] = Field(
+        description="T: each row's biased variance, Σ(z − mean)²/d_model (as PyTorch's LayerNorm)"
+    )
     normalized: Matrix = Field(description="T × d_model: (z − mean)/√(var + 1e-5)")
     output: Matrix = Field(description="T × d_model: γ·normalized + β")
 

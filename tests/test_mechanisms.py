@@ -17,9 +17,11 @@ from fastapi.testclient import TestClient
 from markupsafe import escape
 
 from app.pipeline import (
+    LAYER_NORM_EPS,
     alibi_bias,
     alibi_slopes,
     causal_mask,
+    layer_norm,
     rope_rotate,
     run_attention,
     sinusoidal_encoding,
@@ -119,6 +121,54 @@ def test_alibi_bias_is_minus_slope_times_distance() -> None:
     run = run_attention(RNG.normal(size=(3, 4)), num_heads=2, positional_encoding="alibi")
     head = run.heads[0]
     assert np.allclose(head.scaled, head.scores / math.sqrt(run.d_k) + head.bias)
+
+
+def test_sinusoidal_encoding_with_an_odd_d_model_ends_on_a_sine() -> None:
+    pe = sinusoidal_encoding(4, 5)  # (T, d_model)
+    for pos in range(4):
+        for col in range(5):
+            angle = pos / 10000 ** ((col // 2 * 2) / 5)
+            assert pe[pos, col] == pytest.approx(math.sin(angle) if col % 2 == 0 else math.cos(angle), abs=1e-15)
+    assert pe[1, 4] == pytest.approx(math.sin(10000**-0.8), rel=1e-14)  # 6.3096e-4: the last column is a sine
+    assert not np.allclose(pe[:, :4], sinusoidal_encoding(4, 4))  # 10000^(2/5), not 10000^(2/4)
+
+
+def rope_by_hand(x: list[float], pos: int) -> list[float]:
+    """Turn dimensions (0, 1), (2, 3), … of one vector by pos·10000^(−2m/d): a 2×2 rotation per pair."""
+    d, out = len(x), list(x)
+    for m in range(d // 2):
+        angle = pos * 10000 ** (-2 * m / d)
+        a, b = x[2 * m], x[2 * m + 1]
+        out[2 * m] = a * math.cos(angle) - b * math.sin(angle)
+        out[2 * m + 1] = a * math.sin(angle) + b * math.cos(angle)
+    return out
+
+
+@pytest.mark.parametrize("d", [1, 4, 5, 6])
+def test_rope_turns_adjacent_pairs_by_pos_times_10000_to_the_minus_2m_over_d(d: int) -> None:
+    x = RNG.normal(size=(2, 7, d))  # (h, T, d)
+    rotated = rope_rotate(x)
+    for h in range(2):
+        for pos in range(7):
+            np.testing.assert_allclose(rotated[h, pos], rope_by_hand(x[h, pos].tolist(), pos), rtol=1e-13, atol=1e-15)
+    if d % 2:
+        np.testing.assert_array_equal(rotated[..., -1], x[..., -1])  # an odd last dimension is not turned
+    # Adjacent pairing: a vector along dimension 1 stays within dimensions 0 and 1.
+    e1 = np.zeros((7, 6))
+    e1[:, 1] = 1.0
+    turned = rope_rotate(e1)
+    assert np.all(turned[:, 2:] == 0.0) and turned[3, 0] == pytest.approx(-math.sin(3.0))
+
+
+def test_layer_norm_uses_the_biased_variance_and_eps_1e_5() -> None:
+    ones, zeros = np.ones(4), np.zeros(4)
+    ln = layer_norm(np.array([[1.0, 2.0, 3.0, 4.0]]), ones, zeros)
+    assert ln.var[0] == 1.25  # Σ(z − 2.5)²/4, not /3
+    assert ln.normalized[0, 0] == pytest.approx(-1.5 / math.sqrt(1.25 + 1e-5), rel=1e-14)
+    # A row whose variance, 1e-6, is below ε: (z − μ)/√(σ² + 1e-5) = ±1e-3/√1.1e-5 ≈ ±0.3015, not ±1.
+    small = layer_norm(np.array([[0.0, 2e-3, 0.0, 2e-3]]), ones, zeros)
+    np.testing.assert_allclose(small.normalized[0], [-1, 1, -1, 1] * np.array(1e-3 / math.sqrt(1.1e-5)), rtol=1e-9)
+    assert LAYER_NORM_EPS == 1e-5
 
 
 def alibi_slopes_as_the_paper_s_code(n: int) -> list[float]:
@@ -289,4 +339,20 @@ def stage_text(client: TestClient, stage: str, **fields: str) -> str:
 def test_the_scaled_stage_states_alibi_s_slopes(client: TestClient) -> None:
     text = stage_text(client, "scaled", positional_encoding="alibi", num_heads="3", d_k="1")
     assert "mh=2−8h/H" in text and "poweroftwo" in text and "everyotherslopefortwicethat" in text
+
+
+def test_the_scores_stage_states_rope_s_pairing_and_base(client: TestClient) -> None:
+    text = stage_text(client, "scores", positional_encoding="rope")
+    assert "(1,2),(3,4),…" in text and "θm=10000−2m/dk" in text and "pos=0forthefirsttoken" in text
+    assert "anoddlastdimensionisnotturned" in text
+
+
+def test_the_x_stage_states_the_sinusoidal_formula_for_odd_d_model(client: TestClient) -> None:
+    text = stage_text(client, "x", positional_encoding="sinusoidal")
+    assert "Ppos,2i=sin(pos/100002i/dmodel)" in text and "anodddmodelendsonasine" in text
+
+
+def test_the_add_and_norm_stage_states_eps_and_the_biased_variance(client: TestClient) -> None:
+    text = stage_text(client, "addnorm1", blocks="1")
+    assert "σ2+10−5" in text and "dividedbydmodel" in text
 
