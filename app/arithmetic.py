@@ -236,9 +236,13 @@ def _explain_block(stack: TransformerRun, ref: CellRef, tokens: list[str], dim_l
         z = float(block.ffn_hidden[i, j])
         a = float(block.ffn_act[i, j])
         zt, zb = _tex_number(z), _tex_number(z, bracket=True)
-        formula = (rf"\text{{ReLU}}({zt}) = \max(0, {zt})" if block.activation == "relu"
-                   else rf"\text{{GELU}}({zt}) = \tfrac{{1}}{{2}} \cdot {zt} \cdot \big(1 + \tanh\big(\sqrt{{2/\pi}}"
-                        rf" \cdot ({zt} + 0.044715 \cdot {zb}^3)\big)\big)")
+        formula = {
+            "relu": rf"\text{{ReLU}}({zt}) = \max(0, {zt})",
+            "gelu": rf"\text{{GELU}}({zt}) = \tfrac{{1}}{{2}} \cdot {zt} \cdot \big(1 + \text{{erf}}"
+                    rf"({zt} / \sqrt{{2}})\big)",
+            "gelu_tanh": rf"\text{{GELU}}_{{\tanh}}({zt}) = \tfrac{{1}}{{2}} \cdot {zt} \cdot \big(1 + \tanh\big("
+                         rf"\sqrt{{2/\pi}} \cdot ({zt} + 0.044715 \cdot {zb}^3)\big)\big)",
+        }[block.activation]
         return Elementwise(ref, f"FFN activation, row {i + 1} ({tokens[i]}), unit f{j + 1}{bn}", formula, a)
     # residual1, residual2
     if ref.matrix == "residual1":

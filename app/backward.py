@@ -226,7 +226,7 @@ def backward(
             d_w_a = q_s.swapaxes(-2, -1) @ d_q_w  # (h, d_k, d_k)
             d_q_s = d_q_w @ w.w_a.swapaxes(-2, -1)  # (h, T, d_k)
         else:
-            # scores_ij = v_aᵀ·tanh(q_i·W₁ + k_j·W₂), row vectors:  with H_ij = tanh(…),
+            # scores_ij = v_a·tanh(q_i·W₁ + k_j·W₂), row vectors:  with H_ij = tanh(…),
             # ∂L/∂v_a = Σ_ij ∂L/∂scores_ij·H_ij,  ∂L/∂pre_ij = ∂L/∂scores_ij·v_a ⊙ (1 − H_ij²),
             # ∂L/∂(Q·W₁)_i = Σ_j ∂L/∂pre_ij,  ∂L/∂(K·W₂)_j = Σ_i ∂L/∂pre_ij,  then W₁, W₂, Q, K as in a product.
             q_1, k_2 = _stack(run, "q_1"), _stack(run, "k_2")  # (h, T, d_a), (h, S, d_a)

@@ -151,7 +151,7 @@ def _softmax_stages(
         rows.append(StageCost("Additive: W₂·k", "h·S·d_k·d_a", h * s * d_k * d_a, "", 0, "S"))
         # For every (query, key) pair: add the two d_a vectors, tanh, then a dot product with v.
         rows.append(StageCost(
-            "Scores vᵀ·tanh(W₁q + W₂k)", "h·T·S·d_a", h * t * s * d_a, "2·h·T·S·d_a", 2 * h * t * s * d_a, "T·S",
+            "Scores v_a·tanh(q_i·W₁ + k_j·W₂)", "h·T·S·d_a", h * t * s * d_a, "2·h·T·S·d_a", 2 * h * t * s * d_a, "T·S",
         ))
     if scale and score != "additive":
         rows.append(StageCost("Scaling ÷ √d_k", "", 0, "h·T·S", h * t * s, "T·S"))
@@ -234,8 +234,8 @@ def attention_cost(
 ) -> Cost:
     """MACs and elementwise operations per stage, and parameters, of one attention layer or block.
 
-    score: "dot" (qᵀk), "general" (Luong qᵀ·W·k, computed as (Q·W)·Kᵀ), or "additive" (Bahdanau
-    vᵀ·tanh(W₁q + W₂k), d_a defaults to d_k); ``scale`` divides dot and general scores by √d_k (as the
+    score: "dot" (q_i·k_j), "general" (Luong q_i·W_a·k_jᵀ, computed as (Q·W_a)·Kᵀ), or "additive" (Bahdanau
+    v_a·tanh(q_i·W₁ + k_j·W₂), d_a defaults to d_k); ``scale`` divides dot and general scores by √d_k (as the
     pipeline does; additive scores are never scaled). attention: "softmax", or "linear" (φ(x) = elu(x) + 1,
     which replaces the score function, its scaling and the softmax). blocks ≥ 1 adds, per block, two
     Add & Norm and the FFN act(X·W₁ + b₁)·W₂ + b₂ of hidden size d_ff (ReLU or GELU: one operation each).

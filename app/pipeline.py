@@ -35,8 +35,8 @@ class Weights:
     w_k: np.ndarray  # (h, d_model, d_k)
     w_v: np.ndarray  # (h, d_model, d_v)
     w_o: np.ndarray  # (h·d_v, d_model)
-    w_a: np.ndarray  # (h, d_k, d_k)  Luong's "general" score qᵀ·W_a·k
-    w_1: np.ndarray  # (h, d_k, d_a)  Bahdanau's additive score vₐᵀ·tanh(W₁ᵀq + W₂ᵀk)
+    w_a: np.ndarray  # (h, d_k, d_k)  Luong's "general" score q_i·W_a·k_jᵀ (q_i, k_j rows of Q, K)
+    w_1: np.ndarray  # (h, d_k, d_a)  Bahdanau's additive score v_a·tanh(q_i·W₁ + k_j·W₂)
     w_2: np.ndarray  # (h, d_k, d_a)
     v_a: np.ndarray  # (h, d_a)
 
@@ -47,14 +47,17 @@ class LinearAttention:
 
     output_i = φ(q_i)ᵀ·(Σ_j φ(k_j)·v_jᵀ) / φ(q_i)ᵀ·Σ_j φ(k_j): the d_k×d_v summary kv is built once,
     so the cost is O(T·d_k·d_v) instead of O(T·S·d). ``weights`` is the T×S matrix it implies,
-    φ(q_i)·φ(k_j) / z_i, for reading only: the factorised form never builds it.
+    φ(q_i)·φ(k_j) / z_i, for reading: without a mask the factorised form never needs it.
+
+    Under a mask each query's sums skip the keys hidden from it: output_i = Σ_{j seen} φ(q_i)·φ(k_j)·v_j
+    / z_i = (weights·V)_i. ``kv`` is still φ(K)ᵀ·V over every key, so then it does not give the output.
     """
 
     phi_q: np.ndarray  # (T, d_k)
     phi_k: np.ndarray  # (S, d_k)
-    kv: np.ndarray  # (d_k, d_v) φ(K)ᵀ·V
-    z: np.ndarray  # (T,) φ(q_i)·Σ_j φ(k_j), the normaliser
-    weights: np.ndarray  # (T, S)
+    kv: np.ndarray  # (d_k, d_v) φ(K)ᵀ·V over every key, whatever the mask
+    z: np.ndarray  # (T,) φ(q_i)·Σ_j φ(k_j) over the keys query i sees, the normaliser
+    weights: np.ndarray  # (T, S) 0 at a hidden key
     output: np.ndarray  # (T, d_v)
 
 
@@ -226,7 +229,7 @@ def attend(
 
 
 def general_scores(q: np.ndarray, k: np.ndarray, w_a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Luong's "general" score: score(q_i, k_j) = q_iᵀ·W_a·k_j, computed as (Q·W_a)·Kᵀ.
+    """Luong's "general" score: score(q_i, k_j) = q_i·W_a·k_jᵀ (rows of Q and K), computed as (Q·W_a)·Kᵀ.
 
     Returns (Q·W_a, scores). Works on (..., T, d_k) with w_a (..., d_k, d_k).
     """
@@ -237,7 +240,9 @@ def general_scores(q: np.ndarray, k: np.ndarray, w_a: np.ndarray) -> tuple[np.nd
 def additive_scores(
     q: np.ndarray, k: np.ndarray, w_1: np.ndarray, w_2: np.ndarray, v_a: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Bahdanau's additive score: score(q_i, k_j) = v_aᵀ·tanh(W₁ᵀq_i + W₂ᵀk_j), a one-layer network.
+    """Bahdanau's additive score: score(q_i, k_j) = v_a·tanh(q_i·W₁ + k_j·W₂), a one-layer network.
+
+    q_i and k_j are rows of Q and K, as everywhere here: Scores_ij = Σ_a (v_a)_a·tanh((Q·W₁)_ia + (K·W₂)_ja).
 
     Returns (Q·W₁, K·W₂, scores). Shapes (..., T, d_k), (..., S, d_k), (..., d_k, d_a) twice, (..., d_a).
     """
@@ -260,8 +265,9 @@ def log_elu_plus_one(x: np.ndarray) -> np.ndarray:
 def linear_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None) -> LinearAttention:
     """Linear attention for one head: output_i = φ(q_i)ᵀ·(φ(K)ᵀ·V) / φ(q_i)ᵀ·Σ_j φ(k_j).
 
-    Without a mask the d_k×d_v summary φ(K)ᵀ·V is built once and never a T×S matrix. With a mask
-    the hidden keys drop out of each query's sums, which needs the T×S kernel matrix.
+    Without a mask the d_k×d_v summary φ(K)ᵀ·V is built once and the output needs no T×S matrix. With
+    a mask the hidden keys drop out of each query's sums, which needs the T×S kernel matrix; the summary
+    φ(K)ᵀ·V is returned all the same, built from every key.
     """
     phi_q, phi_k = elu_plus_one(q), elu_plus_one(k)  # (T, d_k), (S, d_k)
     kv = phi_k.T @ v  # (d_k, d_v)
@@ -289,7 +295,10 @@ def linear_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarr
 
 
 def sinusoidal_encoding(t: int, d_model: int) -> np.ndarray:
-    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model))."""
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)).
+
+    pos = 0 … T − 1 and columns from 0; an odd d_model ends on a sine (column d_model − 1 = 2i) with no cosine.
+    """
     pos = np.arange(t)[:, None]  # (T, 1)
     two_i = (np.arange(d_model) // 2 * 2)[None, :]  # (1, d_model): 0, 0, 2, 2, 4, …
     angle = pos / np.power(10000.0, two_i / d_model)  # (T, d_model)
@@ -299,7 +308,8 @@ def sinusoidal_encoding(t: int, d_model: int) -> np.ndarray:
 def rope_rotate(x: np.ndarray) -> np.ndarray:
     """RoPE: rotate each pair (x_2i, x_2i+1) at position pos by pos·θ_i, θ_i = 10000^(−2i/d).
 
-    An odd last dimension is left as it is. Works on (..., T, d).
+    Adjacent dimensions pair (RoFormer's form), not the halves (x_i, x_(i+d/2)) of GPT-NeoX; pos = 0 … T − 1.
+    An odd last dimension is left as it is (and d in θ_i stays odd). Works on (..., T, d).
     """
     t, d = x.shape[-2], x.shape[-1]
     half = d // 2
@@ -314,8 +324,14 @@ def rope_rotate(x: np.ndarray) -> np.ndarray:
 
 
 def alibi_slopes(num_heads: int) -> np.ndarray:
-    """ALiBi's head slopes m_h = 2^(−8(h+1)/H): a geometric sequence, steepest for head 1."""
-    return np.power(2.0, -8.0 * np.arange(1, num_heads + 1) / num_heads)  # (h,)
+    """ALiBi's head slopes (Press et al. 2022), head 1 first. For H heads, H a power of two,
+    m_h = 2^(−8h/H): 1/2, 1/4, …, 1/256 for 8 heads. Otherwise, as the paper's code does, the slopes
+    of the power of two below, n = 2^⌊log₂ H⌋, then the first H − n of every other slope of 2n heads:
+    m_(n+k) = 2^(−8(2k − 1)/(2n)), k = 1 … H − n (6 heads: 1/4, 1/16, 1/64, 1/256, 1/2, 1/8)."""
+    n = 1 << (num_heads.bit_length() - 1)  # the largest power of two ≤ H
+    first = np.power(2.0, -8.0 * np.arange(1, n + 1) / n)  # (n,)
+    rest = np.power(2.0, -8.0 * (2 * np.arange(1, num_heads - n + 1) - 1) / (2 * n))  # (H − n,)
+    return np.concatenate([first, rest])  # (h,)
 
 
 def alibi_bias(num_heads: int, t: int, s: int) -> np.ndarray:
@@ -430,7 +446,7 @@ def run_attention(
     (True hides key j from query i).
     ``positional_encoding``: "none", "sinusoidal" or "learned" (added to X and to C),
     "rope" (rotates q and k) or "alibi" (adds −m_h·|i − j| to head h's scaled scores).
-    ``score``: "dot" (q·k), "general" (qᵀ·W_a·k) or "additive" (v_aᵀ·tanh(W₁ᵀq + W₂ᵀk), never ÷√d_k).
+    ``score``: "dot" (q·k), "general" (q_i·W_a·k_jᵀ) or "additive" (v_a·tanh(q_i·W₁ + k_j·W₂), never ÷√d_k).
     ``attention``: "softmax", or "linear" (φ = elu + 1; the softmax intermediates are kept to compare).
     ``block``: which transformer block's seeded stream fills the weights not given (0: the first).
     Shapes are the caller's to validate; a mismatch raises ValueError naming the array.
@@ -523,7 +539,7 @@ def run_attention(
 # --- the transformer block around attention (seeds 002, 003) -----------------------------------
 
 BLOCK_WEIGHT_NAMES = ("ffn_w1", "ffn_b1", "ffn_w2", "ffn_b2", "ln1_gamma", "ln1_beta", "ln2_gamma", "ln2_beta")
-ACTIVATIONS = ("relu", "gelu")
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh")  # "gelu" is the exact (erf) form; "gelu_tanh" GPT-2's
 NORM_PLACEMENTS = ("post", "pre")
 LAYER_NORM_EPS = 1e-5
 
@@ -548,7 +564,7 @@ class LayerNormResult:
 
     input: np.ndarray  # (T, d_model)
     mean: np.ndarray  # (T,) μ_i
-    var: np.ndarray  # (T,) σ²_i (population variance)
+    var: np.ndarray  # (T,) σ²_i, the biased (population) variance: divided by d_model, as PyTorch
     normalized: np.ndarray  # (T, d_model) (z − μ)/√(σ² + ε): mean 0, variance ≈ 1 per row
     output: np.ndarray  # (T, d_model) γ ⊙ normalized + β
 
@@ -562,7 +578,7 @@ class BlockResult:
     """
 
     norm: str  # "post" or "pre"
-    activation: str  # "relu" or "gelu"
+    activation: str  # "relu", "gelu" (exact) or "gelu_tanh"
     x: np.ndarray  # (T, d_model) the block's input
     attention: AttentionRun  # its x is what the heads see: x (post) or LayerNorm₁(x) (pre)
     residual1: np.ndarray  # (T, d_model) x + MultiHead(·)
@@ -570,7 +586,7 @@ class BlockResult:
     h: np.ndarray  # (T, d_model) after the first sub-layer
     ffn_in: np.ndarray  # (T, d_model) h (post) or LayerNorm₂(h) (pre)
     ffn_hidden: np.ndarray  # (T, d_ff) ffn_in·W₁ + b₁
-    ffn_act: np.ndarray  # (T, d_ff) ReLU or GELU of it
+    ffn_act: np.ndarray  # (T, d_ff) ReLU, GELU or GELU_tanh of it
     ffn_out: np.ndarray  # (T, d_model) ffn_act·W₂ + b₂
     residual2: np.ndarray  # (T, d_model) h + FFN(·)
     ln2: LayerNormResult  # of residual2 (post) or of h (pre)
@@ -609,9 +625,25 @@ def relu(x: np.ndarray) -> np.ndarray:
     return np.maximum(x, 0.0)
 
 
+# NumPy has no erf. math.erf is the C library's, correct to double precision, as PyTorch's GELU uses;
+# applied element by element it costs about 1.3 ms at 64×256, the largest T × d_ff.
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
 def gelu(x: np.ndarray) -> np.ndarray:
-    """GELU(x) ≈ ½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), the tanh form used by GPT-2 and BERT."""
+    """GELU(x) = x·Φ(x) = ½·x·(1 + erf(x/√2)), exact: PyTorch's default and BERT's."""
+    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)).astype(np.float64))
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """GELU_tanh(x) = ½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), GPT-2's approximation of GELU
+    (PyTorch's ``approximate="tanh"``); it differs from the exact form by at most 4.74e-4, near |x| = 2.70."""
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+
+
+ACTIVATION_FUNCTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "relu": relu, "gelu": gelu, "gelu_tanh": gelu_tanh,
+}
 
 
 def block_weight_shapes(d_model: int, d_ff: int) -> dict:
@@ -652,7 +684,7 @@ def transformer_block(
         ln2_pre = layer_norm(h, bw.ln2_gamma, bw.ln2_beta)
         ffn_in = ln2_pre.output  # (T, d_model)
     ffn_hidden = ffn_in @ bw.ffn_w1 + bw.ffn_b1  # (T, d_ff)
-    ffn_act = relu(ffn_hidden) if activation == "relu" else gelu(ffn_hidden)  # (T, d_ff)
+    ffn_act = ACTIVATION_FUNCTIONS[activation](ffn_hidden)  # (T, d_ff)
     ffn_out = ffn_act @ bw.ffn_w2 + bw.ffn_b2  # (T, d_model)
     residual2 = h + ffn_out  # (T, d_model)
     if norm == "post":

@@ -330,7 +330,7 @@ PRESETS: dict[str, Preset] = {
             title="Older score functions: Bahdanau (additive) and Luong (general)",
             source="Seed 003: from Bahdanau's small network to the dot product",
             summary=(
-                r"Seed 003's three tokens, scored by Bahdanau's small network $v_a^{\top} \tanh(q W_1 + k W_2)$ "
+                r"Seed 003's three tokens, scored by Bahdanau's small network $v_a \cdot \tanh(q_i W_1 + k_j W_2)$ "
                 "instead of a dot product. Select a score to see each tanh; switch the score to "
                 "general (Luong) or dot in Mechanisms to compare."
             ),

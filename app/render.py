@@ -38,7 +38,16 @@ from app.quiz import LABELS as QUIZ_LABELS
 from app.quiz import check, hidden_cells, stage_results
 from app.quiz import owner as cell_owner
 from app.scenario import Scenario, View, departure, format_input
-from app.stages import Options, Stage, describe, neighbours, stage_or_first, visible_stages
+from app.stages import (
+    ACTIVATION_NAMES,
+    ACTIVATION_WORDS,
+    Options,
+    Stage,
+    describe,
+    neighbours,
+    stage_or_first,
+    visible_stages,
+)
 from app.worked import worked
 
 
@@ -105,7 +114,7 @@ TITLE_TEX: dict[str, str] = {
     "ALiBi bias −m·|i−j|": r"ALiBi bias $-m\, |i - j|$",
     "Q·W_a": "$Q W_a$", "Q·W₁": "$Q W_1$", "K·W₂": "$K W_2$",
     "Scores Q·Kᵀ": r"Scores $Q K^{\top}$", "Scores (Q·W_a)·Kᵀ": r"Scores $(Q W_a) K^{\top}$",
-    "Scores v_aᵀ·tanh(W₁q + W₂k)": r"Scores $v_a^{\top} \tanh(q_i W_1 + k_j W_2)$",
+    "Scores v_a·tanh(q_i·W₁ + k_j·W₂)": r"Scores $v_a \cdot \tanh(q_i W_1 + k_j W_2)$",
     "Scaled Q·Kᵀ/√d_k": r"Scaled $Q K^{\top} / \sqrt{d_k}$",
     "Scaled (additive: not ÷√d_k)": r"Scaled (additive: not $\div \sqrt{d_k}$)",
     "Scaled (÷√d_k off)": r"Scaled ($\div \sqrt{d_k}$ off)",
@@ -123,6 +132,7 @@ TITLE_TEX: dict[str, str] = {
     "LayerNorm₂(H)": r"$\text{LayerNorm}_2(H)$", "H": "$H$", "X": "$X$", "FFN": r"$\text{FFN}$",
     "H·W₁ + b₁": "$H W_1 + b_1$", "FFN = act·W₂ + b₂": r"$\text{FFN} = \text{act}\, W_2 + b_2$",
     "ReLU(H·W₁ + b₁)": r"$\text{ReLU}(H W_1 + b_1)$", "GELU(H·W₁ + b₁)": r"$\text{GELU}(H W_1 + b_1)$",
+    "GELU_tanh(H·W₁ + b₁)": r"$\text{GELU}_{\tanh}(H W_1 + b_1)$",
     "H + FFN": r"$H + \text{FFN}$", "Source sentence C (keys and values)": "Source sentence $C$ (keys and values)",
     "LayerNorm₁ row statistics": r"$\text{LayerNorm}_1$ row statistics",
     "LayerNorm₂ row statistics": r"$\text{LayerNorm}_2$ row statistics",
@@ -162,7 +172,7 @@ def describe_scenario(sc: Scenario) -> str:
     if sc.temperature != 1.0:
         parts.append(f"τ = {sc.temperature:g}")
     if sc.blocks:
-        act = "ReLU" if sc.activation == "relu" else "GELU"
+        act = ACTIVATION_WORDS[sc.activation]
         parts.append(f"{sc.blocks} transformer block{'s' if sc.blocks != 1 else ''} ({sc.norm}-norm, {act}, "
                      f"d_ff = {sc.ffn_size})")
     return ", ".join(parts)
@@ -287,7 +297,7 @@ class PanelBuilder:
             scaled_title += " + ALiBi bias"
             scaled_label += " + ALiBi bias"
         scores_title = {"dot": "Scores Q·Kᵀ", "general": "Scores (Q·W_a)·Kᵀ",
-                        "additive": "Scores v_aᵀ·tanh(W₁q + W₂k)"}[self.run.score]
+                        "additive": "Scores v_a·tanh(q_i·W₁ + k_j·W₂)"}[self.run.score]
         linear = head.linear is not None
         # Rows and columns are the token lists, or a prefix numbered here: "q" → q1, q2, … (only
         # for the matrix asked for).
@@ -531,8 +541,8 @@ class PanelBuilder:
                 p["ffn_in"] = self.block_matrix("h", "H", block.h)
             p["ffn_w1"] = self.block_matrix("ffn_w1", "W₁", block.weights.ffn_w1, hidden, self.dims)
             p["ffn_hidden"] = self.block_matrix("ffn_hidden", "H·W₁ + b₁", block.ffn_hidden, hidden)
-            act = "ReLU" if block.activation == "relu" else "GELU"
-            p["ffn_act"] = self.block_matrix("ffn_act", f"{act}(H·W₁ + b₁)", block.ffn_act, hidden)
+            p["ffn_act"] = self.block_matrix("ffn_act", f"{ACTIVATION_NAMES[block.activation]}(H·W₁ + b₁)",
+                                             block.ffn_act, hidden)
             p["ffn_w2"] = self.block_matrix("ffn_w2", "W₂", block.weights.ffn_w2, self.dims, hidden)
             p["ffn_out"] = self.block_matrix("ffn_out", "FFN = act·W₂ + b₂", block.ffn_out)
         elif stage.key == "addnorm2" and block is not None:

@@ -74,7 +74,7 @@ class AttentionWeights(BaseModel):
     w_k: HeadStack | None = Field(None, description="h × d_model × d_k.")
     w_v: HeadStack | None = Field(None, description="h × d_model × d_v.")
     w_o: OutProjection | None = Field(None, description="(h·d_v) × d_model: output = concat·w_o.")
-    w_a: SquareStack | None = Field(None, description='h × d_k × d_k: the "general" score qᵀ·w_a[i]·k.')
+    w_a: SquareStack | None = Field(None, description='h × d_k × d_k: the "general" score q_i·w_a[h]·k_jᵀ.')
     w_1: SquareStack | None = Field(None, description='h × d_k × d_a (d_a = d_k): the "additive" score\'s W₁.')
     w_2: SquareStack | None = Field(None, description="h × d_k × d_a: the additive score's W₂.")
     v_a: HeadVectors | None = Field(None, description="h × d_a: the additive score's v_a.")
@@ -196,8 +196,9 @@ class AttentionRequest(BaseModel):
     )
     score: Literal["dot", "general", "additive"] = Field(
         "dot",
-        description="dot: q·k (÷√d_k when scale); general (Luong): qᵀ·W_a·k (÷√d_k when scale); "
-        "additive (Bahdanau): v_aᵀ·tanh(W₁ᵀq + W₂ᵀk), never scaled.",
+        description="q_i and k_j are rows of Q and K. dot: q_i·k_j (÷√d_k when scale); general (Luong): "
+        "q_i·W_a·k_jᵀ (÷√d_k when scale); additive (Bahdanau): v_a·tanh(q_i·W₁ + k_j·W₂) = "
+        "Σ_a (v_a)_a·tanh((Q·W₁)_ia + (K·W₂)_ja), never scaled.",
     )
     attention: Literal["softmax", "linear"] = Field(
         "softmax",
@@ -210,7 +211,12 @@ class AttentionRequest(BaseModel):
         "the top-level fields describe the first block's attention.",
     )
     d_ff: HiddenSize | None = Field(None, description="FFN hidden size; default 4·d_model.")
-    activation: Literal["relu", "gelu"] = Field("relu", description="The FFN's activation.")
+    activation: Literal["relu", "gelu", "gelu_tanh"] = Field(
+        "relu",
+        description="The FFN's activation. relu: max(0, z). gelu: exact, z·Φ(z) = ½·z·(1 + erf(z/√2)), as PyTorch's "
+        "default and BERT. gelu_tanh: GPT-2's approximation ½·z·(1 + tanh(√(2/π)·(z + 0.044715·z³))), "
+        "PyTorch's approximate=\"tanh\"; within 4.74e-4 of gelu.",
+    )
     norm: Literal["post", "pre"] = Field(
         "post", description="post: LayerNorm(x + sublayer(x)) as in the paper; pre: x + sublayer(LayerNorm(x))."
     )
@@ -219,8 +225,12 @@ class AttentionRequest(BaseModel):
     )
     positional_encoding: Literal["none", "sinusoidal", "learned", "rope", "alibi"] = Field(
         "none",
-        description="sinusoidal/learned: added to x (and context); rope: rotates q and k; "
-        "alibi: adds −m_h·|i − j| to head h's scaled scores.",
+        description="sinusoidal: PE(pos, 2i) = sin(pos/10000^(2i/d_model)), PE(pos, 2i+1) = cos(same), pos and "
+        "columns from 0 (an odd d_model ends on a sine); learned: a table; both added to x (and context). "
+        "rope: turns each pair of adjacent dimensions (2m, 2m+1) of q and k at position pos by pos·10000^(−2m/d_k) "
+        "(an odd last dimension is not turned; keys at their own positions in the context); "
+        "alibi: adds −m_h·|i − j| to head h's scaled scores, m_h = 2^(−8h/H) for H heads, H a power of two; "
+        "otherwise the slopes for n = 2^⌊log₂ H⌋, then 2^(−8(2k − 1)/(2n)) for k = 1 … H − n (the ALiBi paper's rule).",
     )
     position_table: Annotated[list[ModelRow], Field(min_length=1, max_length=settings.max_tokens)] | None = Field(
         None, description='The learned position table (positional_encoding "learned"); seeded when absent.'
@@ -403,10 +413,17 @@ Weight = Annotated[float, Field(ge=0.0, le=1.0)]  # a softmax weight: in [0, 1] 
 class LinearOut(BaseModel):
     phi_q: Matrix = Field(description="T × d_k: elu(Q) + 1")
     phi_k: Matrix = Field(description="S × d_k: elu(K) + 1")
-    kv: Matrix = Field(description="d_k × d_v: φ(K)ᵀ·V, built once")
-    z: list[Annotated[float, Field(ge=0.0)]] = Field(description="T: the normaliser φ(q_i)·Σ_j φ(k_j)")
+    kv: Matrix = Field(
+        description="d_k × d_v: φ(K)ᵀ·V = Σ_j φ(k_j)·v_jᵀ, built once from every key, whatever the mask. "
+        "Without a mask output_i = φ(q_i)ᵀ·kv / z_i. Under a mask it does not give the output: each query's "
+        "sums skip the keys hidden from it, output_i = Σ_(j seen by i) φ(q_i)·φ(k_j)·v_j / z_i = (weights·V)_i."
+    )
+    z: list[Annotated[float, Field(ge=0.0)]] = Field(
+        description="T: the normaliser z_i = Σ_(j seen by i) φ(q_i)·φ(k_j) (every key without a mask)"
+    )
     weights: list[list[Annotated[float, Field(ge=0.0)]]] = Field(
-        description="T × S: the weights linear attention implies (never built by it); each row sums to 1"
+        description="T × S: the weights linear attention implies, φ(q_i)·φ(k_j) / z_i, 0 at a hidden key; "
+        "each row sums to 1 and output = weights·V (without a mask the factorised form never needs them)"
     )
     output: Matrix = Field(description="T × d_v")
 
@@ -487,7 +504,9 @@ class AttentionOut(BaseModel):
 
 class LayerNormOut(BaseModel):
     mean: list[float] = Field(description="T: each row's mean")
-    var: list[Annotated[float, Field(ge=0.0)]] = Field(description="T: each row's variance")
+    var: list[Annotated[float, Field(ge=0.0)]] = Field(
+        description="T: each row's biased variance, Σ(z − mean)²/d_model (as PyTorch's LayerNorm)"
+    )
     normalized: Matrix = Field(description="T × d_model: (z − mean)/√(var + 1e-5)")
     output: Matrix = Field(description="T × d_model: γ·normalized + β")
 
@@ -512,7 +531,7 @@ class BlockOut(BaseModel):
     ln1: LayerNormOut = Field(description="post-norm: of residual1; pre-norm: of x")
     h: Matrix = Field(description="after the first sub-layer")
     ffn_hidden: Matrix = Field(description="T × d_ff: ffn_in·W₁ + b₁")
-    ffn_act: Matrix = Field(description="T × d_ff: ReLU or GELU of it")
+    ffn_act: Matrix = Field(description="T × d_ff: the activation (ReLU, GELU or GELU_tanh) of it")
     ffn_out: Matrix = Field(description="T × d_model: ffn_act·W₂ + b₂")
     residual2: Matrix = Field(description="h + FFN(·)")
     ln2: LayerNormOut = Field(description="post-norm: of residual2; pre-norm: of h")

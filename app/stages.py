@@ -94,7 +94,7 @@ STAGES: tuple[Stage, ...] = (
     Stage(
         "ffn", 9, "FFN", "Position-wise feed-forward network",
         r"\text{FFN}(H) = \text{act}(H W_1 + b_1)\, W_2 + b_2",
-        "Two linear layers with a ReLU or GELU between them, applied to each position independently: "
+        "Two linear layers with a ReLU or a GELU between them, applied to each position independently: "
         "attention mixes information across tokens, the FFN transforms each token on its own. Its "
         r"hidden size $d_{\text{ff}}$ is usually $4\, d_{\text{model}}$.",
         False, True,
@@ -172,14 +172,14 @@ BACKWARD_KEYS = tuple(s.key for s in BACKWARD_STAGES)
 # Titles and explanations are prose with inline maths between $…$; formulas are LaTeX.
 VARIANTS: dict[tuple[str, str], tuple[str, str, str]] = {
     ("scores", "general"): (
-        r"Scores: general $q_i^{\top} W_a\, k_j$ (Luong)",
+        r"Scores: general $q_i W_a\, k_j^{\top}$ (Luong)",
         r"\text{Scores}_{ij} = (Q W_a)_i \cdot K_j = \sum_{a} \sum_{b} Q_{ia}\, (W_a)_{ab}\, K_{jb}",
         r"Luong's \"general\" score puts a learned $d_k \times d_k$ matrix between each query and key, so the "
         r"model learns which query features should match which key features. With $W_a = I$ it is the plain "
         r"dot product.",
     ),
     ("scores", "additive"): (
-        r"Scores: additive $v_a^{\top} \tanh(q_i W_1 + k_j W_2)$ (Bahdanau)",
+        r"Scores: additive $v_a \cdot \tanh(q_i W_1 + k_j W_2)$ (Bahdanau)",
         r"\text{Scores}_{ij} = \sum_{a} (v_a)_a \tanh\big((Q W_1)_{ia} + (K W_2)_{ja}\big)",
         r"Bahdanau's original attention (2014) scored each query–key pair with a small neural network: "
         r"one hidden layer with tanh, then a dot product with $v_a$. Luong (2015) simplified this to a plain "
@@ -244,6 +244,12 @@ def neighbours(key: str, stages: tuple[Stage, ...] = STAGES) -> tuple[Stage | No
     prev = stages[i - 1] if i > 0 else None
     nxt = stages[i + 1] if i + 1 < len(stages) else None
     return prev, nxt
+
+
+# The FFN's activations (app.pipeline.ACTIVATIONS): the name in a matrix's title, its LaTeX, and in words.
+ACTIVATION_NAMES = {"relu": "ReLU", "gelu": "GELU", "gelu_tanh": "GELU_tanh"}
+ACTIVATION_TEX = {"relu": r"\text{ReLU}", "gelu": r"\text{GELU}", "gelu_tanh": r"\text{GELU}_{\tanh}"}
+ACTIVATION_WORDS = {"relu": "ReLU", "gelu": "GELU (exact)", "gelu_tanh": "GELU (tanh approximation)"}
 
 
 @dataclass(frozen=True)
@@ -331,10 +337,13 @@ def _formula(stage: Stage, formula: str, o: Options) -> str:
         return formula + r" + B,\qquad B_{ij} = -m\, |i - j|"
     if key == "softmax" and not o.masked:
         return r"A_{ij} = \frac{\exp(\text{Scaled}_{ij})}{\sum_{j\prime} \exp(\text{Scaled}_{ij\prime})}"
+    if key == "output" and o.attention == "linear" and o.masked:  # each query's sums skip its hidden keys
+        return (r"\text{Output}_i = \frac{\sum_{j \text{ seen by } i} \varphi(q_i)^{\top} \varphi(k_j)\, v_j}"
+                r"{\sum_{j \text{ seen by } i} \varphi(q_i)^{\top} \varphi(k_j)},\qquad \varphi(x) = \text{elu}(x) + 1")
     if key == "multihead" and o.cross:
         return r"\text{MultiHead}(X, C) = \text{Concat}(\text{head}_1, \ldots, \text{head}_h)\, W_O"
     if key == "ffn":  # the activation's own formula is in the stage's note
-        return formula.replace(r"\text{act}", r"\text{ReLU}" if o.activation == "relu" else r"\text{GELU}")
+        return formula.replace(r"\text{act}", ACTIVATION_TEX[o.activation])
     return formula
 
 

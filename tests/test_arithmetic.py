@@ -238,7 +238,7 @@ def test_linear_output_is_a_weighted_sum_with_the_implied_weights() -> None:
 
 
 @pytest.mark.parametrize("norm", ["post", "pre"])
-@pytest.mark.parametrize("activation", ["relu", "gelu"])
+@pytest.mark.parametrize("activation", ["relu", "gelu", "gelu_tanh"])
 def test_block_cells_are_explained_and_add_up(norm: str, activation: str) -> None:
     stack = run_transformer(X, blocks=2, d_ff=6, num_heads=H, d_k=D_K, norm=norm, activation=activation, seed=8)
     run = stack.blocks[0].attention
@@ -263,4 +263,7 @@ def test_block_cells_are_explained_and_add_up(norm: str, activation: str) -> Non
                 else:
                     assert isinstance(e, Elementwise) and np.isclose(e.result, m[i, j])
     assert parse_ref("ln1.2.0.0", run, stack) is None  # no third block
+    activation_cell = explain(run, parse_ref("ffn_act.0.0.0", run, stack), TOKENS, DIMS, stack=stack)
+    named = {"relu": r"\max(0,", "gelu": r"\text{erf}", "gelu_tanh": r"\tanh\big("}
+    assert [name for name, sign in named.items() if sign in activation_cell.formula] == [activation]
     assert parse_ref("ln1.0.0.0", run, None) is None  # no blocks at all

@@ -97,7 +97,7 @@ def reference(
             w1, w2, va = rng.normal(size=(d_k, d_a)), rng.normal(size=(d_k, d_a)), rng.normal(size=(d_a, 1))
             a1 = counters["Additive: W₁·q"].matmul(q, w1)  # (T, d_a)
             a2 = counters["Additive: W₂·k"].matmul(k, w2)  # (S, d_a)
-            pair = counters["Scores vᵀ·tanh(W₁q + W₂k)"]
+            pair = counters["Scores v_a·tanh(q_i·W₁ + k_j·W₂)"]
             scores = np.zeros((t, c.shape[0]))
             for i in range(t):
                 for j in range(c.shape[0]):

@@ -87,7 +87,7 @@ def test_every_stage_formula_converts() -> None:
     for stage in BY_KEY.values():
         for options in (Options(), Options(cross=True, masked=True, rope=True, alibi=True, added_pe=True),
                         Options(score="general"), Options(score="additive"), Options(attention="linear"),
-                        Options(norm="pre", activation="gelu")):
+                        Options(norm="pre", activation="gelu"), Options(activation="gelu_tanh")):
             title, formula, explanation = describe(stage, options)
             assert str(tex(formula, True)).count("<math") == 1
             assert "$" not in str(prose(title)) and "$" not in str(prose(explanation))

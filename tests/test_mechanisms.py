@@ -5,6 +5,7 @@ References are independent: hand-computed values, seed 003's PE table, and a pla
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import re
@@ -16,13 +17,17 @@ from fastapi.testclient import TestClient
 from markupsafe import escape
 
 from app.pipeline import (
+    LAYER_NORM_EPS,
     alibi_bias,
+    alibi_slopes,
     causal_mask,
+    layer_norm,
     rope_rotate,
     run_attention,
     sinusoidal_encoding,
 )
 from app.scenario import from_preset
+from tests.conftest import form_fields
 
 RNG = np.random.default_rng(7)
 
@@ -116,6 +121,84 @@ def test_alibi_bias_is_minus_slope_times_distance() -> None:
     run = run_attention(RNG.normal(size=(3, 4)), num_heads=2, positional_encoding="alibi")
     head = run.heads[0]
     assert np.allclose(head.scaled, head.scores / math.sqrt(run.d_k) + head.bias)
+
+
+def test_sinusoidal_encoding_with_an_odd_d_model_ends_on_a_sine() -> None:
+    pe = sinusoidal_encoding(4, 5)  # (T, d_model)
+    for pos in range(4):
+        for col in range(5):
+            angle = pos / 10000 ** ((col // 2 * 2) / 5)
+            assert pe[pos, col] == pytest.approx(math.sin(angle) if col % 2 == 0 else math.cos(angle), abs=1e-15)
+    assert pe[1, 4] == pytest.approx(math.sin(10000**-0.8), rel=1e-14)  # 6.3096e-4: the last column is a sine
+    assert not np.allclose(pe[:, :4], sinusoidal_encoding(4, 4))  # 10000^(2/5), not 10000^(2/4)
+
+
+def rope_by_hand(x: list[float], pos: int) -> list[float]:
+    """Turn dimensions (0, 1), (2, 3), … of one vector by pos·10000^(−2m/d): a 2×2 rotation per pair."""
+    d, out = len(x), list(x)
+    for m in range(d // 2):
+        angle = pos * 10000 ** (-2 * m / d)
+        a, b = x[2 * m], x[2 * m + 1]
+        out[2 * m] = a * math.cos(angle) - b * math.sin(angle)
+        out[2 * m + 1] = a * math.sin(angle) + b * math.cos(angle)
+    return out
+
+
+@pytest.mark.parametrize("d", [1, 4, 5, 6])
+def test_rope_turns_adjacent_pairs_by_pos_times_10000_to_the_minus_2m_over_d(d: int) -> None:
+    x = RNG.normal(size=(2, 7, d))  # (h, T, d)
+    rotated = rope_rotate(x)
+    for h in range(2):
+        for pos in range(7):
+            np.testing.assert_allclose(rotated[h, pos], rope_by_hand(x[h, pos].tolist(), pos), rtol=1e-13, atol=1e-15)
+    if d % 2:
+        np.testing.assert_array_equal(rotated[..., -1], x[..., -1])  # an odd last dimension is not turned
+    # Adjacent pairing: a vector along dimension 1 stays within dimensions 0 and 1.
+    e1 = np.zeros((7, 6))
+    e1[:, 1] = 1.0
+    turned = rope_rotate(e1)
+    assert np.all(turned[:, 2:] == 0.0) and turned[3, 0] == pytest.approx(-math.sin(3.0))
+
+
+def test_layer_norm_uses_the_biased_variance_and_eps_1e_5() -> None:
+    ones, zeros = np.ones(4), np.zeros(4)
+    ln = layer_norm(np.array([[1.0, 2.0, 3.0, 4.0]]), ones, zeros)
+    assert ln.var[0] == 1.25  # Σ(z − 2.5)²/4, not /3
+    assert ln.normalized[0, 0] == pytest.approx(-1.5 / math.sqrt(1.25 + 1e-5), rel=1e-14)
+    # A row whose variance, 1e-6, is below ε: (z − μ)/√(σ² + 1e-5) = ±1e-3/√1.1e-5 ≈ ±0.3015, not ±1.
+    small = layer_norm(np.array([[0.0, 2e-3, 0.0, 2e-3]]), ones, zeros)
+    np.testing.assert_allclose(small.normalized[0], [-1, 1, -1, 1] * np.array(1e-3 / math.sqrt(1.1e-5)), rtol=1e-9)
+    assert LAYER_NORM_EPS == 1e-5
+
+
+def alibi_slopes_as_the_paper_s_code(n: int) -> list[float]:
+    """The ALiBi repository's rule, recursive as it is written there: a geometric sequence starting
+    at 2^(−8/n) for n a power of two; otherwise the power of two below, then every other slope of
+    twice that, as many as are missing."""
+    if math.log2(n).is_integer():
+        start = 2 ** (-(2 ** -(math.log2(n) - 3)))
+        return [start * start**i for i in range(n)]
+    below = 2 ** math.floor(math.log2(n))
+    return alibi_slopes_as_the_paper_s_code(below) + alibi_slopes_as_the_paper_s_code(2 * below)[0::2][: n - below]
+
+
+def test_alibi_slopes_are_the_paper_s() -> None:
+    # The paper (Press et al. 2022, section 3): for 8 heads 1/2, 1/4, …, 1/256; for 16 heads 1/√2, 1/2, …, 1/256.
+    assert alibi_slopes(8).tolist() == [1 / 2, 1 / 4, 1 / 8, 1 / 16, 1 / 32, 1 / 64, 1 / 128, 1 / 256]
+    np.testing.assert_allclose(alibi_slopes(16), [2 ** -(k / 2) for k in range(1, 17)], rtol=1e-15)
+    # Head counts that are not a power of two: the power of two below, then every other slope above.
+    assert alibi_slopes(3).tolist() == [1 / 16, 1 / 256, 1 / 4]
+    assert alibi_slopes(6).tolist() == [1 / 4, 1 / 16, 1 / 64, 1 / 256, 1 / 2, 1 / 8]
+    assert alibi_slopes(7).tolist() == [1 / 4, 1 / 16, 1 / 64, 1 / 256, 1 / 2, 1 / 8, 1 / 32]
+    for h in range(1, 17):
+        np.testing.assert_allclose(alibi_slopes(h), alibi_slopes_as_the_paper_s_code(h), rtol=1e-14)
+
+
+def test_alibi_with_six_heads_biases_each_head_by_its_slope() -> None:
+    run = run_attention(RNG.normal(size=(4, 12)), num_heads=6, positional_encoding="alibi")
+    distance = np.abs(np.arange(4)[:, None] - np.arange(4)[None, :])  # (T, S)
+    for head, m in zip(run.heads, [1 / 4, 1 / 16, 1 / 64, 1 / 256, 1 / 2, 1 / 8], strict=True):
+        np.testing.assert_array_equal(head.bias, -m * distance)
 
 
 def test_temperature_divides_the_scaled_scores() -> None:
@@ -237,3 +320,39 @@ def test_the_mask_grid_shows_each_scaled_score_or_why_it_is_hidden() -> None:
             assert why == expected_why
             assert (cls == "hidden", "checked" in attrs, "disabled" in attrs) == (hidden, hidden, bool(expected_why))
             assert text == ("−∞" if hidden else f"{scaled[i, j]:.3f}")
+
+
+# --- the page states each convention --------------------------------------------------------------
+
+HTMX = {"HX-Request": "true"}
+
+
+def stage_text(client: TestClient, stage: str, **fields: str) -> str:
+    """The words and maths of one stage of the default preset with ``fields`` changed, without spaces."""
+    form = form_fields(client.get("/").text)
+    r = client.post("/stages", data={**form, **fields, "goto": stage}, headers=HTMX)
+    assert r.status_code == 200
+    article = re.search(rf'<article class="stage" id="stage-{stage}".*?</article>', r.text, re.S).group(0)
+    return "".join(html.unescape(re.sub(r"<[^>]+>", "", article)).split())
+
+
+def test_the_scaled_stage_states_alibi_s_slopes(client: TestClient) -> None:
+    text = stage_text(client, "scaled", positional_encoding="alibi", num_heads="3", d_k="1")
+    assert "mh=2−8h/H" in text and "poweroftwo" in text and "everyotherslopefortwicethat" in text
+
+
+def test_the_scores_stage_states_rope_s_pairing_and_base(client: TestClient) -> None:
+    text = stage_text(client, "scores", positional_encoding="rope")
+    assert "(1,2),(3,4),…" in text and "θm=10000−2m/dk" in text and "pos=0forthefirsttoken" in text
+    assert "anoddlastdimensionisnotturned" in text
+
+
+def test_the_x_stage_states_the_sinusoidal_formula_for_odd_d_model(client: TestClient) -> None:
+    text = stage_text(client, "x", positional_encoding="sinusoidal")
+    assert "Ppos,2i=sin(pos/100002i/dmodel)" in text and "anodddmodelendsonasine" in text
+
+
+def test_the_add_and_norm_stage_states_eps_and_the_biased_variance(client: TestClient) -> None:
+    text = stage_text(client, "addnorm1", blocks="1")
+    assert "σ2+10−5" in text and "dividedbydmodel" in text
+

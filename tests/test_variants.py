@@ -3,10 +3,12 @@ and hand-computed values (no vectorised helper from the app in the references)."
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import re
 import statistics
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ from fastapi.testclient import TestClient
 from app.pipeline import (
     elu_plus_one,
     gelu,
+    gelu_tanh,
     layer_norm,
     local_mask,
     relu,
@@ -24,7 +27,9 @@ from app.pipeline import (
     sinusoidal_encoding,
     strided_mask,
 )
+from app.presets import PRESETS
 from app.scenario import from_preset
+from app.stages import BY_KEY, Options, describe
 from tests.conftest import form_fields
 
 RNG = np.random.default_rng(11)
@@ -62,6 +67,21 @@ def test_additive_score_is_a_one_layer_network_per_pair_and_is_not_scaled() -> N
     assert run.scale_factor == 1.0
     np.testing.assert_allclose(head.q_1, head.q @ w.w_1[0])
     np.testing.assert_allclose(head.k_2, head.k @ w.w_2[0])
+
+
+def test_the_score_functions_are_written_in_one_orientation_everywhere(client: TestClient) -> None:
+    """q_i and k_j are rows, as the code computes (Q·W₁)_ia + (K·W₂)_ja: q_i·W₁, never W₁q or W₁ᵀq."""
+    schema = client.get("/openapi.json").text
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    sources = [schema, readme, PRESETS["additive"].summary,
+               *(" ".join(describe(BY_KEY["scores"], Options(score=score))) for score in ("general", "additive"))]
+    column_forms = ("W₁q", "W₁ᵀq", "W_1 q", "W_1^{\\top} q", "qᵀ·W", "q_i^{\\top} W_a", "v_aᵀ", "v_a^{\\top}")
+    for text in sources:
+        assert not [form for form in column_forms if form in text], text[:200]
+    for text in (schema, readme):
+        assert "v_a·tanh(q_i·W₁ + k_j·W₂)" in text and "q_i·W_a·k_jᵀ" in text
+    assert r"v_a \cdot \tanh(q_i W_1 + k_j W_2)" in describe(BY_KEY["scores"], Options(score="additive"))[0]
+    assert r"q_i W_a\, k_j^{\top}" in describe(BY_KEY["scores"], Options(score="general"))[0]
 
 
 def test_additive_scores_are_bounded_by_the_l1_norm_of_v() -> None:
@@ -145,6 +165,28 @@ def test_linear_attention_with_a_causal_mask_ignores_later_keys() -> None:
     np.testing.assert_allclose(run.heads[0].output[0], run.heads[0].v[0])  # token 0 sees only itself
 
 
+def test_linear_attention_s_summary_is_built_from_every_key_and_gives_the_unmasked_output() -> None:
+    x = RNG.normal(size=(5, 4))
+    open_run = run_attention(x, attention="linear", seed=6)
+    causal = run_attention(x, attention="linear", seed=6, mask="causal")
+    head = open_run.heads[0]
+    phi = np.vectorize(lambda v: v + 1 if v > 0 else math.exp(v))
+    summary = sum(np.outer(phi(head.k[j]), head.v[j]) for j in range(5))  # Σ_j φ(k_j)·v_jᵀ, (d_k, d_v)
+    np.testing.assert_allclose(head.linear.kv, summary, rtol=1e-14)
+    by_summary = phi(head.q) @ head.linear.kv / head.linear.z[:, None]  # (T, d_v)
+    np.testing.assert_allclose(by_summary, head.output, rtol=1e-14)
+    # Under a mask the summary is the same, every key's; the output skips each query's hidden keys.
+    lin = causal.heads[0].linear
+    np.testing.assert_array_equal(lin.kv, head.linear.kv)
+    for i in range(5):
+        seen = range(i + 1)
+        kernel = [phi(head.q[i]) @ phi(head.k[j]) for j in seen]
+        np.testing.assert_allclose(lin.z[i], sum(kernel), rtol=1e-14)
+        expected = sum(w * head.v[j] for w, j in zip(kernel, seen, strict=True)) / sum(kernel)
+        np.testing.assert_allclose(causal.heads[0].output[i], expected, rtol=1e-13)
+    assert not np.allclose(phi(head.q) @ lin.kv / lin.z[:, None], causal.heads[0].output)
+
+
 def test_linear_attention_differs_from_softmax() -> None:
     run = run_attention(RNG.normal(size=(5, 4)) * 2, attention="linear")
     assert np.abs(run.heads[0].output - run.heads[0].softmax_output).max() > 1e-3
@@ -172,20 +214,70 @@ def test_layer_norm_applies_gain_and_bias() -> None:
     np.testing.assert_allclose(ln.output, [[0.5 - 2 * 1.2247357, 0.5, 0.5 + 2 * 1.2247357]], rtol=1e-6)
 
 
-def test_relu_and_gelu() -> None:
+def gelu_erf_by_hand(z: float) -> float:
+    """GELU(z) = z·Φ(z), Φ the standard normal CDF: ½·z·(1 + erf(z/√2)), one scalar at a time."""
+    return 0.5 * z * (1.0 + math.erf(z / math.sqrt(2.0)))
+
+
+def gelu_tanh_by_hand(z: float) -> float:
+    """GPT-2's tanh approximation, ½·z·(1 + tanh(√(2/π)·(z + 0.044715·z³))), one scalar at a time."""
+    return 0.5 * z * (1.0 + math.tanh(math.sqrt(2.0 / math.pi) * (z + 0.044715 * z**3)))
+
+
+# Φ(z) from a table of the standard normal distribution, to 16 digits: GELU(z) = z·Φ(z).
+NORMAL_CDF = {-1.0: 0.15865525393145705, 0.5: 0.6914624612740131, 1.0: 0.8413447460685429,
+              2.0: 0.9772498680518208, 3.0: 0.9986501019683699}
+ACTIVATIONS_BY_HAND = {
+    "relu": lambda z: max(0.0, z), "gelu": gelu_erf_by_hand, "gelu_tanh": gelu_tanh_by_hand,
+}
+
+
+def by_hand(activation: str, z: np.ndarray) -> np.ndarray:
+    return np.vectorize(ACTIVATIONS_BY_HAND[activation])(z)
+
+
+def test_relu_sets_negatives_to_zero() -> None:
     z = np.linspace(-4, 4, 81)
     np.testing.assert_array_equal(relu(z), np.where(z > 0, z, 0.0))
-    exact = np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in z])
-    np.testing.assert_allclose(gelu(z), exact, atol=1e-3)  # the tanh form is within 1e-3 of the erf form
 
 
-@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_gelu_is_the_exact_erf_form() -> None:
+    z = RNG.normal(0.0, 3.0, size=(64, 256))  # the largest T × d_ff
+    np.testing.assert_allclose(gelu(z), by_hand("gelu", z), rtol=1e-15, atol=1e-300)
+    for v, phi in NORMAL_CDF.items():
+        assert gelu(np.array([v]))[0] == pytest.approx(v * phi, rel=1e-15)
+    assert gelu(np.array([1.0]))[0] == 0.8413447460685429  # GELU(1) = Φ(1)
+    assert gelu(np.array([0.0]))[0] == 0.0
+    np.testing.assert_allclose(gelu(z) - gelu(-z), z, rtol=1e-13)  # Φ(z) + Φ(−z) = 1
+
+
+def test_gelu_tanh_is_gpt2s_approximation() -> None:
+    z = RNG.normal(0.0, 3.0, size=(64, 256))
+    # np.tanh and math.tanh may differ in the last bit; 1 + tanh cancels far left, so an absolute bound
+    np.testing.assert_allclose(gelu_tanh(z), by_hand("gelu_tanh", z), rtol=1e-14, atol=1e-14)
+    # ½·(1 + tanh(√(2/π)·1.044715)) at z = 1, and the same at z = 2 with 2 + 0.044715·8
+    assert gelu_tanh(np.array([1.0]))[0] == pytest.approx(0.8411919906082768, rel=1e-15)
+    assert gelu_tanh(np.array([2.0]))[0] == pytest.approx(1.954597694087775, rel=1e-15)
+    np.testing.assert_allclose(gelu_tanh(z) - gelu_tanh(-z), z, rtol=1e-13)  # tanh is odd
+
+
+def test_the_two_gelus_differ_by_at_most_4_74e_4() -> None:
+    z = np.linspace(-8.0, 8.0, 160_001)
+    gap = np.abs(gelu(z) - gelu_tanh(z))  # (160001,)
+    assert 4.73e-4 < gap.max() < 4.74e-4
+    assert abs(abs(z[gap.argmax()]) - 2.699) < 1e-3
+    assert gelu(np.array([1.0]))[0] - gelu_tanh(np.array([1.0]))[0] == pytest.approx(1.5276e-4, rel=1e-3)
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu", "gelu_tanh"])
 def test_post_norm_block_is_layernorm_of_residuals(activation: str) -> None:
     x = RNG.normal(size=(4, 4))
     trun = run_transformer(x, blocks=1, d_ff=8, activation=activation, num_heads=2, seed=1)
     block = trun.blocks[0]
     attn = run_attention(x, num_heads=2, seed=1).output  # the same seeded attention, run alone
-    act = relu if activation == "relu" else gelu
+
+    def act(z: np.ndarray) -> np.ndarray:
+        return by_hand(activation, z)
 
     def ln(z: np.ndarray) -> np.ndarray:
         return (z - z.mean(1, keepdims=True)) / np.sqrt(z.var(1, keepdims=True) + 1e-5)
@@ -287,6 +379,20 @@ def test_api_linear_attention_returns_both_outputs(client: TestClient) -> None:
     assert head["output"] == head["linear"]["output"]
     assert np.allclose(head["softmax_output"], np.array(head["softmax"]) @ np.array(head["v"]))
     assert np.allclose(np.array(head["linear"]["weights"]).sum(axis=1), 1.0)
+
+
+def test_api_linear_summary_gives_the_output_without_a_mask_and_says_so(client: TestClient) -> None:
+    status, body = post(client, attention="linear")
+    assert status == 200
+    lin = body["heads"][0]["linear"]
+    output = np.array(lin["phi_q"]) @ np.array(lin["kv"]) / np.array(lin["z"])[:, None]  # (T, d_v)
+    np.testing.assert_allclose(output, body["heads"][0]["output"], rtol=1e-13)
+    status, masked = post(client, attention="linear", mask="causal")
+    assert status == 200 and masked["heads"][0]["linear"]["kv"] == lin["kv"]  # every key's, mask or not
+    described = client.get("/openapi.json").json()["components"]["schemas"]["LinearOut"]["properties"]
+    assert "built once from every key, whatever the mask" in described["kv"]["description"]
+    assert "Under a mask it does not give the output" in described["kv"]["description"]
+    assert "0 at a hidden key" in described["weights"]["description"]
 
 
 def test_api_sparse_masks(client: TestClient) -> None:
@@ -406,6 +512,50 @@ def test_ffn_edit_and_d_ff_change_through_the_form(client: TestClient) -> None:
     after = form_fields(r.text)
     assert after["shape"].endswith(",5") and after["ffn_w1-0-0"] == "1.5"  # the edit survives a narrower FFN
     assert "ffn_w1-0-5" not in after
+
+
+@pytest.mark.parametrize(("activation", "shown", "not_shown"), [
+    ("relu", ["ReLU(z) = max(0, z)"], ["erf", "GPT-2"]),
+    ("gelu", ["erf", "the exact form (PyTorch's default, BERT)"], ["GPT-2", "0.044715"]),
+    ("gelu_tanh", ["0.044715", "GPT-2's approximation", "4.74"], ["PyTorch's default"]),
+])
+def test_the_ffn_stage_names_its_activation(client: TestClient, activation: str, shown: list[str],
+                                            not_shown: list[str]) -> None:
+    form = {**page_form(client, "block"), "activation": activation}
+    r = client.post("/stages", data={**form, "goto": "ffn"}, headers=HTMX)
+    assert r.status_code == 200
+    note = re.search(r'<article class="stage" id="stage-ffn".*?</article>', r.text, re.S).group(0)
+    text = "".join(html.unescape(re.sub(r"<[^>]+>", "", note)).split())  # its words and maths, no spaces
+
+    def found(words: str) -> bool:
+        return "".join(words.split()) in text
+
+    assert all(map(found, shown)) and not any(map(found, not_shown)), text
+    assert 'selected>' + {"relu": "ReLU", "gelu": "GELU (exact)", "gelu_tanh": "GELU (tanh approximation)"}[
+        activation] in client.post("/", data=form, headers=HTMX).text
+
+
+def test_api_gelu_is_exact_and_gelu_tanh_the_approximation(client: TestClient) -> None:
+    acts = {}
+    for activation in ("gelu", "gelu_tanh"):
+        status, body = post(client, blocks=1, d_ff=16, activation=activation)
+        assert status == 200
+        hidden = np.array(body["blocks"][0]["ffn_hidden"])  # (T, d_ff)
+        acts[activation] = np.array(body["blocks"][0]["ffn_act"])
+        np.testing.assert_allclose(acts[activation], by_hand(activation, hidden), rtol=1e-14, atol=1e-14)
+    assert 0 < np.abs(acts["gelu"] - acts["gelu_tanh"]).max() < 4.74e-4
+
+
+@pytest.mark.parametrize("mask", ["none", "causal"])
+def test_the_linear_output_stage_says_how_a_mask_enters(client: TestClient, mask: str) -> None:
+    form = {**page_form(client, "linear"), "mask": mask}
+    r = client.post("/stages", data={**form, "goto": "output"}, headers=HTMX)
+    assert r.status_code == 200
+    stage = re.search(r'<article class="stage" id="stage-output".*?</article>', r.text, re.S).group(0)
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", "", stage)).split())
+    said = "is still built from every key; the mask is applied per query inside the sums"
+    assert (said in text) == (mask == "causal")
+    assert ("seen by" in text) == (mask == "causal")  # the formula and the equation skip hidden keys
 
 
 def test_bad_block_fields_get_a_message_not_a_500(client: TestClient) -> None:

@@ -6,6 +6,7 @@ pipeline computes.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import TYPE_CHECKING
 
@@ -109,6 +110,12 @@ def test_transformer_block_steps_inspects_layernorm_and_follows_an_ffn_edit(page
     w1[0, 0] = 1.0
     expected = block.ffn_in @ w1 + block.weights.ffn_b1
     expect(cell(hidden, 0, 0)).to_have_text(f"{expected[0, 0] + 0.0:.3f}")
+    # GELU's tanh approximation: the note names it and the activation's heatmap follows.
+    page.select_option('select[name="activation"]', "gelu_tanh")
+    expect(page.locator("#stage-ffn")).to_contain_text("GPT-2")
+    z = expected[0, 0]
+    by_hand = 0.5 * z * (1 + math.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z**3)))
+    expect(cell(heatmap(page, "ffn_act.0", "ffn").first, 0, 0)).to_have_text(fmt(np.array([[by_hand]]))[0][0])
     # The second block takes the first one's output.
     page.select_option('select[name="block"]', "1")
     goto_stage(page, "x")
