@@ -1,5 +1,6 @@
-# make run   — create .venv, install, serve http://127.0.0.1:8000
-# make test  — create .venv with the test extras, install Chromium if missing (as root), run every test
+# make run   — create .venv, install (requirements.lock), serve http://127.0.0.1:8000
+# make test  — create .venv with the test extras (requirements-test.lock), install Chromium if missing (as root), run every test
+# make lock  — write both lock files again from pyproject.toml (after changing a dependency)
 # make bench — measure an edit against /healthz, a class on one worker, growth with T (bench/RESULTS.md)
 # make test-container — build the image from the Dockerfile, run it, check it from outside (minutes)
 PYTHON ?= python3
@@ -8,20 +9,35 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: run test lint browser container-engine test-container clean bench bench-quick
+.PHONY: run test lint lock browser container-engine test-container clean bench bench-quick
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 is needed"'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+# Every dependency at the exact version and hashes of the lock files (`make lock` writes them from
+# pyproject.toml); the project itself is installed on top, without resolving anything again.
+LOCK      := requirements.lock
+TEST_LOCK := requirements-test.lock
+
+$(VENV)/.installed: pyproject.toml $(LOCK) | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --require-hashes -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+$(VENV)/.installed-test: pyproject.toml $(TEST_LOCK) | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --require-hashes -r $(TEST_LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $(VENV)/.installed $@
+
+# Resolve pyproject.toml's dependencies again, for every platform and Python >= 3.11 (the image runs
+# 3.11, as the tests do), with the hashes of every file: run after changing a dependency, and commit both files.
+lock: | $(BIN)/python
+	$(BIN)/python -m pip install --quiet "uv>=0.9"
+	$(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --quiet -o $(LOCK)
+	$(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --quiet \
+		--extra test -o $(TEST_LOCK)
 
 # The other ATTENTION_* settings (README, "Configuration") come from the environment.
 run: $(VENV)/.installed

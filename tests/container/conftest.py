@@ -3,7 +3,7 @@
 The image is built from the Dockerfile unchanged, with the docker CLI where a Docker engine answers
 and with podman otherwise. Podman runs with runc and lowered ulimits (crun cannot set rlimits on
 every host), and builds in Docker's format so the HEALTHCHECK is kept. Where no registry is
-reachable and python:3.12-slim is not in podman's store, a stand-in is made under that name from
+reachable and python:3.11-slim is not in podman's store, a stand-in is made under that name from
 Debian's python3 (debootstrap, cached in ATTENTION_CACHE_DIR, /var/cache/attention-demo by default).
 
 With no engine the tests are skipped with the reason, unless REQUIRE_CONTAINER=1 (as .ci/run sets),
@@ -26,7 +26,7 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO_ROOT / "test-artifacts"  # git-ignored
-BASE_IMAGE = "docker.io/library/python:3.12-slim"  # the Dockerfile's FROM
+BASE_IMAGE = "docker.io/library/python:3.11-slim"  # the Dockerfile's FROM
 IMAGE = "attention-demo:test"
 STAND_IN_LABEL = "attention-demo.stand-in"
 CACHE_DIR = Path(os.environ.get("ATTENTION_CACHE_DIR", "/var/cache/attention-demo"))
@@ -142,7 +142,7 @@ def engine(measurements: dict[str, str]) -> Engine:
 
 
 def make_stand_in_base(engine: Engine) -> None:
-    """Debian's python3 under the name python:3.12-slim, for a machine that cannot reach a registry."""
+    """Debian's python3 under the name python:3.11-slim, for a machine that cannot reach a registry."""
     rootfs = CACHE_DIR / "bookworm-python3-rootfs"
     if not rootfs.is_dir():
         if os.geteuid() != 0 or shutil.which("debootstrap") is None:

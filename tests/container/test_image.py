@@ -156,7 +156,7 @@ def test_a_code_change_reuses_the_dependencies_layer(engine: Engine, image: str,
         engine("rmi", "-f", rebuilt, check=False)
     added, added_again = first[len(base):], second[len(base):]
     shared = next((i for i, (a, b) in enumerate(zip(added, added_again, strict=True)) if a != b), len(added))
-    # Layers before the code: COPY pyproject.toml, RUN (the dependencies), RUN (the user).
+    # Layers before the code: COPY requirements.lock, RUN (the dependencies), RUN (the user).
     assert shared >= 3, f"only {shared} layers reused after a code change: the dependencies were reinstalled"
     assert added != added_again, "the code change did not reach the image"
 
