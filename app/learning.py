@@ -196,6 +196,8 @@ def read_learning(form: Mapping[str, str], sc: Scenario) -> Learning | None:
         raise FormError("learn_goal", f"learn_goal: choose one of {', '.join(GOAL_KINDS)}")
     if sc.blocks:  # gradients cover attention without blocks: the Learn panel says so, and keeps no goal
         return None
+    if goal == "attention" and sc.attention == "linear":  # no softmax weights to match: the output goal
+        goal = "output"
     head = _whole(form, "learn_head", "learn_head", 0, sc.num_heads - 1, 0) if goal == "attention" else 0
     t = len(sc.tokens)
     cols = len(sc.key_tokens) if goal == "attention" else sc.d_model
@@ -350,6 +352,8 @@ def fit(learning: Learning | None, sc: Scenario) -> Learning | None:
         return None
     if sc.blocks:
         return None
+    if learning.goal == "attention" and sc.attention == "linear":
+        learning = replace(learning, goal="output")  # no softmax weights to match
     cols = len(sc.key_tokens) if learning.goal == "attention" else sc.d_model
     head = min(learning.head, sc.num_heads - 1)
     if learning.target.shape == (len(sc.tokens), cols) and head == learning.head:

@@ -27,6 +27,7 @@ from app.learning import (
 )
 from app.pages import preset_page, read_page
 from app.permalink import state_query
+from app.presets import PRESETS
 from app.scenario import add_token, from_preset
 from tests.conftest import form_fields
 
@@ -281,3 +282,29 @@ def test_backward_stages_follow_the_goal(client: TestClient) -> None:
         assert r.status_code == 200 and f'id="stage-{key}"' in r.text
     r = client.get("/", params={"preset": "default", "stage": "grad_a"})
     assert 'id="stage-grad_a"' not in r.text  # no goal: no backward stages
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_every_preset_takes_either_goal_through_every_backward_stage(client: TestClient, preset: str) -> None:
+    """Any preset, either goal: every backward stage answers and ten steps train (blocks: no goal, a note)."""
+    form = {k: v for k, v in page_form(client, preset).items() if not k.startswith(("learn", "target"))}
+    for goal in ("attention", "output"):
+        r = client.post("/stages", data={**form, "learn_goal": goal, "goto": "grad_a"}, headers=HTMX)
+        assert r.status_code == 200
+        state = {**form, **{k: v for k, v in form_fields(r.text).items() if k.startswith(("learn", "target"))}}
+        for key in ("grad_scores", "grad_q", "grad_k", "grad_v", "grad_w"):
+            assert client.post("/stages", data={**state, "goto": key}, headers=HTMX).status_code == 200
+        r = client.post("/", data={**state, "action": "learn_10"}, headers=HTMX)
+        assert r.status_code == 200
+        if PRESETS[preset].blocks:  # no goal; the panel, opened, says why
+            assert 'name="learn_losses"' not in r.text
+            r = client.post("/stages", data={**state, "panels": "learn"}, headers=HTMX)
+            assert "Gradients cover attention without transformer blocks" in r.text
+        else:
+            assert len(hidden(r.text, "learn_losses").split()) == 11
+
+
+def test_linear_attention_takes_the_output_goal() -> None:
+    sc, _ = from_preset("linear")
+    learning = read_learning({"learn_goal": "attention"}, sc)
+    assert learning.goal == "output" and learning.target.shape == (5, 3)
