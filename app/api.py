@@ -14,6 +14,7 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 
 from app.backward import Gradients, loss_and_gradients, train
+from app.compression import compressed
 from app.numpy_json import NotFinite, dumps
 from app.pipeline import (
     ALL_WEIGHT_NAMES,
@@ -245,22 +246,22 @@ def train_body(req: TrainRequest) -> bytes:
 
 
 @router.post("/api/attention", response_model=AttentionResponse, tags=["attention"], responses=RESPONSES)
-def attention(req: AttentionRequest) -> Response:
+def attention(req: AttentionRequest, request: Request) -> Response:
     """Run multi-head attention and return X, every head's Q, K, V, scores, scaled scores, softmax
     weights and output, the concatenation, the output, and the weights used (given or drawn from
     `seed`). Optional: a mask (causal, sparse or explicit), a context sequence for cross-attention,
     a positional encoding, a temperature, the general or additive score, linear attention, and
     1–4 transformer blocks around it (then `blocks` holds each block's intermediates).
     With a `loss` (attention without blocks), also the loss and every gradient of it."""
-    return Response(attention_body(req), media_type="application/json")
+    return compressed(attention_body(req), "application/json", request.headers.get("accept-encoding", ""))
 
 
 @router.post("/api/train", response_model=TrainResponse, tags=["attention"], responses=RESPONSES)
-def train_attention(req: TrainRequest) -> Response:
+def train_attention(req: TrainRequest, request: Request) -> Response:
     """Descend `loss` for `steps` steps of SGD or Adam on the parameters named in `train`, and return
     `losses` (before the first step … after the last) and the final state as POST /api/attention does:
     the trained weights and x_input, its intermediates, its loss and its gradients."""
-    return Response(train_body(req), media_type="application/json")
+    return compressed(train_body(req), "application/json", request.headers.get("accept-encoding", ""))
 
 
 @router.get("/healthz", response_model=Health, tags=["health"])

@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 
 from app.main import create_app
+from bench import compression
 from bench.cases import (
     DEFAULT_CASE,
     GRID,
@@ -109,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         print(line, file=sys.stderr, flush=True)
 
     results = asyncio.run(in_process(plan, log))
+    log("compression:")
+    results.compression = compression.run(quick=args.quick, log=log)
     if not args.no_load:
         students, heavy = plan["mixed"]
         log(f"class load: {', '.join(map(str, plan['students']))} students, then {students} with {heavy} heavy "

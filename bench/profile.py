@@ -3,7 +3,7 @@ the named functions and templates under cProfile, and what leaner JSON would wei
 
 The steps are the handlers' own calls made directly in this thread (the app's sync routes run in a
 thread pool, where a profiler in the main thread would not see them): reading the form, the
-pipeline, building the heatmaps, rendering the templates, gzip at the app's level (and others).
+pipeline, building the heatmaps, rendering the templates, compression as the app does it (and others).
 
     python -m bench.profile                          # the cases that miss their goals
     python -m bench.profile --case 64,64,8 --stage qkv --top 25
@@ -27,10 +27,10 @@ from urllib.parse import urlencode
 import httpx
 import numpy as np
 from fastapi import FastAPI
-from starlette.middleware.gzip import GZipMiddleware
 from starlette.requests import Request
 
 from app.api import attention_body, run_document
+from app.compression import BROTLI_QUALITY, GZIP_LEVEL, ZSTD_LEVEL, compress
 from app.main import create_app
 from app.numpy_json import dumps
 from app.pages import posted_fields, templates
@@ -42,7 +42,7 @@ from bench.cases import DEFAULT_CASE, EDIT_STAGE, HTMX, Case, api_body, edited, 
 from bench.report import GOAL_CASE, table
 from bench.timing import send_raw
 
-COMPARED_LEVELS = (1, 6, 9)  # gzip levels timed beside the app's own (Starlette's default is 9)
+COMPARED_LEVELS = (6, 9)  # gzip levels timed beside the app's own (Starlette's default is 9)
 TARGET_S = 1.0  # each step is repeated for about this long (at least 3 times)
 
 # (what, file, function) as cProfile names them once directories are stripped.
@@ -62,23 +62,17 @@ NAMED = (
     ("  url_for in templates", "templating.py", "url_for"),
     ("  os.stat: Jinja's auto_reload checks", "~", "<built-in method posix.stat>"),
     ("  markupsafe.escape", "__init__.py", "escape"),
-    ("zlib compression", "~", "<built-in method zlib.compress>"),
+    ("zstd compression", "~", "<method 'compress' of 'zstd.ZstdCompressor' objects>"),
 )
 
 
-def gzip_level(app: FastAPI) -> int:
-    """The compression level the app's GZipMiddleware was given (Starlette's default: 9)."""
-    for middleware in app.user_middleware:
-        if middleware.cls is GZipMiddleware:
-            return int(middleware.kwargs.get("compresslevel", 9))
-    raise RuntimeError("the app has no GZipMiddleware")
-
-
-def gzip_steps(data: bytes, level: int, what: str) -> list[tuple[str, Callable[[], bytes]]]:
-    """gzip of ``data`` at the app's level, then at the other levels for comparison."""
-    steps = [(f"gzip of {what} at the app's level {level}", lambda: gzip.compress(data, level))]
+def compression_steps(data: bytes, what: str) -> list[tuple[str, Callable[[], bytes]]]:
+    """``data`` compressed as the app does for each encoding, then gzip at other levels for comparison."""
+    steps = [(f"zstd of {what} at the app's level {ZSTD_LEVEL}", lambda: compress(data, "zstd")),
+             (f"Brotli of {what} at the app's quality {BROTLI_QUALITY}", lambda: compress(data, "br")),
+             (f"gzip of {what} at the app's level {GZIP_LEVEL}", lambda: compress(data, "gzip"))]
     return steps + [(f"gzip level {other} (for comparison)", lambda n=other: gzip.compress(data, n))
-                    for other in COMPARED_LEVELS if other != level]
+                    for other in COMPARED_LEVELS if other != GZIP_LEVEL]
 
 
 def median_ms(fn: Callable[[], object], repeat: int) -> float:
@@ -162,7 +156,6 @@ def fragment_steps(app: FastAPI, fields: dict[str, str]) -> tuple[str, int, Call
     html = template.render(ctx).encode()
     sc, view = read_form(fields)
     first, stack = sc.compute()
-    level = gzip_level(app)
     steps = [
         ("read the posted form (posted_fields)", parse),
         ("read_form: the form → Scenario", lambda: read_form(fields)),
@@ -171,7 +164,7 @@ def fragment_steps(app: FastAPI, fields: dict[str, str]) -> tuple[str, int, Call
          lambda: stage_views(PanelBuilder(sc, first, view, stack), view)),
         ("page_context (pipeline + heatmaps + inspector + lists)", lambda: page_context(sc, view)),
         (f"templates: {name} rendered", lambda: template.render(ctx)),
-        *gzip_steps(html, level, "the fragment"),
+        *compression_steps(html, "the fragment"),
         ("the whole request through the app (ASGI, middleware included)", whole),
     ]
     return _steps_table(steps, repeats_for(whole)), len(html), whole
@@ -189,7 +182,7 @@ def rounded(obj: object, decimals: int) -> object:
     return obj
 
 
-def api_steps(body: dict, level: int) -> tuple[str, str]:
+def api_steps(body: dict) -> tuple[str, str]:
     """POST /api/attention's steps, each timed alone; and what rounding the numbers would save."""
     raw = json.dumps(body).encode()
     req = AttentionRequest.model_validate_json(raw)
@@ -205,7 +198,7 @@ def api_steps(body: dict, level: int) -> tuple[str, str]:
         ("numpy_json.dumps: JSON from the arrays (orjson)", lambda: dumps(doc)),
         ("(before: ndarray.tolist + json.dumps)", lambda: json.dumps(_as_lists(doc), separators=(",", ":"))),
         ("the route's work: attention_body", lambda: attention_body(req)),
-        *gzip_steps(text, level, "the body"),
+        *compression_steps(text, "the body"),
     ]
     repeat = repeats_for(lambda: gzip.compress(text, max(COMPARED_LEVELS)))
     return _steps_table(steps, repeat), _json_variants(run, req.tokens, repeat)
@@ -287,7 +280,7 @@ def report(case: Case, stage: str, show_all: bool, top: int, api: bool) -> str:
     parts = [f"### {case.label}: the edit's fragment ({what}), {html_bytes / 1024:.0f} KB of HTML, "
              f"{len(fields)} form fields", steps, named, f"```\n{heaviest}\n```"]
     if api:
-        steps, variants = api_steps(api_body(fields), gzip_level(app))
+        steps, variants = api_steps(api_body(fields))
         parts += [f"### {case.label}: the JSON API", steps, variants]
     return "\n\n".join(parts)
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.cases import EDIT_STAGE, LARGEST_REQUEST, Case
+from bench.compression import Compressed
 from bench.load import INTERVAL_S, LoadResult
 from bench.timing import Resource, Timing, fit_quadratic, quadratic_takes_over
 
@@ -35,6 +36,7 @@ class Results:
     scaling: Measured = field(default_factory=list)  # healthz, api, stage, all per T
     api: dict[str, Timing] = field(default_factory=dict)  # healthz, the default request, the large API requests
     page: list[Resource] = field(default_factory=list)
+    compression: list[Compressed] = field(default_factory=list)
     load: list[LoadResult] = field(default_factory=list)
 
 
@@ -187,6 +189,16 @@ def load_table(results: list[LoadResult]) -> str:
                      ms(r.p50_ms), ms(r.p95_ms), ms(r.p99_ms), ms(r.max_ms), ms(r.lag_p95_ms), server, client, load])
     return table(["students", "edits/s offered", "answered/s", "sent", "errors", "p50 ms", "p95 ms", "p99 ms",
                   "max ms", "client lag p95 ms", "server CPU", "client CPU", "load average"], rows)
+
+
+def compression_table(results: list[Compressed]) -> str:
+    rows = []
+    for c in results:
+        saved = c.body_bytes > c.wire_bytes
+        rows.append([c.body, c.candidate, ms(c.ms), kb(c.wire_bytes), f"{c.body_bytes / c.wire_bytes:.2f}",
+                     f"{c.ns_per_byte_saved:.1f}" if saved else "—",
+                     f"{c.pays_below_mbit:,.0f}" if saved else "—"])
+    return table(["body", "encoding", "ms", "KB", "ratio", "ns CPU per byte saved", "pays below Mbit/s"], rows)
 
 
 def _errors(errors: dict[str, int]) -> str:
@@ -368,6 +380,13 @@ def markdown(results: Results) -> str:
                   "preset's edit through the API (*÷ default request*).", api_table(results.api)]
     if results.page:
         parts += ["## The first page (GET /)", page_table(results.page)]
+    if results.compression:
+        parts += ["## Compression: CPU per byte saved",
+                  "Each body as the app sends it, compressed in one shot in this process (median): *ns CPU per "
+                  "byte saved* is the time over the bytes it saves; a link that moves a byte in more time than "
+                  "that (8 ns at 1 Gbit/s, 80 ns at 100 Mbit/s) is slower than the compression, so it pays on "
+                  "links slower than *pays below*. The app sends zstd 1, else Brotli 1, else gzip 1 "
+                  "(README, *Compression*).", compression_table(results.compression)]
     if results.load:
         seconds = results.load[0].seconds
         parts += ["## Class load (one uvicorn worker on 127.0.0.1)",
