@@ -15,6 +15,8 @@ from starlette.exceptions import HTTPException
 
 from app.backward import Gradients, loss_and_gradients, train
 from app.compression import compressed
+from app.cost import attention_cost
+from app.lanes import Lanes
 from app.numpy_json import NotFinite, dumps
 from app.pipeline import (
     ALL_WEIGHT_NAMES,
@@ -210,8 +212,27 @@ RESPONSES: dict = {
 }
 
 
+# What a pass costs beyond its arithmetic (NumPy's overhead per call, some 50 calls), in operations: it makes
+# 500 training steps at the smallest sizes (about 0.2 s) as heavy as their time says.
+PASS_OVERHEAD = 10_000
+
+
+def estimated_operations(req: AttentionRequest, passes: int = 1) -> int:
+    """How heavy a request is, known before any array is made: the operations of its forward pass, every
+    block (multiply-adds plus elementwise, as the cost panel counts them), plus PASS_OVERHEAD, times the
+    passes made (a training's steps + 1)."""
+    t, d_model = len(req.x), len(req.x[0])
+    d_k = req.d_k if req.d_k is not None else d_model // req.num_heads
+    cost = attention_cost(
+        t=t, s=len(req.context.x) if req.context is not None else t, d_model=d_model, num_heads=req.num_heads,
+        d_k=d_k, d_v=req.d_v if req.d_v is not None else d_k, score=req.score, attention=req.attention,
+        scale=req.scale, blocks=req.blocks, d_ff=(req.d_ff or 4 * d_model) if req.blocks else 0,
+    )
+    return passes * (cost.total_macs + cost.total_elementwise + PASS_OVERHEAD)
+
+
 def attention_body(req: AttentionRequest) -> bytes:
-    """POST /api/attention's answer as JSON: the pipeline run, encoded."""
+    """POST /api/attention's answer as JSON: the pipeline run, encoded (blocking: a worker thread's work)."""
     given = req.weights.model_dump(exclude_none=True) if req.weights else {}
     kwargs = _run_kwargs(req, {k: v for k, v in given.items() if k in ALL_WEIGHT_NAMES})
     if req.blocks:
@@ -230,7 +251,7 @@ def attention_body(req: AttentionRequest) -> bytes:
 
 
 def train_body(req: TrainRequest) -> bytes:
-    """POST /api/train's answer as JSON: the training, then its final state encoded."""
+    """POST /api/train's answer as JSON: the training, then its final state encoded (blocking)."""
     given = req.weights.model_dump(exclude_none=True) if req.weights else {}
     attention_weights = {k: v for k, v in given.items() if k in ALL_WEIGHT_NAMES}
     spec = _loss_spec(req.loss)
@@ -245,23 +266,30 @@ def train_body(req: TrainRequest) -> bytes:
                        "double; lower learning_rate or steps")
 
 
+async def _answer(request: Request, operations: int, body: Callable[[], bytes]) -> Response:
+    """The JSON answer, computed, encoded and compressed in a worker thread of the lane its work asks for."""
+    lanes: Lanes = request.app.state.lanes
+    accept_encoding = request.headers.get("accept-encoding", "")
+    return await lanes.run(operations, lambda: compressed(body(), "application/json", accept_encoding))
+
+
 @router.post("/api/attention", response_model=AttentionResponse, tags=["attention"], responses=RESPONSES)
-def attention(req: AttentionRequest, request: Request) -> Response:
+async def attention(req: AttentionRequest, request: Request) -> Response:
     """Run multi-head attention and return X, every head's Q, K, V, scores, scaled scores, softmax
     weights and output, the concatenation, the output, and the weights used (given or drawn from
     `seed`). Optional: a mask (causal, sparse or explicit), a context sequence for cross-attention,
     a positional encoding, a temperature, the general or additive score, linear attention, and
     1–4 transformer blocks around it (then `blocks` holds each block's intermediates).
     With a `loss` (attention without blocks), also the loss and every gradient of it."""
-    return compressed(attention_body(req), "application/json", request.headers.get("accept-encoding", ""))
+    return await _answer(request, estimated_operations(req), lambda: attention_body(req))
 
 
 @router.post("/api/train", response_model=TrainResponse, tags=["attention"], responses=RESPONSES)
-def train_attention(req: TrainRequest, request: Request) -> Response:
+async def train_attention(req: TrainRequest, request: Request) -> Response:
     """Descend `loss` for `steps` steps of SGD or Adam on the parameters named in `train`, and return
     `losses` (before the first step … after the last) and the final state as POST /api/attention does:
     the trained weights and x_input, its intermediates, its loss and its gradients."""
-    return compressed(train_body(req), "application/json", request.headers.get("accept-encoding", ""))
+    return await _answer(request, estimated_operations(req, passes=req.steps + 1), lambda: train_body(req))
 
 
 @router.get("/healthz", response_model=Health, tags=["health"])

@@ -14,6 +14,7 @@ from starlette_compress import CompressMiddleware
 from app import api, export, pages
 from app.compression import MIDDLEWARE_OPTIONS
 from app.config import Settings, settings
+from app.lanes import Lanes
 from app.security import SecurityHeadersMiddleware, docs_router
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
@@ -117,6 +118,7 @@ def create_app(config: Settings = settings) -> FastAPI:
         redoc_url=None,
     )
     app.add_exception_handler(RequestValidationError, validation_error)
+    app.state.lanes = Lanes(config.heavy_requests, config.heavy_operations)
     app.add_middleware(CompressMiddleware, **MIDDLEWARE_OPTIONS)  # zstd, Brotli or gzip (app.compression)
     app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes)
     app.add_middleware(SecurityHeadersMiddleware)  # outside the body limit: its 413 gets them too
