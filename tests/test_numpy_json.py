@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from app import numpy_json
 from app.numpy_json import NotFinite, dumps
 
 
@@ -89,3 +90,14 @@ def test_nan_never_reaches_json(doc: dict) -> None:
     with pytest.raises(NotFinite) as caught:
         dumps(doc)
     assert caught.value.path == next(iter(doc))
+
+
+def test_a_large_document_lets_go_of_the_gil_and_a_small_one_never(monkeypatch: pytest.MonkeyPatch) -> None:
+    yields: list[float] = []
+    monkeypatch.setattr(numpy_json.time, "sleep", yields.append)
+    small = {"x": np.full((5, 3), 0.123456789), "heads": [{"q": np.ones((5, 3))}]}
+    dumps(small)
+    assert yields == []
+    large = {"blocks": [{"h": np.random.default_rng(i).standard_normal((64, 256))} for i in range(8)]}
+    assert len(dumps(large)) > 8 * numpy_json.YIELD_BYTES  # about 320 KB an array
+    assert yields == [0] * 8  # once after each array, which passes YIELD_BYTES alone
