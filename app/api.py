@@ -3,7 +3,6 @@ every gradient of it); POST /api/train descends that loss and returns the final 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -15,6 +14,10 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 
 from app.backward import Gradients, loss_and_gradients, train
+from app.compression import compressed
+from app.cost import attention_cost
+from app.lanes import Lanes
+from app.numpy_json import NotFinite, dumps
 from app.pipeline import (
     ALL_WEIGHT_NAMES,
     BLOCK_WEIGHT_NAMES,
@@ -68,77 +71,72 @@ class JSONBodyRoute(APIRoute):
 router = APIRouter(route_class=JSONBodyRoute)
 
 
-def _opt(a: np.ndarray | None) -> list | None:
-    return None if a is None else a.tolist()
+def _hidden_as_null(scaled: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    """The scaled scores with the hidden keys masked: written null."""
+    return scaled if mask is None else np.ma.masked_array(scaled, mask)  # (T, S)
 
 
-def _hidden_as_null(scaled: np.ndarray, mask: np.ndarray | None) -> list:
-    if mask is None:
-        return scaled.tolist()
-    return np.where(mask, None, scaled).tolist()  # object array: None where the key is hidden
+def _layer_norm_doc(ln: LayerNormResult) -> dict:
+    return {"mean": ln.mean, "var": ln.var, "normalized": ln.normalized, "output": ln.output}
 
 
-def _layer_norm_json(ln: LayerNormResult) -> dict:
-    return {"mean": ln.mean.tolist(), "var": ln.var.tolist(), "normalized": ln.normalized.tolist(),
-            "output": ln.output.tolist()}
-
-
-def _heads_json(run: AttentionRun) -> list[dict]:
+def _heads_doc(run: AttentionRun) -> list[dict]:
     heads = []
     for h in run.heads:
         lin = h.linear
         heads.append({
-            "q": h.q.tolist(), "k": h.k.tolist(), "v": h.v.tolist(),
-            "scores": h.scores.tolist(), "scaled": _hidden_as_null(h.scaled, run.mask),
-            "softmax": h.softmax.tolist(), "output": h.output.tolist(),
-            "q_rot": _opt(h.q_rot), "k_rot": _opt(h.k_rot), "bias": _opt(h.bias),
-            "q_w": _opt(h.q_w), "q_1": _opt(h.q_1), "k_2": _opt(h.k_2),
+            "q": h.q, "k": h.k, "v": h.v,
+            "scores": h.scores, "scaled": _hidden_as_null(h.scaled, run.mask),
+            "softmax": h.softmax, "output": h.output,
+            "q_rot": h.q_rot, "k_rot": h.k_rot, "bias": h.bias,
+            "q_w": h.q_w, "q_1": h.q_1, "k_2": h.k_2,
             "linear": None if lin is None else {
-                "phi_q": lin.phi_q.tolist(), "phi_k": lin.phi_k.tolist(), "kv": lin.kv.tolist(),
-                "z": lin.z.tolist(), "weights": lin.weights.tolist(), "output": lin.output.tolist(),
+                "phi_q": lin.phi_q, "phi_k": lin.phi_k, "kv": lin.kv,
+                "z": lin.z, "weights": lin.weights, "output": lin.output,
             },
-            "softmax_output": _opt(h.softmax_output),
+            "softmax_output": h.softmax_output,
         })
     return heads
 
 
-def _weights_json(w: Weights) -> dict:
-    return {name: getattr(w, name).tolist() for name in ALL_WEIGHT_NAMES}
+def _weights_doc(w: Weights) -> dict:
+    return {name: getattr(w, name) for name in ALL_WEIGHT_NAMES}
 
 
-def _block_json(block: BlockResult, first: bool) -> dict:
+def _block_doc(block: BlockResult, first: bool) -> dict:
     attn = block.attention
     return {
-        "x": block.x.tolist(),
+        "x": block.x,
         "attention": None if first else {
-            "heads": _heads_json(attn), "concat": attn.concat.tolist(), "output": attn.output.tolist(),
-            "weights": _weights_json(attn.weights),
+            "heads": _heads_doc(attn), "concat": attn.concat, "output": attn.output,
+            "weights": _weights_doc(attn.weights),
         },
-        "residual1": block.residual1.tolist(), "ln1": _layer_norm_json(block.ln1), "h": block.h.tolist(),
-        "ffn_hidden": block.ffn_hidden.tolist(), "ffn_act": block.ffn_act.tolist(),
-        "ffn_out": block.ffn_out.tolist(), "residual2": block.residual2.tolist(),
-        "ln2": _layer_norm_json(block.ln2), "output": block.output.tolist(),
-        "weights": {name: getattr(block.weights, name).tolist() for name in BLOCK_WEIGHT_NAMES},
+        "residual1": block.residual1, "ln1": _layer_norm_doc(block.ln1), "h": block.h,
+        "ffn_hidden": block.ffn_hidden, "ffn_act": block.ffn_act,
+        "ffn_out": block.ffn_out, "residual2": block.residual2,
+        "ln2": _layer_norm_doc(block.ln2), "output": block.output,
+        "weights": {name: getattr(block.weights, name) for name in BLOCK_WEIGHT_NAMES},
     }
 
 
-def _gradients_json(grads: Gradients) -> dict:
+def _gradients_doc(grads: Gradients) -> dict:
     w = grads.weights
     return {
-        "output": grads.output.tolist(), "concat": grads.concat.tolist(),
-        "heads": [{"output": g.output.tolist(), "softmax": _opt(g.softmax), "scaled": _opt(g.scaled),
-                   "scores": _opt(g.scores), "q": g.q.tolist(), "k": g.k.tolist(), "v": g.v.tolist()}
+        "output": grads.output, "concat": grads.concat,
+        "heads": [{"output": g.output, "softmax": g.softmax, "scaled": g.scaled,
+                   "scores": g.scores, "q": g.q, "k": g.k, "v": g.v}
                   for g in grads.heads],
-        "x": grads.x.tolist(), "context": _opt(grads.context),
-        "weights": {name: _opt(getattr(w, name)) for name in ALL_WEIGHT_NAMES},
+        "x": grads.x, "context": grads.context,
+        "weights": {name: getattr(w, name) for name in ALL_WEIGHT_NAMES},
     }
 
 
-def run_to_json(
+def run_document(
     run: AttentionRun, tokens: list[str], transformer: TransformerRun | None = None,
     loss: float | None = None, gradients: Gradients | None = None,
 ) -> dict:
-    """The response body: NumPy arrays become nested lists in C (ndarray.tolist), not per element.
+    """The response body as a document of the pipeline's own arrays, for app.numpy_json to encode
+    (no nested lists of Python floats are made). Its fields are AttentionResponse's, in its order.
 
     With transformer blocks, ``run`` is the first block's attention and ``transformer`` the stack.
     ``loss`` and ``gradients`` are null unless a loss was asked for.
@@ -147,11 +145,11 @@ def run_to_json(
     pe = transformer.pe if transformer else run.pe
     return {
         "tokens": tokens,
-        "x": run.x.tolist(),
-        "x_input": x_input.tolist(),
-        "pe": _opt(pe),
-        "context": _opt(run.context),
-        "mask": _opt(run.mask),
+        "x": run.x,
+        "x_input": x_input,
+        "pe": pe,
+        "context": run.context,
+        "mask": run.mask,
         "mask_mode": run.mask_mode,
         "window": run.window,
         "positional_encoding": transformer.positional_encoding if transformer else run.positional_encoding,
@@ -159,33 +157,33 @@ def run_to_json(
         "score": run.score,
         "attention": run.attention,
         "scale_factor": run.scale_factor,
-        "heads": _heads_json(run),
-        "concat": run.concat.tolist(),
-        "output": run.output.tolist(),
-        "weights": _weights_json(run.weights),
+        "heads": _heads_doc(run),
+        "concat": run.concat,
+        "output": run.output,
+        "weights": _weights_doc(run.weights),
         "num_heads": run.num_heads,
         "d_k": run.d_k,
         "d_v": run.d_v,
         "scale": run.scale,
-        "blocks": [_block_json(b, i == 0) for i, b in enumerate(transformer.blocks)] if transformer else [],
-        "final": (transformer.output if transformer else run.output).tolist(),
+        "blocks": [_block_doc(b, i == 0) for i, b in enumerate(transformer.blocks)] if transformer else [],
+        "final": transformer.output if transformer else run.output,
         "loss": loss,
-        "gradients": None if gradients is None else _gradients_json(gradients),
+        "gradients": None if gradients is None else _gradients_doc(gradients),
     }
 
 
-def run_json(run: AttentionRun, tokens: list[str], transformer: TransformerRun | None = None) -> str:
-    """The response body as compact JSON, serialised directly: the arrays are finite by construction
-    and already plain lists, so no response model walks them again."""
-    return json.dumps(run_to_json(run, tokens, transformer), separators=(",", ":"), allow_nan=False)
+def run_json(run: AttentionRun, tokens: list[str], transformer: TransformerRun | None = None) -> bytes:
+    """The response body as compact JSON, encoded straight from the arrays. A forward pass's numbers
+    are finite by construction (inputs within ±1000); one that is not would be a bug, and a 500."""
+    return dumps(run_document(run, tokens, transformer))
 
 
-def finite_json(body: dict, field: str, why: str) -> str:
+def finite_json(body: dict, field: str, why: str) -> bytes:
     """Compact JSON of a body that may hold an overflow (training that diverged): a 422 naming ``field``
-    instead of the 500 that json.dumps's ValueError would become."""
+    when any number is not finite, so that NaN never reaches JSON."""
     try:
-        return json.dumps(body, separators=(",", ":"), allow_nan=False)
-    except ValueError:
+        return dumps(body)
+    except NotFinite:
         error = {"type": "not_finite", "loc": ("body", field), "input": None,
                  "ctx": {"field": field, "message": why}, "msg": why}
         raise RequestValidationError([error]) from None
@@ -214,14 +212,27 @@ RESPONSES: dict = {
 }
 
 
-@router.post("/api/attention", response_model=AttentionResponse, tags=["attention"], responses=RESPONSES)
-def attention(req: AttentionRequest) -> Response:
-    """Run multi-head attention and return X, every head's Q, K, V, scores, scaled scores, softmax
-    weights and output, the concatenation, the output, and the weights used (given or drawn from
-    `seed`). Optional: a mask (causal, sparse or explicit), a context sequence for cross-attention,
-    a positional encoding, a temperature, the general or additive score, linear attention, and
-    1–4 transformer blocks around it (then `blocks` holds each block's intermediates).
-    With a `loss` (attention without blocks), also the loss and every gradient of it."""
+# What a pass costs beyond its arithmetic (NumPy's overhead per call, some 50 calls), in operations: it makes
+# 500 training steps at the smallest sizes (about 0.2 s) as heavy as their time says.
+PASS_OVERHEAD = 10_000
+
+
+def estimated_operations(req: AttentionRequest, passes: int = 1) -> int:
+    """How heavy a request is, known before any array is made: the operations of its forward pass, every
+    block (multiply-adds plus elementwise, as the cost panel counts them), plus PASS_OVERHEAD, times the
+    passes made (a training's steps + 1)."""
+    t, d_model = len(req.x), len(req.x[0])
+    d_k = req.d_k if req.d_k is not None else d_model // req.num_heads
+    cost = attention_cost(
+        t=t, s=len(req.context.x) if req.context is not None else t, d_model=d_model, num_heads=req.num_heads,
+        d_k=d_k, d_v=req.d_v if req.d_v is not None else d_k, score=req.score, attention=req.attention,
+        scale=req.scale, blocks=req.blocks, d_ff=(req.d_ff or 4 * d_model) if req.blocks else 0,
+    )
+    return passes * (cost.total_macs + cost.total_elementwise + PASS_OVERHEAD)
+
+
+def attention_body(req: AttentionRequest) -> bytes:
+    """POST /api/attention's answer as JSON: the pipeline run, encoded (blocking: a worker thread's work)."""
     given = req.weights.model_dump(exclude_none=True) if req.weights else {}
     kwargs = _run_kwargs(req, {k: v for k, v in given.items() if k in ALL_WEIGHT_NAMES})
     if req.blocks:
@@ -229,23 +240,18 @@ def attention(req: AttentionRequest) -> Response:
             req.x, blocks=req.blocks, d_ff=req.d_ff, activation=req.activation, norm=req.norm,
             block_weights={k: v for k, v in given.items() if k in BLOCK_WEIGHT_NAMES}, **kwargs,
         )
-        return Response(run_json(transformer.blocks[0].attention, req.tokens, transformer),
-                        media_type="application/json")
+        return run_json(transformer.blocks[0].attention, req.tokens, transformer)
     run = run_attention(req.x, **kwargs)
     if req.loss is None:
-        return Response(run_json(run, req.tokens), media_type="application/json")
+        return run_json(run, req.tokens)
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is answered below, not warned about
         loss, grads = loss_and_gradients(run, _loss_spec(req.loss))
-    body = run_to_json(run, req.tokens, loss=loss, gradients=grads)
-    return Response(finite_json(body, "loss", "the loss or a gradient overflows a double for these values"),
-                    media_type="application/json")
+    body = run_document(run, req.tokens, loss=loss, gradients=grads)
+    return finite_json(body, "loss", "the loss or a gradient overflows a double for these values")
 
 
-@router.post("/api/train", response_model=TrainResponse, tags=["attention"], responses=RESPONSES)
-def train_attention(req: TrainRequest) -> Response:
-    """Descend `loss` for `steps` steps of SGD or Adam on the parameters named in `train`, and return
-    `losses` (before the first step … after the last) and the final state as POST /api/attention does:
-    the trained weights and x_input, its intermediates, its loss and its gradients."""
+def train_body(req: TrainRequest) -> bytes:
+    """POST /api/train's answer as JSON: the training, then its final state encoded (blocking)."""
     given = req.weights.model_dump(exclude_none=True) if req.weights else {}
     attention_weights = {k: v for k, v in given.items() if k in ALL_WEIGHT_NAMES}
     spec = _loss_spec(req.loss)
@@ -255,9 +261,35 @@ def train_attention(req: TrainRequest) -> Response:
             optimizer=req.optimizer, learning_rate=req.learning_rate, train=tuple(req.train),
         )
         loss, grads = loss_and_gradients(result.run, spec)
-    body = run_to_json(result.run, req.tokens, loss=loss, gradients=grads) | {"losses": list(result.losses)}
-    return Response(finite_json(body, "learning_rate", "training diverged: the loss or a parameter overflowed a "
-                                "double; lower learning_rate or steps"), media_type="application/json")
+    body = run_document(result.run, req.tokens, loss=loss, gradients=grads) | {"losses": list(result.losses)}
+    return finite_json(body, "learning_rate", "training diverged: the loss or a parameter overflowed a "
+                       "double; lower learning_rate or steps")
+
+
+async def _answer(request: Request, operations: int, body: Callable[[], bytes]) -> Response:
+    """The JSON answer, computed, encoded and compressed in a worker thread of the lane its work asks for."""
+    lanes: Lanes = request.app.state.lanes
+    accept_encoding = request.headers.get("accept-encoding", "")
+    return await lanes.run(operations, lambda: compressed(body(), "application/json", accept_encoding))
+
+
+@router.post("/api/attention", response_model=AttentionResponse, tags=["attention"], responses=RESPONSES)
+async def attention(req: AttentionRequest, request: Request) -> Response:
+    """Run multi-head attention and return X, every head's Q, K, V, scores, scaled scores, softmax
+    weights and output, the concatenation, the output, and the weights used (given or drawn from
+    `seed`). Optional: a mask (causal, sparse or explicit), a context sequence for cross-attention,
+    a positional encoding, a temperature, the general or additive score, linear attention, and
+    1–4 transformer blocks around it (then `blocks` holds each block's intermediates).
+    With a `loss` (attention without blocks), also the loss and every gradient of it."""
+    return await _answer(request, estimated_operations(req), lambda: attention_body(req))
+
+
+@router.post("/api/train", response_model=TrainResponse, tags=["attention"], responses=RESPONSES)
+async def train_attention(req: TrainRequest, request: Request) -> Response:
+    """Descend `loss` for `steps` steps of SGD or Adam on the parameters named in `train`, and return
+    `losses` (before the first step … after the last) and the final state as POST /api/attention does:
+    the trained weights and x_input, its intermediates, its loss and its gradients."""
+    return await _answer(request, estimated_operations(req, passes=req.steps + 1), lambda: train_body(req))
 
 
 @router.get("/healthz", response_model=Health, tags=["health"])

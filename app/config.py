@@ -51,6 +51,15 @@ class Settings(BaseSettings):
     max_train_operations: int = 200_000_000
     max_learning_rate: float = 10.0
 
+    # Fairness (app.lanes): a request to the JSON API estimated at more operations than heavy_operations
+    # (app.api.estimated_operations: its forward pass as app.cost counts it, × steps + 1 when training) is
+    # heavy; each worker computes at most heavy_requests heavy requests at once, and the others queue while
+    # /healthz, the page and lighter requests go on. At the line: T = 64, d_model = 64 with 1 or 8 heads
+    # (1.6–1.7 M, about 15 ms); every request with blocks at d_model = 64 is over it, T = 64, d_model = 16,
+    # 8 heads (0.34 M) under it.
+    heavy_requests: int = Field(default=1, ge=1)
+    heavy_operations: int = Field(default=1_000_000, ge=0)
+
     @property
     def max_form_fields(self) -> int:
         """The most fields the page's form can hold: every matrix of inputs at its largest, the mask

@@ -113,7 +113,7 @@ def _unprocessable(error: FormError) -> JSONResponse:
     return JSONResponse({"detail": detail}, status_code=422, headers=NO_SNIFF)
 
 
-def _attachment(body: str, filename: str, media_type: str) -> Response:
+def _attachment(body: str | bytes, filename: str, media_type: str) -> Response:
     return Response(body, media_type=media_type,
                     headers={"Content-Disposition": f'attachment; filename="{filename}"', **NO_SNIFF})
 

@@ -8,11 +8,13 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
-from starlette.middleware.gzip import GZipMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette_compress import CompressMiddleware
 
 from app import api, export, pages
+from app.compression import MIDDLEWARE_OPTIONS
 from app.config import Settings, settings
+from app.lanes import Lanes
 from app.security import SecurityHeadersMiddleware, docs_router
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
@@ -116,10 +118,8 @@ def create_app(config: Settings = settings) -> FastAPI:
         redoc_url=None,
     )
     app.add_exception_handler(RequestValidationError, validation_error)
-    # Level 2, not the default 9: the largest valid run (54 MB of JSON) compresses in about 1 s instead of 10 s.
-    # Level 2 costs what level 1 does on an edit's fragment and makes the heaviest one 6 % smaller (105 → 98 KB);
-    # on a large JSON answer it takes about 20 % longer than level 1.
-    app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=2)
+    app.state.lanes = Lanes(config.heavy_requests, config.heavy_operations)
+    app.add_middleware(CompressMiddleware, **MIDDLEWARE_OPTIONS)  # zstd, Brotli or gzip (app.compression)
     app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes)
     app.add_middleware(SecurityHeadersMiddleware)  # outside the body limit: its 413 gets them too
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

@@ -20,13 +20,18 @@ from pathlib import Path
 import httpx
 
 from app.main import create_app
+from bench import compression
 from bench.cases import (
     DEFAULT_CASE,
     GRID,
+    LARGEST_REQUEST,
+    LARGEST_RESPONSE,
     SCALING_D_MODEL,
     SCALING_HEADS,
     SCALING_TOKENS,
+    ApiCase,
     Case,
+    api_requests,
     edit_requests,
     stage_requests,
 )
@@ -38,12 +43,14 @@ RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 FULL_PLAN = dict(
     cases=(DEFAULT_CASE, *GRID), stages=(Case(64, 64, 1), GOAL_CASE),
     scaling=tuple(Case(t, SCALING_D_MODEL, SCALING_HEADS) for t in SCALING_TOKENS),
-    students=(50, 200, 500), load_seconds=20.0, budget=FULL,
+    api=(LARGEST_REQUEST, LARGEST_RESPONSE), students=(50, 200, 500), load_seconds=20.0, budget=FULL,
+    mixed=(200, 4), heavy=LARGEST_REQUEST,  # 200 students while 4 clients send the largest request in a loop
 )
 QUICK_PLAN = dict(
     cases=(DEFAULT_CASE, Case(5, 3, 8)), stages=(DEFAULT_CASE,),
     scaling=tuple(Case(t, 3, 1) for t in (4, 8, 12)),
-    students=(5,), load_seconds=1.5, budget=QUICK,
+    api=(ApiCase(8, 8, 2, blocks=1),), students=(5,), load_seconds=1.5, budget=QUICK,
+    mixed=(5, 1), heavy=ApiCase(8, 8, 2, blocks=1),
 )
 
 
@@ -80,6 +87,10 @@ async def in_process(plan: dict, log: callable) -> Results:
                 start = time.perf_counter()
                 getattr(results, key).append((case, await measure(client, await build(client, case), budget)))
                 log(f"  {case.label}: {time.perf_counter() - start:.1f} s")
+        log("large API requests:")
+        start = time.perf_counter()
+        results.api = await measure(client, await api_requests(client, plan["api"]), budget)
+        log(f"  {', '.join(case.label for case in plan['api'])}: {time.perf_counter() - start:.1f} s")
         results.page = await first_page(client)
     return results
 
@@ -99,9 +110,14 @@ def main(argv: list[str] | None = None) -> int:
         print(line, file=sys.stderr, flush=True)
 
     results = asyncio.run(in_process(plan, log))
+    log("compression:")
+    results.compression = compression.run(quick=args.quick, log=log)
     if not args.no_load:
-        log(f"class load: {', '.join(map(str, plan['students']))} students, {plan['load_seconds']:g} s each")
-        results.load = run_class_load(plan["students"], plan["load_seconds"], log)
+        students, heavy = plan["mixed"]
+        log(f"class load: {', '.join(map(str, plan['students']))} students, then {students} with {heavy} heavy "
+            f"clients, {plan['load_seconds']:g} s each")
+        results.load = run_class_load(plan["students"], plan["load_seconds"], log, mixed=plan["mixed"],
+                                      heavy_body=plan["heavy"].body())
     results.environment += f", {load_average()} at the end."
     text = markdown(results)
     print(text)

@@ -17,8 +17,8 @@ from app.presets import PRESETS
 from app.scenario import read_form
 from tests.conftest import form_fields
 
-GZIP = {"Accept-Encoding": "gzip"}
-HTMX = {**GZIP, "HX-Request": "true"}
+BROWSER = {"Accept-Encoding": "gzip, deflate, br, zstd"}  # what Chromium sends
+HTMX = {**BROWSER, "HX-Request": "true"}
 EDIT_STAGE = "softmax"  # the stage an edit's fragment shows: the T×T weights, the centre of the lesson
 ATTENTION_STAGES = ("x", "qkv", "scores", "scaled", "mask", "softmax", "output", "multihead")
 EDIT_VARIANTS = 4  # prebuilt edits cycled through, so consecutive requests change a value
@@ -104,7 +104,7 @@ def api_body(fields: dict[str, str]) -> dict:
 def api_request(client: httpx.AsyncClient, fields: dict[str, str]) -> httpx.Request:
     content = json.dumps(api_body(fields), separators=(",", ":")).encode()
     return client.build_request("POST", "/api/attention", content=content,
-                                headers={**GZIP, "Content-Type": "application/json"})
+                                headers={**BROWSER, "Content-Type": "application/json"})
 
 
 def fragment_request(client: httpx.AsyncClient, fields: dict[str, str]) -> httpx.Request:
@@ -112,7 +112,52 @@ def fragment_request(client: httpx.AsyncClient, fields: dict[str, str]) -> httpx
 
 
 def health_request(client: httpx.AsyncClient) -> httpx.Request:
-    return client.build_request("GET", "/healthz", headers=GZIP)
+    return client.build_request("GET", "/healthz", headers=BROWSER)
+
+
+@dataclass(frozen=True)
+class ApiCase:
+    """One request to POST /api/attention at a size the page's edits do not reach: T tokens of
+    d_model dimensions, h heads, d_k = d_v (default d_model // h), transformer blocks (d_ff = 4·d_model)."""
+
+    tokens: int
+    d_model: int
+    heads: int
+    blocks: int = 0
+    d_head: int | None = None
+    attention: str = "softmax"
+
+    @property
+    def label(self) -> str:
+        extra = f", d_k=d_v={self.d_head}" if self.d_head else ""
+        extra += f", {self.attention} attention" if self.attention != "softmax" else ""
+        return f"T={self.tokens} d={self.d_model} h={self.heads}, {self.blocks} blocks{extra}"
+
+    def body(self) -> bytes:
+        x = np.round(np.random.default_rng(0).uniform(-1.0, 1.0, (self.tokens, self.d_model)), 2)  # (T, d_model)
+        body = {"tokens": [f"w{i}" for i in range(self.tokens)], "x": x.tolist(), "num_heads": self.heads,
+                "blocks": self.blocks, "attention": self.attention, "seed": 0}
+        if self.d_head:
+            body |= {"d_k": self.d_head, "d_v": self.d_head}
+        return json.dumps(body, separators=(",", ":")).encode()
+
+    def request(self, client: httpx.AsyncClient) -> httpx.Request:
+        return client.build_request("POST", "/api/attention", content=self.body(),
+                                    headers={**BROWSER, "Content-Type": "application/json"})
+
+
+# The issue's "largest valid request": every size at its bound but d_k = d_model // h. Giving d_k = d_v = 64
+# as well (LARGEST_RESPONSE) multiplies the per-head matrices by 8: the largest response the bounds allow.
+LARGEST_REQUEST = ApiCase(64, 64, 8, blocks=4)
+LARGEST_RESPONSE = ApiCase(64, 64, 8, blocks=4, d_head=64, attention="linear")
+
+
+async def api_requests(client: httpx.AsyncClient, cases: tuple[ApiCase, ...]) -> dict[str, list[httpx.Request]]:
+    """/healthz, the default preset's edit through the API, and each case's request."""
+    fields = await page_state(client, DEFAULT_CASE)
+    requests = {"healthz": [health_request(client)], "default": [api_request(client, edited(fields, 1))]}
+    requests |= {case.label: [case.request(client)] for case in cases}
+    return requests
 
 
 async def edit_requests(client: httpx.AsyncClient, case: Case) -> dict[str, list[httpx.Request]]:

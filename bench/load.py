@@ -1,14 +1,17 @@
-"""Class load: N students, each editing a cell about every 2 s, against one uvicorn worker on loopback.
+"""Class load: N students, each editing a cell about every 2 s, against one uvicorn worker on loopback;
+and a mixed load: the same students while a few clients send the largest valid API request in a loop.
 
 The server is a real ``uvicorn app.main:app --workers 1`` subprocess on 127.0.0.1 (no access log);
 the students are coroutines of one asyncio aiohttp client in this process, so on a 2-core machine
 the client shares the CPU with the server, as a teacher's laptop would not, but the server keeps
 one core to itself. Each student loads nothing but edits: the default preset's state form with one
 X cell changed, posted to /stages with HX-Request: true, the stage in view being the softmax.
-A run lasts a fixed time, waits at most ``TIMEOUT_S`` for requests in flight, and stops the
+A heavy client posts one request body to /api/attention, reads the whole answer and sends it again
+at once. A run lasts a fixed time, waits at most ``TIMEOUT_S`` for requests in flight, and stops the
 server: it always ends by itself.
 
     python -m bench.load --students 200 --seconds 20
+    python -m bench.load --students 200 --heavy 4 --seconds 20
 """
 
 from __future__ import annotations
@@ -31,14 +34,31 @@ import aiohttp
 import httpx
 import numpy as np
 
-from bench.cases import DEFAULT_CASE, HTMX, edited, page_state
+from bench.cases import BROWSER, DEFAULT_CASE, HTMX, LARGEST_REQUEST, edited, page_state
 from tests.servers import LOOPBACK, free_port, running, tail, uvicorn_args
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 INTERVAL_S = 2.0  # a student edits a cell about every 2 s …
 JITTER = 0.25  # … ± 25 %, drawn per edit
 TIMEOUT_S = 10.0  # a request not answered by then counts as an error
+HEAVY_TIMEOUT_S = 60.0  # the same for a heavy client's request, which may queue behind the others'
 BODIES = 64  # distinct edits, prebuilt and cycled through
+
+
+@dataclass(frozen=True)
+class HeavyResult:
+    """What the heavy clients of a mixed load got."""
+
+    clients: int
+    ok: int
+    errors: Counter = field(default_factory=Counter)
+    p50_ms: float = float("nan")
+    p95_ms: float = float("nan")
+    wire_bytes: int = 0  # one answer, as sent
+
+    @property
+    def error_count(self) -> int:
+        return sum(self.errors.values())
 
 
 @dataclass(frozen=True)
@@ -52,6 +72,7 @@ class LoadResult:
     p95_ms: float = float("nan")
     p99_ms: float = float("nan")
     max_ms: float = float("nan")
+    heavy: HeavyResult | None = None  # a mixed load's heavy clients
     lag_p95_ms: float = float("nan")  # how late edits went out against the schedule (a student awaits each answer)
     server_cpu: float | None = None  # the worker's CPU time / wall time (1.0 = one core busy)
     client_cpu: float | None = None  # the same for this process, the students' client
@@ -96,8 +117,9 @@ def uvicorn_server() -> Iterator[Server]:
 
 
 async def class_load(base_url: str, students: int, seconds: float, *, server_pid: int | None = None,
-                     seed: int = 0) -> LoadResult:
-    """``students`` editing for ``seconds`` against ``base_url`` (loopback only)."""
+                     seed: int = 0, heavy: int = 0, heavy_body: bytes = b"") -> LoadResult:
+    """``students`` editing for ``seconds`` against ``base_url`` (loopback only), and ``heavy`` clients
+    posting ``heavy_body`` to /api/attention in a loop meanwhile."""
     if httpx.URL(base_url).host not in (LOOPBACK, "localhost"):
         raise ValueError("the class load only targets this machine's loopback")
     async with httpx.AsyncClient(base_url=base_url) as setup:
@@ -110,7 +132,7 @@ async def class_load(base_url: str, students: int, seconds: float, *, server_pid
     lags: list[float] = []
     errors: Counter = Counter()
     sent = 0
-    connector = aiohttp.TCPConnector(limit=students + 8)
+    connector = aiohttp.TCPConnector(limit=students + heavy + 8)
     timeout = aiohttp.ClientTimeout(total=TIMEOUT_S)  # the whole request, not each phase of it
     async with aiohttp.ClientSession(base_url, connector=connector, timeout=timeout, auto_decompress=False) as session:
 
@@ -148,15 +170,40 @@ async def class_load(base_url: str, students: int, seconds: float, *, server_pid
                 k += 1
                 at += INTERVAL_S * rng.uniform(1 - JITTER, 1 + JITTER)
 
+        heavy_latencies: list[float] = []
+        heavy_errors: Counter = Counter()
+        heavy_wire = 0
+        heavy_timeout = aiohttp.ClientTimeout(total=HEAVY_TIMEOUT_S)
+
+        async def heavy_client() -> None:
+            nonlocal heavy_wire
+            await asyncio.sleep(max(0.0, start - loop.time()))
+            while loop.time() < end:
+                t0 = time.perf_counter()
+                try:
+                    async with session.post("/api/attention", data=heavy_body, timeout=heavy_timeout,
+                                            headers={**BROWSER, "Content-Type": "application/json"}) as response:
+                        heavy_wire = len(await response.read())
+                        if response.status == 200:
+                            heavy_latencies.append(time.perf_counter() - t0)
+                        else:
+                            heavy_errors[f"HTTP {response.status}"] += 1
+                except TimeoutError:
+                    heavy_errors[f"no answer in {HEAVY_TIMEOUT_S:g} s"] += 1
+                except aiohttp.ClientError as e:
+                    heavy_errors[type(e).__name__] += 1
+
         cpu_before = _cpu_seconds(server_pid) if server_pid else None
         client_before, wall_before = time.process_time(), time.perf_counter()
-        await asyncio.gather(*(student(i) for i in range(students)))  # each ends by `end` + TIMEOUT_S
+        await asyncio.gather(*(student(i) for i in range(students)),  # each ends by `end` + TIMEOUT_S
+                             *(heavy_client() for _ in range(heavy)))  # … or + HEAVY_TIMEOUT_S
         wall = time.perf_counter() - wall_before
         client_cpu = (time.process_time() - client_before) / wall
         cpu_after = _cpu_seconds(server_pid) if server_pid else None
 
     ms = np.array(latencies) * 1000
     pct = np.percentile(ms, [50, 95, 99]) if len(ms) else [float("nan")] * 3
+    heavy_ms = np.percentile(np.array(heavy_latencies) * 1000, [50, 95]) if heavy_latencies else [float("nan")] * 2
     return LoadResult(
         students=students, seconds=seconds, sent=sent, ok=len(latencies), errors=errors,
         p50_ms=float(pct[0]), p95_ms=float(pct[1]), p99_ms=float(pct[2]),
@@ -165,19 +212,26 @@ async def class_load(base_url: str, students: int, seconds: float, *, server_pid
         server_cpu=(cpu_after - cpu_before) / wall if cpu_before is not None and cpu_after is not None else None,
         client_cpu=client_cpu,
         load_average=os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        heavy=HeavyResult(heavy, len(heavy_latencies), heavy_errors, float(heavy_ms[0]), float(heavy_ms[1]),
+                          heavy_wire) if heavy else None,
     )
 
 
-def run_class_load(student_counts: tuple[int, ...], seconds: float,
-                   log: Callable[[str], None] = print) -> list[LoadResult]:
-    """One server; each class size in turn, smallest first."""
+def run_class_load(student_counts: tuple[int, ...], seconds: float, log: Callable[[str], None] = print, *,
+                   mixed: tuple[int, int] | None = None, heavy_body: bytes = b"") -> list[LoadResult]:
+    """One server; each class size in turn, smallest first; then, given ``mixed`` = (students, heavy
+    clients), those students while the heavy clients post ``heavy_body`` in a loop."""
+    plans = [(n, 0) for n in student_counts] + ([mixed] if mixed else [])
     results = []
     with uvicorn_server() as server:
-        for n in student_counts:
-            results.append(asyncio.run(class_load(server.url, n, seconds, server_pid=server.pid)))
+        for n, heavy in plans:
+            results.append(asyncio.run(class_load(server.url, n, seconds, server_pid=server.pid, heavy=heavy,
+                                                  heavy_body=heavy_body)))
             r = results[-1]
-            log(f"  {n} students: {r.ok} answered, {r.error_count} errors, p95 {r.p95_ms:.1f} ms")
-            if any(kind.startswith("HTTP 5") for kind in r.errors):
+            log(f"  {n} students{f' and {heavy} heavy clients' if heavy else ''}: {r.ok} answered, "
+                f"{r.error_count} errors, p95 {r.p95_ms:.1f} ms"
+                + (f"; heavy: {r.heavy.ok} answered, {r.heavy.error_count} errors" if r.heavy else ""))
+            if any(kind.startswith("HTTP 5") for kind in r.errors + (r.heavy.errors if r.heavy else Counter())):
                 log(f"  the server's log ends with:\n{server.log_tail()}")
     return results
 
@@ -186,10 +240,16 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--students", type=int, nargs="+", default=[50, 200, 500])
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--heavy", type=int, default=0,
+                        help="then the last class size again, with this many clients sending the largest request")
     args = parser.parse_args(argv)
-    from bench.report import load_table
+    from bench.report import load_table, mixed_table
 
-    print(load_table(run_class_load(tuple(args.students), args.seconds)))
+    mixed = (args.students[-1], args.heavy) if args.heavy else None
+    results = run_class_load(tuple(args.students), args.seconds, mixed=mixed, heavy_body=LARGEST_REQUEST.body())
+    print(load_table([r for r in results if r.heavy is None]))
+    if mixed:
+        print(mixed_table(results))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ the named functions and templates under cProfile, and what leaner JSON would wei
 
 The steps are the handlers' own calls made directly in this thread (the app's sync routes run in a
 thread pool, where a profiler in the main thread would not see them): reading the form, the
-pipeline, building the heatmaps, rendering the templates, gzip at the app's level (and others).
+pipeline, building the heatmaps, rendering the templates, compression as the app does it (and others).
 
     python -m bench.profile                          # the cases that miss their goals
     python -m bench.profile --case 64,64,8 --stage qkv --top 25
@@ -27,12 +27,12 @@ from urllib.parse import urlencode
 import httpx
 import numpy as np
 from fastapi import FastAPI
-from starlette.middleware.gzip import GZipMiddleware
 from starlette.requests import Request
 
-from app.api import attention as attention_route
-from app.api import run_to_json
+from app.api import attention_body, run_document
+from app.compression import BROTLI_QUALITY, GZIP_LEVEL, ZSTD_LEVEL, compress
 from app.main import create_app
+from app.numpy_json import dumps
 from app.pages import posted_fields, templates
 from app.pipeline import AttentionRun, run_attention
 from app.render import PanelBuilder, page_context, stage_views
@@ -42,7 +42,7 @@ from bench.cases import DEFAULT_CASE, EDIT_STAGE, HTMX, Case, api_body, edited, 
 from bench.report import GOAL_CASE, table
 from bench.timing import send_raw
 
-COMPARED_LEVELS = (1, 6, 9)  # gzip levels timed beside the app's own (Starlette's default is 9)
+COMPARED_LEVELS = (6, 9)  # gzip levels timed beside the app's own (Starlette's default is 9)
 TARGET_S = 1.0  # each step is repeated for about this long (at least 3 times)
 
 # (what, file, function) as cProfile names them once directories are stripped.
@@ -62,23 +62,17 @@ NAMED = (
     ("  url_for in templates", "templating.py", "url_for"),
     ("  os.stat: Jinja's auto_reload checks", "~", "<built-in method posix.stat>"),
     ("  markupsafe.escape", "__init__.py", "escape"),
-    ("zlib compression", "~", "<built-in method zlib.compress>"),
+    ("zstd compression", "~", "<method 'compress' of 'zstd.ZstdCompressor' objects>"),
 )
 
 
-def gzip_level(app: FastAPI) -> int:
-    """The compression level the app's GZipMiddleware was given (Starlette's default: 9)."""
-    for middleware in app.user_middleware:
-        if middleware.cls is GZipMiddleware:
-            return int(middleware.kwargs.get("compresslevel", 9))
-    raise RuntimeError("the app has no GZipMiddleware")
-
-
-def gzip_steps(data: bytes, level: int, what: str) -> list[tuple[str, Callable[[], bytes]]]:
-    """gzip of ``data`` at the app's level, then at the other levels for comparison."""
-    steps = [(f"gzip of {what} at the app's level {level}", lambda: gzip.compress(data, level))]
+def compression_steps(data: bytes, what: str) -> list[tuple[str, Callable[[], bytes]]]:
+    """``data`` compressed as the app does for each encoding, then gzip at other levels for comparison."""
+    steps = [(f"zstd of {what} at the app's level {ZSTD_LEVEL}", lambda: compress(data, "zstd")),
+             (f"Brotli of {what} at the app's quality {BROTLI_QUALITY}", lambda: compress(data, "br")),
+             (f"gzip of {what} at the app's level {GZIP_LEVEL}", lambda: compress(data, "gzip"))]
     return steps + [(f"gzip level {other} (for comparison)", lambda n=other: gzip.compress(data, n))
-                    for other in COMPARED_LEVELS if other != level]
+                    for other in COMPARED_LEVELS if other != GZIP_LEVEL]
 
 
 def median_ms(fn: Callable[[], object], repeat: int) -> float:
@@ -162,7 +156,6 @@ def fragment_steps(app: FastAPI, fields: dict[str, str]) -> tuple[str, int, Call
     html = template.render(ctx).encode()
     sc, view = read_form(fields)
     first, stack = sc.compute()
-    level = gzip_level(app)
     steps = [
         ("read the posted form (posted_fields)", parse),
         ("read_form: the form → Scenario", lambda: read_form(fields)),
@@ -171,7 +164,7 @@ def fragment_steps(app: FastAPI, fields: dict[str, str]) -> tuple[str, int, Call
          lambda: stage_views(PanelBuilder(sc, first, view, stack), view)),
         ("page_context (pipeline + heatmaps + inspector + lists)", lambda: page_context(sc, view)),
         (f"templates: {name} rendered", lambda: template.render(ctx)),
-        *gzip_steps(html, level, "the fragment"),
+        *compression_steps(html, "the fragment"),
         ("the whole request through the app (ASGI, middleware included)", whole),
     ]
     return _steps_table(steps, repeats_for(whole)), len(html), whole
@@ -189,43 +182,55 @@ def rounded(obj: object, decimals: int) -> object:
     return obj
 
 
-def api_steps(body: dict, level: int) -> tuple[str, str]:
+def api_steps(body: dict) -> tuple[str, str]:
     """POST /api/attention's steps, each timed alone; and what rounding the numbers would save."""
     raw = json.dumps(body).encode()
     req = AttentionRequest.model_validate_json(raw)
     options = dict(num_heads=req.num_heads, d_k=req.d_k, d_v=req.d_v, seed=req.seed, scale=req.scale,
                    weights=req.weights.model_dump(exclude_none=True) if req.weights else None)
     run = run_attention(req.x, **options)
-    doc = run_to_json(run, req.tokens)
-    text = json.dumps(doc, separators=(",", ":"), allow_nan=False).encode()
+    doc = run_document(run, req.tokens)
+    text = dumps(doc)
     steps = [
         ("validate the request (pydantic)", lambda: AttentionRequest.model_validate_json(raw)),
         ("run_attention: the NumPy pipeline", lambda: run_attention(req.x, **options)),
-        ("run_to_json: arrays → lists (ndarray.tolist)", lambda: run_to_json(run, req.tokens)),
-        ("json.dumps of the lists", lambda: json.dumps(doc, separators=(",", ":"), allow_nan=False)),
-        ("the whole route function", lambda: attention_route(req).body),
-        *gzip_steps(text, level, "the body"),
+        ("run_document: the arrays named", lambda: run_document(run, req.tokens)),
+        ("numpy_json.dumps: JSON from the arrays (orjson)", lambda: dumps(doc)),
+        ("(before: ndarray.tolist + json.dumps)", lambda: json.dumps(_as_lists(doc), separators=(",", ":"))),
+        ("the route's work: attention_body", lambda: attention_body(req)),
+        *compression_steps(text, "the body"),
     ]
     repeat = repeats_for(lambda: gzip.compress(text, max(COMPARED_LEVELS)))
     return _steps_table(steps, repeat), _json_variants(run, req.tokens, repeat)
 
 
+def _as_lists(doc: object) -> object:
+    """A response document with its arrays as nested lists (None where masked), as json.dumps needs."""
+    if isinstance(doc, dict):
+        return {k: _as_lists(v) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_as_lists(v) for v in doc]
+    if isinstance(doc, np.ma.MaskedArray):
+        return np.where(doc.mask, None, doc.data).tolist()
+    return doc.tolist() if isinstance(doc, np.ndarray) else doc
+
+
 def _json_variants(run: AttentionRun, tokens: list[str], repeat: int) -> str:
     """The response as it is and with its numbers rounded: size and serialisation time."""
     rows = []
-    for label, decimals in (("as now (shortest repr of each float64)", None), ("np.round(…, 6) before tolist", 6),
-                            ("np.round(…, 4) before tolist", 4)):
+    for label, decimals in (("as now (shortest repr of each float64)", None), ("np.round(…, 6) first", 6),
+                            ("np.round(…, 4) first", 4)):
         source = run if decimals is None else rounded(run, decimals)
 
         def serialise(r: AttentionRun = source) -> bytes:
-            return json.dumps(run_to_json(r, tokens), separators=(",", ":"), allow_nan=False).encode()
+            return dumps(run_document(r, tokens))
 
         text = serialise()
         numbers = text.count(b",") + 1
         rows.append([label, f"{len(text) / 1024:.0f}", f"{len(text) / numbers:.1f}",
                      f"{len(gzip.compress(text, 6)) / 1024:.0f}", f"{len(gzip.compress(text, 1)) / 1024:.0f}",
                      f"{median_ms(serialise, repeat):.1f}"])
-    return table(["numbers", "KB", "bytes a number", "KB gzip 6", "KB gzip 1", "tolist + dumps ms"], rows)
+    return table(["numbers", "KB", "bytes a number", "KB gzip 6", "KB gzip 1", "encoding ms"], rows)
 
 
 def profile_whole(fn: Callable[[], object], repeat: int, top: int) -> tuple[str, str]:
@@ -275,7 +280,7 @@ def report(case: Case, stage: str, show_all: bool, top: int, api: bool) -> str:
     parts = [f"### {case.label}: the edit's fragment ({what}), {html_bytes / 1024:.0f} KB of HTML, "
              f"{len(fields)} form fields", steps, named, f"```\n{heaviest}\n```"]
     if api:
-        steps, variants = api_steps(api_body(fields), gzip_level(app))
+        steps, variants = api_steps(api_body(fields))
         parts += [f"### {case.label}: the JSON API", steps, variants]
     return "\n\n".join(parts)
 

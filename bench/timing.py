@@ -2,8 +2,8 @@
 
 Every endpoint of a case is timed in the same loop as /healthz, interleaved (healthz, A, healthz,
 B, …, with the order rotated each round), so a slow moment of the machine lands on both and the
-ratio to /healthz stays meaningful. Responses are read raw (still gzip-compressed, as on the wire)
-and not decoded inside the timed part.
+ratio to /healthz stays meaningful. Requests accept what Chromium accepts (gzip, deflate, br, zstd);
+responses are read raw (still compressed, as on the wire) and not decoded inside the timed part.
 """
 
 from __future__ import annotations
@@ -11,12 +11,17 @@ from __future__ import annotations
 import gzip
 import statistics
 import time
+import zlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from html.parser import HTMLParser
 
+import brotli
 import httpx
 import numpy as np
+import zstandard
+
+from bench.cases import BROWSER
 
 
 @dataclass(frozen=True)
@@ -39,10 +44,14 @@ class Timing:
     samples: int
     median_ms: float
     p90_ms: float
-    wire_bytes: int  # as sent: gzip-compressed when the response was
+    wire_bytes: int  # as sent: compressed when the response was
     body_bytes: int  # decoded
-    gzip: bool
+    encoding: str  # the Content-Encoding ("" when sent as it is)
     request_bytes: int
+
+    @property
+    def compressed(self) -> bool:
+        return bool(self.encoding)
 
     def ratio(self, floor: Timing) -> float:
         """This request's cost in /healthz requests: 2.0 means half of /healthz's requests per second."""
@@ -66,8 +75,19 @@ async def send_raw(client: httpx.AsyncClient, request: httpx.Request) -> tuple[f
     return elapsed, response, raw
 
 
-def decoded_size(raw: bytes, encoding: str) -> int:
-    return len(gzip.decompress(raw)) if encoding == "gzip" else len(raw)
+def decoded(raw: bytes, encoding: str) -> bytes:
+    """A body as sent with ``encoding`` (a Content-Encoding), decoded."""
+    if encoding == "gzip":
+        return gzip.decompress(raw)
+    if encoding == "deflate":
+        return zlib.decompress(raw)
+    if encoding == "br":
+        return brotli.decompress(raw)
+    if encoding == "zstd":
+        return zstandard.ZstdDecompressor().decompressobj().decompress(raw)  # the frame may not state its size
+    if encoding:
+        raise ValueError(f"unknown Content-Encoding {encoding!r}")
+    return raw
 
 
 async def measure(client: httpx.AsyncClient, requests: dict[str, list[httpx.Request]],
@@ -106,7 +126,7 @@ def _timing(s: _Samples, request: httpx.Request) -> Timing:
     ms = sorted(d * 1000 for d in s.durations)
     return Timing(
         samples=len(ms), median_ms=statistics.median(ms), p90_ms=ms[min(len(ms) - 1, int(0.9 * len(ms)))],
-        wire_bytes=len(s.last), body_bytes=decoded_size(s.last, s.encoding), gzip=s.encoding == "gzip",
+        wire_bytes=len(s.last), body_bytes=len(decoded(s.last, s.encoding)), encoding=s.encoding,
         request_bytes=len(request.content),
     )
 
@@ -134,19 +154,24 @@ class Resource:
     url: str
     body_bytes: int
     wire_bytes: int
-    gzip: bool
+    encoding: str
+
+    @property
+    def compressed(self) -> bool:
+        return bool(self.encoding)
 
 
 async def first_page(client: httpx.AsyncClient, path: str = "/") -> list[Resource]:
-    """The page and every asset it loads, each fetched with Accept-Encoding: gzip."""
+    """The page and every asset it loads, each fetched as Chromium fetches it (gzip, deflate, br, zstd)."""
 
     async def fetch(url: str) -> tuple[Resource, bytes]:
-        _, response, raw = await send_raw(client, client.build_request("GET", url, headers={"Accept-Encoding": "gzip"}))
+        request = client.build_request("GET", url, headers=BROWSER)
+        _, response, raw = await send_raw(client, request)
         if response.status_code != 200:
             raise RuntimeError(f"GET {url} answered {response.status_code}")
         encoding = response.headers.get("content-encoding", "")
-        body = gzip.decompress(raw) if encoding == "gzip" else raw
-        return Resource(url, len(body), len(raw), encoding == "gzip"), body
+        body = decoded(raw, encoding)
+        return Resource(url, len(body), len(raw), encoding), body
 
     page, html = await fetch(path)
     parser = _Assets()

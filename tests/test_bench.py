@@ -57,13 +57,13 @@ def test_quick_bench_prints_what_it_writes(quick_run: tuple[subprocess.Completed
 def test_quick_bench_tables_are_well_formed(quick_run: tuple[subprocess.CompletedProcess[str], str, str]) -> None:
     _, results, _ = quick_run
     found = tables(results)
-    assert len(found) >= 6  # goals, cost, stages, growth with T, first page, class load
+    assert len(found) >= 8  # goals, cost, stages, growth with T, large API requests, first page, class load, mixed
     for t in found:
         assert len(t) >= 2, f"an empty table: {t[0]}"
         assert all(len(row) == len(t[0]) for row in t), f"ragged table under {t[0]}"
     by_header = {tuple(t[0][:2]): t for t in found}
     goal_rows = by_header["goal", "target"][1:]
-    assert len(goal_rows) == 8
+    assert len(goal_rows) == 11
     assert {row[3] for row in goal_rows} <= VERDICTS
     cost = by_header["case", "/healthz ms"]
     assert cost[0][:3] == ["case", "/healthz ms", "API ms"]
@@ -75,12 +75,19 @@ def test_quick_bench_tables_are_well_formed(quick_run: tuple[subprocess.Complete
     assert [row[1] for row in stages[1:]] == ["x", "qkv", "scores", "scaled", "mask", "softmax", "output", "multihead"]
     growth = by_header["T", "/healthz ms"]
     assert [int(row[0]) for row in growth[1:]] == [4, 8, 12]
+    api = by_header["POST /api/attention", "ms"]
+    assert api[1][0].startswith("default preset") and len(api) >= 3
+    assert all(float(row[1]) > 0 and row[3].endswith("×") for row in api[1:])
     page = by_header["resource", "KB"]
     assert page[1][0] == "/" and any("htmx" in row[0] for row in page)
     load = by_header["students", "edits/s offered"]
     assert load[1][0] == "5"
     assert int(load[1][3]) > 0  # requests were sent
     assert re.fullmatch(r"\d+( \(.*\))?", load[1][4])  # an error count
+    mixed = by_header["students", "heavy clients"]
+    assert mixed[1][:2] == ["5", "1"]
+    assert re.fullmatch(r"\d+( \(.*\))?", mixed[1][3]) and re.fullmatch(r"\d+( \(.*\))?", mixed[1][10])
+    assert float(mixed[1][9]) > 0  # heavy requests were answered
 
 
 def test_quick_bench_rewrites_only_readmes_block(quick_run: tuple[subprocess.CompletedProcess[str], str, str]) -> None:
@@ -90,6 +97,7 @@ def test_quick_bench_rewrites_only_readmes_block(quick_run: tuple[subprocess.Com
     assert "old figures" not in readme
     block = readme.split(README_BEGIN)[1].split(README_END)[0]
     assert "| goal |" in block and "| students |" in block
+    assert "| POST /api/attention |" in block and "| heavy clients |" in block
 
 
 def test_fit_recovers_a_known_curve() -> None:

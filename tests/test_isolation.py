@@ -61,7 +61,7 @@ def client_state(i: int) -> dict[str, Any]:
 
 def expected_body(body: dict[str, Any]) -> bytes:
     """What the route computes for this body in this process, without HTTP."""
-    return bytes(api.attention(AttentionRequest.model_validate(body)).body)
+    return api.attention_body(AttentionRequest.model_validate(body))
 
 
 def client_form(i: int, base_forms: dict[str, dict[str, str]]) -> dict[str, str]:
