@@ -1,7 +1,8 @@
 # make run   — create .venv, install (requirements.lock), serve http://127.0.0.1:8000
 # make test  — create .venv with the test extras (requirements-test.lock), install Chromium if missing (as root), run every test
 # make lock  — write both lock files again from pyproject.toml (after changing a dependency)
-# make bench — measure an edit against /healthz, a class on one worker, growth with T (bench/RESULTS.md)
+# make bench — an edit and large API requests against /healthz, a class on one worker (alone and beside
+#              the largest request in a loop), growth with T, compression (bench/RESULTS.md)
 # make test-container — build the image from the Dockerfile, run it, check it from outside (minutes)
 PYTHON ?= python3
 VENV   := .venv
