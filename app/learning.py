@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -107,12 +108,13 @@ def default_target(sc: Scenario, goal: str) -> np.ndarray:
     return target
 
 
+@lru_cache(maxsize=8)
 def from_goal(key: str) -> Learning:
     """The Learn panel for one of app.goals' goals (its target, rows, optimizer and learning rate), or
     for "why-scale", the scaled run of app.goals.why_scale."""
     if key == "why-scale":
         scenario = why_scale_scenario(True)
-        return Learning(goal="output", head=0, target=np.array(scenario.loss["target"]), optimizer="sgd",
+        return Learning(goal="output", head=0, target=_frozen(scenario.loss["target"]), optimizer="sgd",
                         learning_rate=WHY_SCALE_LEARNING_RATE, train=("w_q", "w_k"))
     goal = GOALS[key]
     loss = goal.scenarios[0].loss
@@ -121,9 +123,16 @@ def from_goal(key: str) -> Learning:
         companion = next(k for k, p in PRESETS.items() if p.goal == "" and p.tokens == goal.scenarios[1].tokens)
     return Learning(
         goal="output" if loss["kind"] == "mse" else "attention", head=int(loss.get("head", 0)),
-        target=np.array(loss["target"], dtype=np.float64), rows=tuple(loss.get("rows", ())),
+        target=_frozen(loss["target"]), rows=tuple(loss.get("rows", ())),
         optimizer=goal.optimizer, learning_rate=goal.learning_rate, train=goal.train, companion=companion,
     )
+
+
+def _frozen(m: np.ndarray) -> np.ndarray:
+    """A read-only copy: from_goal's learnings are cached and shared by every request."""
+    out = np.array(m, dtype=np.float64)
+    out.setflags(write=False)
+    return out
 
 
 def preset_learning(sc: Scenario) -> Learning | None:
@@ -290,12 +299,9 @@ def loss_and_gradients(run: AttentionRun, learning: Learning) -> tuple[float, Gr
         return goal_loss_and_gradients(run, learning.loss_spec())
 
 
-def total_loss(sc: Scenario, run: AttentionRun, learning: Learning) -> float:
-    """What the curve plots: the loss on screen, plus the other sentence's for a two-sentence goal."""
-    loss, _ = loss_and_gradients(run, learning)
-    for extra in _scenarios(sc, learning)[1:]:
-        loss += goal_loss_and_gradients(run_attention(extra.x, **extra.run_kwargs), extra.loss)[0]
-    return loss
+def companion_loss(learning: Learning, run: AttentionRun) -> float:
+    """The loss of the goal's other sentence, given its run (companion_run)."""
+    return goal_loss_and_gradients(run, companion_scenario(learning).loss)[0]
 
 
 def check_steps(sc: Scenario, learning: Learning, steps: int) -> None:

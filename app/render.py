@@ -27,7 +27,7 @@ from app.gradient_arithmetic import (
 from app.gradient_worked import gradient_worked
 from app.heatmap import LegendStop, format_numbers, heatmap_table, legend
 from app.learn_charts import loss_curve_svg, why_scale_context
-from app.learning import companion_run, companion_scenario, curve_text, loss_and_gradients, total_loss
+from app.learning import companion_loss, companion_run, companion_scenario, curve_text, loss_and_gradients
 from app.maths import prose
 from app.panels import cost_context, lab_context
 from app.pin import decode_pin, describe_pin
@@ -779,7 +779,8 @@ def learn_context(sc: Scenario, run: AttentionRun, view: View, loss: float | Non
                  "head_labels": [head_label(sc, h) for h in range(sc.num_heads)]}
     if learning is None:
         return ctx
-    total = total_loss(sc, run, learning)
+    other = companion_run(sc, run, learning)  # the goal's other sentence, with the same weights
+    total = loss + (companion_loss(learning, other) if other is not None else 0.0)
     curve = learning.losses or (total,)
     ctx.update(
         loss=loss, total=total, steps=learning.steps_taken,
@@ -797,7 +798,6 @@ def learn_context(sc: Scenario, run: AttentionRun, view: View, loss: float | Non
         focus = sc.tokens.index(p.focus) if p is not None and p.focus in sc.tokens else None
         ctx["lines"] = attention_lines(np.stack([h.softmax for h in run.heads]), sc.tokens, sc.key_tokens,
                                        ctx["head_labels"], fig_id="lines-learn", focus=focus, cross=sc.cross)
-    other = companion_run(sc, run, learning)
     if other is not None:
         second = companion_scenario(learning)
         ctx["companion"] = {
