@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")  # cgroup v2: "<quota> <period>" or "max <period>"
@@ -30,7 +30,9 @@ class Settings(BaseSettings):
     # Serving: `python -m app.serve` (the container's command) reads these; an empty variable means the default.
     host: str = "127.0.0.1"  # the container sets 0.0.0.0, so the class's machines can reach it
     port: int = Field(default=8000, ge=1, le=65535)
-    workers: int = Field(default_factory=available_cpus, ge=1)  # processes; the server keeps no per-user state
+    # Worker processes. Default: one per CPU with Redis (REDIS_URL), else one, since the class rooms
+    # (app.rooms) live in the process without Redis; more than one without Redis is refused by app.serve.
+    workers: int | None = Field(default=None, ge=1)
     root_path: str = ""  # the sub-path behind a reverse proxy, such as /attention; empty: served at /
     forwarded_allow_ips: str = "127.0.0.1"  # proxies trusted for X-Forwarded-For/-Proto: IPs or CIDRs, or "*"
 
@@ -59,6 +61,22 @@ class Settings(BaseSettings):
     # 8 heads (0.34 M) under it.
     heavy_requests: int = Field(default=1, ge=1)
     heavy_operations: int = Field(default=1_000_000, ge=0)
+
+    # Live classes (app.rooms, app.classroom). With REDIS_URL set, rooms and their events go through
+    # Redis, so several workers and replicas serve one class; without it they live in this process.
+    redis_url: str = Field(default="", validation_alias=AliasChoices("redis_url", "REDIS_URL"))
+    class_max_rooms: int = Field(default=200, ge=1)  # rooms alive on the server (or sharing one Redis)
+    class_max_students: int = Field(default=500, ge=1)  # anonymous students per room
+    class_max_streams: int = Field(default=1000, ge=1)  # open event streams per worker process
+    class_predictions_per_minute: int = Field(default=30, ge=1)  # per student
+    class_joins_per_minute: int = Field(default=10, ge=1)  # codes naming no room, per address; then 429
+    class_idle_minutes: int = Field(default=240, ge=1)  # a room unused this long is gone
+
+    @model_validator(mode="after")
+    def _default_workers(self) -> Settings:
+        if self.workers is None:  # frozen: set once, here, before anyone reads it
+            object.__setattr__(self, "workers", available_cpus() if self.redis_url else 1)
+        return self
 
     @property
     def max_form_fields(self) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import FastAPI, Request
@@ -11,10 +13,11 @@ from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette_compress import CompressMiddleware
 
-from app import api, export, pages
+from app import api, classroom, export, pages
 from app.compression import MIDDLEWARE_OPTIONS
 from app.config import Settings, settings
 from app.lanes import Lanes
+from app.rooms import make_rooms
 from app.security import SecurityHeadersMiddleware, docs_router
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
@@ -109,8 +112,15 @@ async def validation_error(request: Request, exc: RequestValidationError) -> JSO
     return JSONResponse({"detail": detail}, status_code=422)
 
 
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    yield
+    await app.state.rooms.close()  # Redis's connections, and this worker's subscription
+
+
 def create_app(config: Settings = settings) -> FastAPI:
     app = FastAPI(
+        lifespan=lifespan,
         title="Attention, step by step",
         summary="Every intermediate matrix of multi-head scaled dot-product attention.",
         version="0.1.0",
@@ -119,12 +129,15 @@ def create_app(config: Settings = settings) -> FastAPI:
     )
     app.add_exception_handler(RequestValidationError, validation_error)
     app.state.lanes = Lanes(config.heavy_requests, config.heavy_operations)
+    app.state.config = config
+    app.state.rooms = make_rooms(config)  # live class rooms: in this process, or in Redis with REDIS_URL
     app.add_middleware(CompressMiddleware, **MIDDLEWARE_OPTIONS)  # zstd, Brotli or gzip (app.compression)
     app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes)
     app.add_middleware(SecurityHeadersMiddleware)  # outside the body limit: its 413 gets them too
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.include_router(api.router)
     app.include_router(pages.router)
+    app.include_router(classroom.router)
     app.include_router(export.router)
     app.include_router(docs_router)
     if config.root_path:

@@ -21,6 +21,7 @@ from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 from starlette.concurrency import run_in_threadpool
 
+from app import classroom
 from app.config import settings
 from app.form import DECIMALS, EDITABLE, FormError, is_index
 from app.learn_charts import short_number
@@ -107,7 +108,8 @@ def _is_htmx(request: Request) -> bool:
 
 
 # The routes the templates link to: resolved once per root path, not once per link per render.
-LINKED_ROUTES = ("index", "update", "stages", "export", "download_scenario", "open_scenario", "swagger_ui_html")
+LINKED_ROUTES = ("index", "update", "stages", "export", "download_scenario", "open_scenario", "swagger_ui_html",
+                 "start_class", "join_class")
 
 
 _ROUTE_PATHS: dict[tuple[int, str], SimpleNamespace] = {}
@@ -205,10 +207,15 @@ def index(request: Request, preset: str = DEFAULT_PRESET) -> HTMLResponse:
 @router.post("/", response_class=HTMLResponse, include_in_schema=False)
 async def update(request: Request) -> Response:
     fields = await posted_fields(request)
-    return await _off_loop(fields, lambda: _update(request, fields))
+    lesson = await classroom.page_lesson(request, fields)  # a page in a live class: app.classroom
+    if lesson is not None:
+        fields = classroom.class_fields(fields)
+    response = await _off_loop(fields, lambda: _update(request, fields, lesson))
+    await classroom.teacher_edit(request, lesson)
+    return response
 
 
-def _update(request: Request, fields: dict[str, str]) -> Response:
+def _update(request: Request, fields: dict[str, str], lesson: classroom.Lesson | None = None) -> Response:
     template = "partials/workspace.html" if _is_htmx(request) else "index.html"
     try:
         sc, view = read_page(fields)
@@ -216,10 +223,18 @@ def _update(request: Request, fields: dict[str, str]) -> Response:
         if not _is_htmx(request) and fields.get("action"):  # without JavaScript: an edit keeps the inputs open
             view = replace(view, panels=view.panels | {"inputs"})
         ctx = _workspace_context(sc, view)
+        ctx["classroom"] = classroom.finish(lesson, sc, view)
     except FormError as e:
-        return _error_response(request, fields, e)
+        return _error_response(request, fields, e, lesson)
+    request.state.shown = (sc, view)
     url = _link(request, ctx, sc, view)
-    return _respond(request, template, ctx, headers={"HX-Push-Url": url} if url else None)
+    return _respond(request, template, ctx, headers=_address(url, lesson))
+
+
+def _address(url: str | None, lesson: classroom.Lesson | None, header: str = "HX-Push-Url") -> dict[str, str] | None:
+    """The address bar follows the state, except in a class, where it keeps the class's link (a
+    reload brings back the class)."""
+    return {header: url} if url and lesson is None else None
 
 
 # A form of at most this many fields (the default preset posts 84, a 16-token d_model 16 page about 1,000)
@@ -238,17 +253,24 @@ async def _off_loop(fields: Mapping[str, str], work: Callable[[], Response]) -> 
 @router.post("/stages", response_class=HTMLResponse, include_in_schema=False)
 async def stages(request: Request) -> Response:
     fields = await posted_fields(request)
-    return await _off_loop(fields, lambda: _stages(request, fields))
+    lesson = await classroom.page_lesson(request, fields)
+    if lesson is not None:
+        fields = classroom.class_fields(fields)
+    response = await _off_loop(fields, lambda: _stages(request, fields, lesson))
+    await classroom.teacher_edit(request, lesson)
+    return response
 
 
-def _stages(request: Request, fields: dict[str, str]) -> Response:
+def _stages(request: Request, fields: dict[str, str], lesson: classroom.Lesson | None = None) -> Response:
     try:
         sc, view = read_page(fields)
         if fields.get("action") == "pin":  # pinning changes no number: the stages are enough
             sc, view = apply_action(sc, view, "pin")
         ctx = page_context(sc, view)
+        ctx["classroom"] = classroom.finish(lesson, sc, view)
     except FormError as e:
-        return _error_response(request, fields, e)
+        return _error_response(request, fields, e, lesson)
+    request.state.shown = (sc, view)
     ctx["error_slots"] = ERROR_SLOTS
     url = _link(request, ctx, sc, view)
     if not _is_htmx(request):
@@ -256,10 +278,11 @@ def _stages(request: Request, fields: dict[str, str]) -> Response:
         return _respond(request, "index.html", ctx)
     # A step is a place to come back to (history); a value edit only updates the address.
     header = "HX-Push-Url" if "goto" in fields else "HX-Replace-Url"
-    return _respond(request, "partials/stages_response.html", ctx, headers={header: url} if url else None)
+    return _respond(request, "partials/stages_response.html", ctx, headers=_address(url, lesson, header))
 
 
-def _error_response(request: Request, fields: dict[str, str], error: FormError) -> Response:
+def _error_response(request: Request, fields: dict[str, str], error: FormError,
+                    lesson: classroom.Lesson | None = None) -> Response:
     """422 with the message for the field. htmx keeps the last good stages on screen (the
     response swaps only the error slots, out of band); without JavaScript the page comes back
     with what the student typed still in the inputs and the message beside them."""
@@ -268,6 +291,7 @@ def _error_response(request: Request, fields: dict[str, str], error: FormError) 
         return _respond(request, "partials/errors.html", ctx, status=422, headers={"HX-Reswap": "none"})
     sc, view = _lenient_read(fields)
     ctx = _workspace_context(sc, view, error)
+    ctx["classroom"] = classroom.finish(lesson, sc, view)
     ctx["typed"] = fields
     ctx["stale"] = True
     return _respond(request, "index.html", ctx, status=422)

@@ -21,6 +21,9 @@ def serve(config: Settings = settings) -> None:
     believed only from ``config.forwarded_allow_ips``; the root path is applied by the app itself."""
     import uvicorn  # here, not above: the HEALTHCHECK, run every few seconds, does not need it
 
+    if config.workers > 1 and not config.redis_url:
+        raise SystemExit(refusal(config))
+
     uvicorn.run(
         "app.main:app",
         host=config.host,
@@ -30,6 +33,14 @@ def serve(config: Settings = settings) -> None:
         forwarded_allow_ips=config.forwarded_allow_ips,
         timeout_graceful_shutdown=GRACEFUL_STOP_SECONDS,
     )
+
+
+def refusal(config: Settings) -> str:
+    """Why the server will not start with several workers and no Redis: each worker would keep class
+    rooms of its own, and a student sent to another worker than the teacher's would find no room."""
+    return (f"ATTENTION_WORKERS={config.workers} needs REDIS_URL: live class rooms are kept in the worker "
+            "process without Redis, so several workers would each have their own. Set REDIS_URL "
+            "(such as redis://127.0.0.1:6379/0) or use one worker (ATTENTION_WORKERS=1).")
 
 
 def health_url(config: Settings = settings) -> str:

@@ -55,9 +55,9 @@ def links(html: str) -> list[str]:
 
 @pytest.fixture
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    """No ATTENTION_* variable from the environment the tests run in."""
+    """No ATTENTION_* variable (nor REDIS_URL) from the environment the tests run in."""
     for name in list(os.environ):
-        if name.startswith("ATTENTION_"):
+        if name.startswith("ATTENTION_") or name == "REDIS_URL":
             monkeypatch.delenv(name)
     return monkeypatch
 
@@ -65,7 +65,25 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 def test_serving_defaults_work_with_no_environment(clean_env: pytest.MonkeyPatch) -> None:
     s = Settings()
     assert (s.host, s.port, s.root_path, s.forwarded_allow_ips) == ("127.0.0.1", 8000, "", "127.0.0.1")
+    assert s.workers == 1  # class rooms live in the process without Redis
+    assert s.redis_url == ""
+
+
+def test_with_redis_the_workers_default_to_the_cpus(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("REDIS_URL", "redis://127.0.0.1:6379/0")
+    s = Settings()
+    assert s.redis_url == "redis://127.0.0.1:6379/0"
     assert s.workers == available_cpus() >= 1
+
+
+def test_several_workers_without_redis_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    import uvicorn
+
+    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: pytest.fail("uvicorn must not start"))
+    with pytest.raises(SystemExit) as stopped:
+        serve.serve(Settings(workers=2))
+    message = str(stopped.value)
+    assert "ATTENTION_WORKERS=2" in message and "REDIS_URL" in message and "ATTENTION_WORKERS=1" in message
 
 
 def test_environment_variables_override_the_defaults(clean_env: pytest.MonkeyPatch) -> None:
@@ -81,7 +99,7 @@ def test_environment_variables_override_the_defaults(clean_env: pytest.MonkeyPat
 def test_an_empty_variable_means_the_default(clean_env: pytest.MonkeyPatch) -> None:
     clean_env.setenv("ATTENTION_WORKERS", "")
     clean_env.setenv("ATTENTION_PORT", "")
-    assert Settings().workers == available_cpus()
+    assert Settings().workers == 1
     assert Settings().port == 8000
 
 
@@ -120,7 +138,8 @@ def test_serve_hands_the_settings_to_uvicorn(monkeypatch: pytest.MonkeyPatch) ->
 
     calls: list[tuple[tuple, dict]] = []
     monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: calls.append((args, kwargs)))
-    serve.serve(Settings(host="0.0.0.0", port=9001, workers=3, forwarded_allow_ips="10.0.0.0/8"))
+    serve.serve(Settings(host="0.0.0.0", port=9001, workers=3, forwarded_allow_ips="10.0.0.0/8",
+                         redis_url="redis://127.0.0.1:6379/0"))
     [(args, kwargs)] = calls
     assert args == ("app.main:app",)
     assert kwargs["host"] == "0.0.0.0" and kwargs["port"] == 9001 and kwargs["workers"] == 3

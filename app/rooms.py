@@ -1,0 +1,483 @@
+"""Class rooms: what a teacher shows, where every worker can read it, and the events that tell students.
+
+A room holds the teacher's state (the page's state as a query string, the same as a permalink's),
+a version that goes up with each change, the anonymous students' ids, and their predictions. No
+names, nothing personal. Two stores keep rooms behind one interface:
+
+- ``MemoryRooms``: in this process, for ``make run`` and one worker (the default);
+- ``RedisRooms``: in Redis (``REDIS_URL``), so several workers and replicas serve one class. A
+  change is published on the room's channel, and each worker passes it to its own open streams.
+
+Codes are six characters from an alphabet without look-alikes (``KQ7-M4P`` read aloud); with
+``class_max_rooms`` rooms alive, a guess names one with odds of about one in a million, and failed
+guesses are limited per address. The teacher key is a 32-byte secret; the store keeps its SHA-256.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import secrets
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import orjson
+
+CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: easy to read aloud and to type
+CODE_LENGTH = 6  # 31⁶ ≈ 8.9 × 10⁸ codes
+STREAM_QUEUE = 8  # events waiting for one slow stream; beyond, the oldest go (only the latest state counts)
+
+
+class RoomsFull(Exception):
+    """A bound of the settings is reached (rooms per server, students per room, streams per worker)."""
+
+
+@dataclass(frozen=True)
+class Room:
+    code: str
+    state: str  # the teacher's page state, as a permalink's query string
+    version: int  # goes up with every change the teacher makes
+    fingerprint: str  # the scenario the predictions are about (a new scenario starts them afresh)
+    students: int  # ids given out
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: str  # "state": the teacher changed something; "predictions": a student predicted
+    version: int
+    count: int = 0  # with "predictions": how many predictions the room holds
+
+    def encode(self) -> bytes:
+        return orjson.dumps({"kind": self.kind, "version": self.version, "count": self.count})
+
+    @classmethod
+    def decode(cls, data: bytes | str) -> Event:
+        d = orjson.loads(data)
+        return cls(str(d["kind"]), int(d["version"]), int(d.get("count", 0)))
+
+
+def normal_code(text: str) -> str:
+    """What a student typed, as a code: capitals, without spaces or dashes; "" when it cannot be one."""
+    code = "".join(c for c in text.upper() if c not in " -").strip()
+    return code if len(code) == CODE_LENGTH and all(c in CODE_ALPHABET for c in code) else ""
+
+
+def spoken_code(code: str) -> str:
+    """KQ7M4P → KQ7-M4P: two halves, easier to read aloud and to copy from a projector."""
+    half = len(code) // 2
+    return f"{code[:half]}-{code[half:]}"
+
+
+def new_code() -> str:
+    return "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
+
+
+def key_hash(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8", errors="replace")).hexdigest()
+
+
+def same_key(key: str, stored_hash: str) -> bool:
+    return bool(key) and len(key) <= 128 and hmac.compare_digest(key_hash(key), stored_hash)
+
+
+class Fanout:
+    """This worker's open event streams, by room: each has a small queue that keeps the latest events."""
+
+    def __init__(self, max_streams: int) -> None:
+        self.max_streams = max_streams
+        self.queues: dict[str, set[asyncio.Queue[Event]]] = {}
+        self.open = 0
+
+    def add(self, code: str) -> asyncio.Queue[Event]:
+        if self.open >= self.max_streams:
+            raise RoomsFull(f"this worker has its {self.max_streams} event streams open")
+        queue: asyncio.Queue[Event] = asyncio.Queue(STREAM_QUEUE)
+        self.queues.setdefault(code, set()).add(queue)
+        self.open += 1
+        return queue
+
+    def remove(self, code: str, queue: asyncio.Queue[Event]) -> bool:
+        """Forget a stream; True when it was the room's last one here."""
+        queues = self.queues.get(code)
+        if queues is None or queue not in queues:
+            return False
+        queues.discard(queue)
+        self.open -= 1
+        if not queues:
+            del self.queues[code]
+            return True
+        return False
+
+    def deliver(self, code: str, event: Event) -> None:
+        for queue in self.queues.get(code, ()):
+            if queue.full():
+                with contextlib.suppress(asyncio.QueueEmpty):
+                    queue.get_nowait()
+            queue.put_nowait(event)
+
+
+class Rooms:
+    """The interface both stores implement. Every method is a coroutine but ``listen``, an async
+    context manager yielding a queue of the room's events for one stream."""
+
+    def __init__(self, *, max_rooms: int, max_students: int, max_streams: int, idle_seconds: float) -> None:
+        self.max_rooms = max_rooms
+        self.max_students = max_students
+        self.idle_seconds = idle_seconds
+        self.fanout = Fanout(max_streams)
+
+    async def create(self, state: str, fingerprint: str) -> tuple[str, str]:
+        """A new room showing ``state``: its code and the teacher's key. RoomsFull at the bound."""
+        raise NotImplementedError
+
+    async def get(self, code: str) -> Room | None:
+        raise NotImplementedError
+
+    async def is_teacher(self, code: str, key: str) -> bool:
+        raise NotImplementedError
+
+    async def teach(self, code: str, key: str, state: str, fingerprint: str) -> int | None:
+        """The teacher shows ``state``: the new version, or None for a wrong key or a gone room.
+        A new fingerprint (another scenario) clears the predictions."""
+        raise NotImplementedError
+
+    async def join(self, code: str) -> str | None:
+        """A new anonymous student id, or None when the room is gone. RoomsFull at the bound."""
+        raise NotImplementedError
+
+    async def is_student(self, code: str, student: str) -> bool:
+        raise NotImplementedError
+
+    async def predict(self, code: str, student: str, ref: str, value: float) -> int:
+        """Keep a student's prediction for a cell (a new one replaces theirs); the room's count after."""
+        raise NotImplementedError
+
+    async def predictions(self, code: str) -> dict[str, list[float]]:
+        """Every prediction of the room, by cell ref."""
+        raise NotImplementedError
+
+    async def allow(self, bucket: str, limit: int, window: float = 60.0, peek: bool = False) -> bool:
+        """Count one use of ``bucket``; False once it had ``limit`` uses in this window. With ``peek``,
+        only whether one more would be allowed, counting nothing."""
+        raise NotImplementedError
+
+    @contextlib.asynccontextmanager
+    async def listen(self, code: str) -> AsyncIterator[asyncio.Queue[Event]]:
+        queue = self.fanout.add(code)
+        try:
+            await self._subscribed(code)
+            yield queue
+        finally:
+            if self.fanout.remove(code, queue):
+                await self._unsubscribed(code)
+
+    async def _subscribed(self, code: str) -> None:  # a store with channels subscribes here
+        pass
+
+    async def _unsubscribed(self, code: str) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+
+# --- in this process ----------------------------------------------------------------------------
+
+
+@dataclass
+class _MemoryRoom:
+    key_hash: str
+    state: str
+    fingerprint: str
+    version: int = 1
+    touched: float = field(default_factory=time.monotonic)
+    students: set[str] = field(default_factory=set)
+    predictions: dict[str, dict[str, float]] = field(default_factory=dict)  # ref → student → value
+
+    def count(self) -> int:
+        return sum(len(p) for p in self.predictions.values())
+
+
+class MemoryRooms(Rooms):
+    """Rooms in this process: one worker only (app.serve refuses more without Redis)."""
+
+    def __init__(self, **bounds: float) -> None:
+        super().__init__(**bounds)  # type: ignore[arg-type]
+        self.rooms: dict[str, _MemoryRoom] = {}
+        self.buckets: dict[str, tuple[float, int]] = {}
+
+    def _room(self, code: str) -> _MemoryRoom | None:
+        room = self.rooms.get(code)
+        if room is not None and time.monotonic() - room.touched > self.idle_seconds:
+            del self.rooms[code]
+            return None
+        return room
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        for code in [c for c, r in self.rooms.items() if now - r.touched > self.idle_seconds]:
+            del self.rooms[code]
+
+    async def create(self, state: str, fingerprint: str) -> tuple[str, str]:
+        self._expire()
+        if len(self.rooms) >= self.max_rooms:
+            raise RoomsFull(f"this server holds its {self.max_rooms} rooms")
+        code = new_code()
+        while code in self.rooms:
+            code = new_code()
+        key = secrets.token_urlsafe(32)
+        self.rooms[code] = _MemoryRoom(key_hash(key), state, fingerprint)
+        return code, key
+
+    async def get(self, code: str) -> Room | None:
+        room = self._room(code)
+        if room is None:
+            return None
+        return Room(code, room.state, room.version, room.fingerprint, len(room.students))
+
+    async def is_teacher(self, code: str, key: str) -> bool:
+        room = self._room(code)
+        return room is not None and same_key(key, room.key_hash)
+
+    async def teach(self, code: str, key: str, state: str, fingerprint: str) -> int | None:
+        room = self._room(code)
+        if room is None or not same_key(key, room.key_hash):
+            return None
+        room.touched = time.monotonic()
+        if fingerprint != room.fingerprint:
+            room.fingerprint = fingerprint
+            room.predictions.clear()
+        if state != room.state:
+            room.state = state
+            room.version += 1
+            self.fanout.deliver(code, Event("state", room.version))
+        return room.version
+
+    async def join(self, code: str) -> str | None:
+        room = self._room(code)
+        if room is None:
+            return None
+        if len(room.students) >= self.max_students:
+            raise RoomsFull(f"this class has its {self.max_students} students")
+        student = secrets.token_urlsafe(16)
+        room.students.add(student)
+        room.touched = time.monotonic()
+        return student
+
+    async def is_student(self, code: str, student: str) -> bool:
+        room = self._room(code)
+        return room is not None and student in room.students
+
+    async def predict(self, code: str, student: str, ref: str, value: float) -> int:
+        room = self._room(code)
+        if room is None:
+            return 0
+        room.predictions.setdefault(ref, {})[student] = value
+        room.touched = time.monotonic()
+        count = room.count()
+        self.fanout.deliver(code, Event("predictions", room.version, count))
+        return count
+
+    async def predictions(self, code: str) -> dict[str, list[float]]:
+        room = self._room(code)
+        if room is None:
+            return {}
+        return {ref: list(by_student.values()) for ref, by_student in room.predictions.items()}
+
+    async def allow(self, bucket: str, limit: int, window: float = 60.0, peek: bool = False) -> bool:
+        now = time.monotonic()
+        start, used = self.buckets.get(bucket, (now, 0))
+        if now - start >= window:
+            start, used = now, 0
+        if peek:
+            return used < limit
+        if len(self.buckets) > 100_000:  # many addresses: forget the finished windows
+            self.buckets = {b: v for b, v in self.buckets.items() if now - v[0] < window}
+        self.buckets[bucket] = (start, used + 1)
+        return used < limit
+
+
+# --- in Redis -----------------------------------------------------------------------------------
+
+PREFIX = "attention:room:"
+
+
+class RedisRooms(Rooms):
+    """Rooms in Redis, so any worker of any replica serves any student of a class.
+
+    Keys (each expires after the idle time, renewed by every change): ``attention:room:<code>`` a hash
+    of key, state, version and fingerprint; ``…:students`` a set of ids; ``…:predictions`` a hash of
+    "<ref> <student>" → value. Changes are published on ``…:events``; this worker subscribes to the
+    rooms it has streams open for, and passes each event to them.
+    """
+
+    def __init__(self, url: str, **bounds: float) -> None:
+        super().__init__(**bounds)  # type: ignore[arg-type]
+        import redis.asyncio as redis  # only with REDIS_URL set
+
+        self.redis = redis.Redis.from_url(url, decode_responses=True, health_check_interval=30)
+        self.pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
+        self.reader: asyncio.Task[None] | None = None
+        self.lock = asyncio.Lock()
+
+    @staticmethod
+    def _keys(code: str) -> tuple[str, str, str, str]:
+        base = PREFIX + code
+        return base, base + ":students", base + ":predictions", base + ":events"
+
+    def _ttl(self) -> int:
+        return max(1, int(self.idle_seconds))
+
+    async def create(self, state: str, fingerprint: str) -> tuple[str, str]:
+        # Rooms alive: a counter of creations that each expires with its room would drift, so count the keys.
+        alive = 0
+        async for _ in self.redis.scan_iter(match=PREFIX + "?" * CODE_LENGTH, count=1000):
+            alive += 1
+            if alive >= self.max_rooms:
+                raise RoomsFull(f"this server holds its {self.max_rooms} rooms")
+        key = secrets.token_urlsafe(32)
+        while True:
+            code = new_code()
+            room = self._keys(code)[0]
+            created = await self.redis.hsetnx(room, "key", key_hash(key))
+            if created:
+                break
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(room, mapping={"state": state, "version": 1, "fingerprint": fingerprint})
+            pipe.expire(room, self._ttl())
+            await pipe.execute()
+        return code, key
+
+    async def _hash(self, code: str) -> dict[str, str] | None:
+        if not code:
+            return None
+        data = await self.redis.hgetall(self._keys(code)[0])
+        return data if data.get("key") and "state" in data else None
+
+    async def get(self, code: str) -> Room | None:
+        data = await self._hash(code)
+        if data is None:
+            return None
+        students = await self.redis.scard(self._keys(code)[1])
+        return Room(code, data["state"], int(data["version"]), data["fingerprint"], int(students))
+
+    async def is_teacher(self, code: str, key: str) -> bool:
+        stored = await self.redis.hget(self._keys(code)[0], "key") if code else None
+        return bool(stored) and same_key(key, stored)
+
+    async def teach(self, code: str, key: str, state: str, fingerprint: str) -> int | None:
+        room, students, predictions, channel = self._keys(code)
+        data = await self._hash(code)
+        if data is None or not same_key(key, data["key"]):
+            return None
+        version = int(data["version"])
+        async with self.redis.pipeline(transaction=True) as pipe:
+            if fingerprint != data["fingerprint"]:
+                pipe.hset(room, "fingerprint", fingerprint)
+                pipe.delete(predictions)
+            if state != data["state"]:
+                pipe.hset(room, "state", state)
+                pipe.hincrby(room, "version", 1)
+            for name in (room, students, predictions):
+                pipe.expire(name, self._ttl())
+            results = await pipe.execute()
+        if state != data["state"]:
+            version = int(results[-4])  # HINCRBY's answer, before the three EXPIREs
+            await self.redis.publish(channel, Event("state", version).encode())
+        return version
+
+    async def join(self, code: str) -> str | None:
+        room, students, _, _ = self._keys(code)
+        if not await self.redis.exists(room):
+            return None
+        if await self.redis.scard(students) >= self.max_students:
+            raise RoomsFull(f"this class has its {self.max_students} students")
+        student = secrets.token_urlsafe(16)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.sadd(students, student)
+            pipe.expire(students, self._ttl())
+            pipe.expire(room, self._ttl())
+            await pipe.execute()
+        return student
+
+    async def is_student(self, code: str, student: str) -> bool:
+        return bool(code and student) and bool(await self.redis.sismember(self._keys(code)[1], student))
+
+    async def predict(self, code: str, student: str, ref: str, value: float) -> int:
+        room, students, predictions, channel = self._keys(code)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(predictions, f"{ref} {student}", repr(float(value)))
+            pipe.hlen(predictions)
+            pipe.hget(room, "version")
+            for name in (room, students, predictions):
+                pipe.expire(name, self._ttl())
+            _, count, version, *_ = await pipe.execute()
+        await self.redis.publish(channel, Event("predictions", int(version or 0), int(count)).encode())
+        return int(count)
+
+    async def predictions(self, code: str) -> dict[str, list[float]]:
+        found: dict[str, list[float]] = {}
+        for name, value in (await self.redis.hgetall(self._keys(code)[2])).items():
+            ref = name.partition(" ")[0]
+            found.setdefault(ref, []).append(float(value))
+        return found
+
+    async def allow(self, bucket: str, limit: int, window: float = 60.0, peek: bool = False) -> bool:
+        name = f"attention:limit:{bucket}:{int(time.time() // window)}"
+        if peek:
+            return int(await self.redis.get(name) or 0) < limit
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.incr(name)
+            pipe.expire(name, int(window) + 1)
+            used, _ = await pipe.execute()
+        return int(used) <= limit
+
+    async def _subscribed(self, code: str) -> None:
+        async with self.lock:
+            await self.pubsub.subscribe(self._keys(code)[3])
+            if self.reader is None or self.reader.done():
+                self.reader = asyncio.create_task(self._read())
+
+    async def _unsubscribed(self, code: str) -> None:
+        async with self.lock:
+            await self.pubsub.unsubscribe(self._keys(code)[3])
+
+    async def _read(self) -> None:
+        """Pass every event published on a room's channel to this worker's streams of that room."""
+        while True:
+            try:
+                message = await self.pubsub.get_message(timeout=1.0)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # Redis went away: retry until it is back
+                await asyncio.sleep(0.5)
+                continue
+            if message is None:
+                if not self.fanout.queues:
+                    await asyncio.sleep(0.05)
+                continue
+            channel = message.get("channel", "")
+            if message.get("type") == "message" and channel.startswith(PREFIX):
+                code = channel.removeprefix(PREFIX).removesuffix(":events")
+                with contextlib.suppress(ValueError, KeyError, TypeError):
+                    self.fanout.deliver(code, Event.decode(message["data"]))
+
+    async def close(self) -> None:
+        if self.reader is not None:
+            self.reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.reader
+        with contextlib.suppress(Exception):
+            await self.pubsub.aclose()
+        await self.redis.aclose()
+
+
+def make_rooms(config) -> Rooms:  # noqa: ANN001 - app.config.Settings, imported late to keep this module free of it
+    bounds = dict(max_rooms=config.class_max_rooms, max_students=config.class_max_students,
+                  max_streams=config.class_max_streams, idle_seconds=config.class_idle_minutes * 60.0)
+    if config.redis_url:
+        return RedisRooms(config.redis_url, **bounds)
+    return MemoryRooms(**bounds)
