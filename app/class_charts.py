@@ -45,8 +45,7 @@ def bins(values: Sequence[float], truth: float) -> Bins:
     return Bins(edges, [int(c) for c in counts])
 
 
-def predictions_svg(values: Sequence[float], truth: float, *, label: str, chart_id: str,
-                    show_truth: bool = True) -> Markup:
+def predictions_svg(values: Sequence[float], truth: float, *, label: str, chart_id: str) -> Markup:
     """How many predicted each range of values for the cell ``label``, and where its value is."""
     b = bins(values, truth)
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
@@ -61,9 +60,8 @@ def predictions_svg(values: Sequence[float], truth: float, *, label: str, chart_
     ranges = "; ".join(f"{c} between {short_number(lo)} and {short_number(hi)}"
                        for lo, hi, c in zip(b.edges, b.edges[1:], b.counts, strict=False) if c)
     desc = f"{n} prediction{'s' if n != 1 else ''}" + (f": {ranges}." if ranges else ".")
-    if show_truth:
-        close = sum(1 for v in values if abs(v - truth) <= (b.edges[1] - b.edges[0]) / 2)
-        desc += f" The value is {short_number(truth)}; {close} within half a bin of it."
+    close = sum(1 for v in values if abs(v - truth) <= (b.edges[1] - b.edges[0]) / 2)
+    desc += f" The value is {short_number(truth)}; {close} within half a bin of it."
     cid = escape(chart_id)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="class-histogram" id="{cid}" '
              f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-labelledby="{cid}-t {cid}-d">',
@@ -83,13 +81,12 @@ def predictions_svg(values: Sequence[float], truth: float, *, label: str, chart_
         parts.append(f'<line class="tick" x1="{x(v):.2f}" y1="{base}" x2="{x(v):.2f}" y2="{base + 4}"/>')
         parts.append(f'<text class="tick-label" x="{x(v):.2f}" y="{base + 16}" text-anchor="middle">'
                      f'{escape(short_number(v).replace("-", "−"))}</text>')
-    if show_truth:
-        tx = x(truth)
-        anchor = "end" if tx > LEFT + plot_w * 0.7 else "start"
-        dx = -4 if anchor == "end" else 4
-        parts.append(f'<line class="truth" x1="{tx:.2f}" y1="{TOP - 8}" x2="{tx:.2f}" y2="{base}"/>')
-        parts.append(f'<text class="truth-label" x="{tx + dx:.2f}" y="{TOP - 12}" text-anchor="{anchor}">'
-                     f'value {escape(short_number(truth).replace("-", "−"))}</text>')
+    tx = x(truth)
+    anchor = "end" if tx > LEFT + plot_w * 0.7 else "start"
+    dx = -4 if anchor == "end" else 4
+    parts.append(f'<line class="truth" x1="{tx:.2f}" y1="{TOP - 8}" x2="{tx:.2f}" y2="{base}"/>')
+    parts.append(f'<text class="truth-label" x="{tx + dx:.2f}" y="{TOP - 12}" text-anchor="{anchor}">'
+                 f'value {escape(short_number(truth).replace("-", "−"))}</text>')
     parts.append(f'<text class="axis-label" x="{LEFT + plot_w / 2}" y="{HEIGHT - 2}" text-anchor="middle">'
                  f'predicted value · {n} answer{"s" if n != 1 else ""}</text>')
     parts.append("</svg>")

@@ -104,8 +104,9 @@ class Shown:
         return self._run
 
 
-_shown: dict[tuple[str, int], Shown] = {}
-_rendered: dict[tuple[str, int, str], str] = {}
+# By room, version and state: a code given again after its room expired starts at version 1 again.
+_shown: dict[tuple[str, int, str], Shown] = {}
+_rendered: dict[tuple[str, int, str, str], str] = {}
 
 
 def _remember(cache: dict, key: tuple, value: object) -> None:
@@ -117,7 +118,7 @@ def _remember(cache: dict, key: tuple, value: object) -> None:
 def shown(room: Room) -> Shown:
     from app.pages import read_page
 
-    key = (room.code, room.version)
+    key = (room.code, room.version, room.state)
     found = _shown.get(key)
     if found is None:
         pairs = dict(parse_qsl(room.state, keep_blank_values=True))
@@ -378,15 +379,16 @@ async def teach_page(request: Request, code: str, key: str = "", preset: str = "
                        "class from the page.")
     if given:
         url = request.url_for("teach_page", code=normal).path + (f"?{urlencode({'preset': preset})}" if preset else "")
-        response = RedirectResponse(url, status_code=303)
+        response: Response = RedirectResponse(url, status_code=303)
         response.set_cookie(TEACHER_COOKIE, key, max_age=conf(request).class_idle_minutes * 60,
                             path=request.url_for("class_page", code=normal).path, httponly=True, samesite="lax",
                             secure=request.url.scheme == "https")
         return response
-    if preset in PRESETS:
+    if preset in PRESETS:  # then back to the plain address: a reload must not load the preset again
         sc, view = preset_page(preset)
         state = room_state(sc, view)
         await store.teach(normal, key, state, fingerprint(state))
+        return RedirectResponse(request.url_for("teach_page", code=normal).path, status_code=303)
     room = await store.get(normal)
     if room is None:
         return _notice(request, 403, "This class has ended", "Start a new class from the page.")
@@ -487,7 +489,7 @@ async def class_workspace(request: Request, code: str) -> Response:
     room = await store.get(normal) if normal else None
     if room is None:
         return _notice(request, 404, "This class has ended", "The teacher's room is closed.")
-    key = (normal, room.version, page_urls(request).index)
+    key = (normal, room.version, room.state, page_urls(request).index)
     html = _rendered.get(key)
     if html is None:
         sh = shown(room)

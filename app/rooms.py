@@ -46,9 +46,9 @@ class Room:
 
 @dataclass(frozen=True)
 class Event:
-    kind: str  # "state": the teacher changed something; "predictions": a student predicted
+    kind: str  # "state": the teacher changed something; "predictions": a student predicted; "joined"
     version: int
-    count: int = 0  # with "predictions": how many predictions the room holds
+    count: int = 0  # with "predictions": how many predictions the room holds; with "joined", students
 
     def encode(self) -> bytes:
         return orjson.dumps({"kind": self.kind, "version": self.version, "count": self.count})
@@ -265,6 +265,7 @@ class MemoryRooms(Rooms):
         student = secrets.token_urlsafe(16)
         room.students.add(student)
         room.touched = time.monotonic()
+        self.fanout.deliver(code, Event("joined", room.version, len(room.students)))
         return student
 
     async def is_student(self, code: str, student: str) -> bool:
@@ -398,9 +399,12 @@ class RedisRooms(Rooms):
         student = secrets.token_urlsafe(16)
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.sadd(students, student)
+            pipe.scard(students)
+            pipe.hget(room, "version")
             pipe.expire(students, self._ttl())
             pipe.expire(room, self._ttl())
-            await pipe.execute()
+            _, count, version, *_ = await pipe.execute()
+        await self.redis.publish(self._keys(code)[3], Event("joined", int(version or 0), int(count)).encode())
         return student
 
     async def is_student(self, code: str, student: str) -> bool:

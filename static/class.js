@@ -45,6 +45,11 @@
     source.addEventListener("predictions", function () {
       if (p.dataset.role === "teacher") fetchResults();
     });
+    source.addEventListener("joined", function (ev) {
+      const count = document.getElementById("class-count");
+      const n = parseInt(ev.data.split(" ")[1], 10);
+      if (count && n >= 0) count.textContent = n + (n === 1 ? " student joined" : " students joined");
+    });
     source.addEventListener("closed", function () { source.close(); });
   }
 

@@ -442,7 +442,7 @@ def readme_configuration() -> dict[str, str]:
     """README's Configuration table: variable → its default cell."""
     readme = (REPO_ROOT / "README.md").read_text()
     section = readme.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
-    rows = re.findall(r"^\| `(ATTENTION_[A-Z_]+)` \| ([^|]*) \|", section, re.M)
+    rows = re.findall(r"^\| `((?:ATTENTION_)?[A-Z_]+)` \| ([^|]*) \|", section, re.M)
     assert rows, "no Configuration table in README"
     return dict(rows)
 
@@ -450,11 +450,15 @@ def readme_configuration() -> dict[str, str]:
 def test_every_setting_is_in_the_readme_with_its_default(clean_env: pytest.MonkeyPatch) -> None:
     documented = readme_configuration()
     defaults = Settings()
-    assert set(documented) == {f"ATTENTION_{name.upper()}" for name in Settings.model_fields}
+
+    def variable(name: str) -> str:  # REDIS_URL is read as it is commonly named, without the prefix
+        return "REDIS_URL" if name == "redis_url" else f"ATTENTION_{name.upper()}"
+
+    assert set(documented) == {variable(name) for name in Settings.model_fields}
     for name, field in Settings.model_fields.items():
         if field.default_factory is not None:  # the CPUs: described in words
             continue
-        cell = documented[f"ATTENTION_{name.upper()}"]
+        cell = documented[variable(name)]
         shown = cell.split("`")[1] if "`" in cell else ("" if cell.strip() == "empty" else cell.strip())
         value = getattr(defaults, name)
         assert shown == (f"{value:g}" if isinstance(value, float) else str(value)), name
