@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from markupsafe import Markup, escape
 
-from app.learn_charts import short_number
+from app.learn_charts import short_number, tick_label
 from app.svg import nice_step
 
 WIDTH, HEIGHT = 360, 170
@@ -76,11 +76,12 @@ def predictions_svg(values: Sequence[float], truth: float, *, label: str, chart_
         parts.append(f'<rect class="bar" x="{x(lo) + 1:.2f}" y="{base - h:.2f}" width="{width:.2f}" height="{h:.2f}"/>')
         parts.append(f'<text class="count" x="{(x(lo) + x(hi)) / 2:.2f}" y="{base - h - 3:.2f}" '
                      f'text-anchor="middle">{c}</text>')
+    step = b.edges[1] - b.edges[0]
     ticks = b.edges if len(b.edges) <= 7 else b.edges[::2]
     for v in ticks:
         parts.append(f'<line class="tick" x1="{x(v):.2f}" y1="{base}" x2="{x(v):.2f}" y2="{base + 4}"/>')
         parts.append(f'<text class="tick-label" x="{x(v):.2f}" y="{base + 16}" text-anchor="middle">'
-                     f'{escape(short_number(v).replace("-", "−"))}</text>')
+                     f'{escape(tick_label(round(v / step) * step, step).replace("-", "−"))}</text>')
     tx = x(truth)
     anchor = "end" if tx > LEFT + plot_w * 0.7 else "start"
     dx = -4 if anchor == "end" else 4

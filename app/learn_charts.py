@@ -103,7 +103,8 @@ def wants_log_axis(values: Sequence[float]) -> bool:
     return bool(len(v)) and bool(np.all(v > 0)) and float(v.max()) > LOG_RATIO * float(v.min())
 
 
-def _tick_label(v: float, step: float) -> str:
+def tick_label(v: float, step: float) -> str:
+    """An axis tick's number with as many decimals as its step needs (0.2, not 0.200)."""
     if v == 0:
         return "0"
     if abs(v) >= 1e4 or step < 1e-4:
@@ -118,7 +119,7 @@ def _linear_axis(lo: float, hi: float) -> _YAxis:
         hi = 1.0
     step = nice_step(hi - lo)
     first, last = math.floor(lo / step + 1e-9), math.ceil(hi / step - 1e-9)
-    ticks = tuple((i * step, _tick_label(i * step, step)) for i in range(first, last + 1))
+    ticks = tuple((i * step, tick_label(i * step, step)) for i in range(first, last + 1))
     return _YAxis(log=False, lo=first * step, hi=last * step, ticks=ticks)
 
 
