@@ -447,33 +447,39 @@ def _set_student(request: Request, response: Response, code: str, student: str) 
 
 @router.get("/class/{code}/events", name="class_events", include_in_schema=False)
 async def class_events(request: Request, code: str) -> Response:
-    """The room's events as server-sent events. The first tells the current version at once."""
+    """The room's events as server-sent events. The first tells the current version at once; a
+    comment every KEEPALIVE_SECONDS keeps proxies from closing the stream, and a room that has gone
+    says "closed" and ends it."""
     store = rooms(request)
     normal = normal_code(code)
     if not normal or await store.get(normal) is None:
         return Response("no class with this code", status_code=404, media_type="text/plain")
-    try:
-        listening = store.listen(normal)
-        queue = await listening.__aenter__()
-    except RoomsFull as e:
-        return Response(str(e), status_code=503, media_type="text/plain", headers={"Retry-After": "10"})
+    if store.fanout.open >= store.fanout.max_streams:
+        return Response(f"this worker has its {store.fanout.max_streams} event streams open", status_code=503,
+                        media_type="text/plain", headers={"Retry-After": "10"})
 
     async def events() -> AsyncIterator[bytes]:
+        # The stream is registered here, in the body, so it is always let go when the body ends:
+        # at a disconnect Starlette cancels this generator inside the ``async with``.
         try:
-            room = await store.get(normal)
-            if room is None:
-                yield b"event: closed\ndata: 0\n\n"
-                return
-            yield f"retry: {RETRY_MS}\nevent: state\ndata: {room.version}\n\n".encode()
-            while True:
-                try:
-                    event = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
-                except TimeoutError:
-                    yield b": keep-alive\n\n"
-                    continue
-                yield f"event: {event.kind}\ndata: {event.version} {event.count}\n\n".encode()
-        finally:
-            await listening.__aexit__(None, None, None)
+            async with store.listen(normal) as queue:
+                room = await store.get(normal)
+                if room is None:
+                    yield b"event: closed\ndata: 0\n\n"
+                    return
+                yield f"retry: {RETRY_MS}\nevent: state\ndata: {room.version}\n\n".encode()
+                while True:
+                    try:
+                        event = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
+                    except TimeoutError:
+                        if await store.get(normal) is None:
+                            yield b"event: closed\ndata: 0\n\n"
+                            return
+                        yield b": keep-alive\n\n"
+                        continue
+                    yield f"event: {event.kind}\ndata: {event.version} {event.count}\n\n".encode()
+        except RoomsFull:  # another stream took the last place since the check above
+            yield b"event: closed\ndata: 0\n\n"
 
     return StreamingResponse(events(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})

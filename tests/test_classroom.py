@@ -9,7 +9,9 @@ and tests/test_class_redis.py.
 from __future__ import annotations
 
 import math
+import os
 import re
+import time
 from collections.abc import Iterator
 from urllib.parse import parse_qsl, urlsplit
 
@@ -425,7 +427,8 @@ def test_the_event_stream_tells_the_version_at_once(lesson: Class) -> None:
     from tests.servers import LOOPBACK, free_port, running, uvicorn_args
 
     port = free_port()
-    with running(uvicorn_args(port), port=port):
+    env = {**os.environ, "ATTENTION_CLASS_MAX_STREAMS": "1"}
+    with running(uvicorn_args(port), port=port, env=env):
         base = f"http://{LOOPBACK}:{port}"
         teacher = httpx.Client(base_url=base, follow_redirects=True)
         r = teacher.post("/class", data={**preset_fields(), "action": "start_class"})
@@ -438,6 +441,16 @@ def test_the_event_stream_tells_the_version_at_once(lesson: Class) -> None:
             assert next(lines) == "retry: 2000"
             assert next(lines) == "event: state"
             assert next(lines) == "data: 1"
+            # One stream per worker here: a second is refused while the first is open …
+            full = httpx.get(f"{base}/class/{code}/events", timeout=5)
+            assert full.status_code == 503 and full.headers["retry-after"] == "10"
+        # … and the place is free again once the first has gone.
+        for _ in range(50):
+            with httpx.stream("GET", f"{base}/class/{code}/events", timeout=5) as again:
+                if again.status_code == 200:
+                    break
+            time.sleep(0.1)
+        assert again.status_code == 200
         missing = httpx.get(f"{base}/class/ZZZZZZ/events")
         assert missing.status_code == 404
 
