@@ -1,6 +1,8 @@
 # Attention, step by step — one image for a class.
 #   docker build -t attention-demo . && docker run -p 8000:8000 attention-demo
-# Settings are ATTENTION_* environment variables (README, "Configuration"); the workers default to the CPUs.
+# Settings are ATTENTION_* environment variables (README, "Configuration"). Alone it runs one worker, which
+# keeps the live class rooms; with REDIS_URL (optional) the rooms live in Redis and the workers default to
+# the CPUs, and several replicas serve one class (compose.yaml).
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -14,11 +16,13 @@ WORKDIR /srv
 # 1) The dependencies, in their own layer and their own venv: only a change to the lock reinstalls
 #    them. requirements.lock holds every package at the exact version and hashes `make test` ran
 #    (README, "Reproducible installs"), so an image built next month runs what was tested today.
-#    They are installed with their bytecode, which starts the workers faster.
+#    They are installed with their bytecode, which starts the workers faster; NumPy's own test
+#    suite (17 MB) is left out, as nothing here runs it.
 COPY requirements.lock ./
 RUN python -m venv --without-pip /opt/venv \
     && python -m pip --python /opt/venv/bin/python install --require-hashes -r requirements.lock \
-    && rm requirements.lock
+    && rm requirements.lock \
+    && rm -rf /opt/venv/lib/python3*/site-packages/numpy/tests /opt/venv/lib/python3*/site-packages/numpy/*/tests
 
 # 2) A user without a login or a home; the code stays root's, so the server cannot change it.
 RUN groupadd --gid 10001 attention \

@@ -58,13 +58,18 @@ test: $(VENV)/.installed-test browser lint
 	$(BIN)/python -m pytest
 
 # The container test uses a Docker engine if one answers, else podman with runc (debootstrap makes a
-# stand-in base image where no registry is reachable); installed here when missing, as root.
+# stand-in base image where no registry is reachable); installed here when missing, as root. The
+# replicas sharing a class need Debian's redis-server, and nginx runs deploy/nginx.conf in front of them.
 container-engine:
 	@if docker info >/dev/null 2>&1; then :; \
 	elif command -v podman >/dev/null 2>&1 && command -v runc >/dev/null 2>&1 && command -v debootstrap >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc debootstrap >/dev/null; \
 	else echo "no container engine and not root: container tests will be skipped"; fi
+	@if [ -x /usr/bin/redis-server ] && [ -x /usr/sbin/nginx ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server nginx >/dev/null; \
+	else echo "no redis-server or nginx and not root: the tests of replicas sharing a class will be skipped"; fi
 
 test-container: $(VENV)/.installed-test container-engine
 	$(BIN)/python -m pytest -m container tests/container

@@ -464,10 +464,71 @@ def test_every_setting_is_in_the_readme_with_its_default(clean_env: pytest.Monke
         assert shown == (f"{value:g}" if isinstance(value, float) else str(value)), name
 
 
-def test_compose_builds_this_image_and_passes_real_settings() -> None:
-    compose = yaml.safe_load((REPO_ROOT / "compose.yaml").read_text())
-    [service] = compose["services"].values()
-    assert service["build"] == "."
-    assert any(str(port).endswith(":8000") for port in service["ports"])
-    passed = service["environment"]  # names only: passed on when set
-    assert passed and all(v.removeprefix("ATTENTION_").lower() in Settings.model_fields for v in passed), passed
+def compose_file() -> dict:
+    return yaml.safe_load((REPO_ROOT / "compose.yaml").read_text())
+
+
+def replicas(compose: dict) -> dict[str, dict]:
+    """The services built from this repository's Dockerfile."""
+    return {name: service for name, service in compose["services"].items() if service.get("build") == "."}
+
+
+def environment(service: dict) -> dict[str, str | None]:
+    """A service's environment: NAME=value set here, a bare NAME passed on from the shell (None)."""
+    pairs = [item.split("=", 1) for item in service.get("environment", [])]
+    return {pair[0]: pair[1] if len(pair) == 2 else None for pair in pairs}
+
+
+def test_compose_runs_two_replicas_of_this_image_sharing_the_redis_service() -> None:
+    compose = compose_file()
+    services, apps = compose["services"], replicas(compose)
+    assert len(apps) == 2
+    assert {service["image"] for service in apps.values()} == {"attention-demo"}  # one image, built once
+    assert services["redis"]["image"].startswith("redis:")
+    for name, service in apps.items():
+        env = environment(service)
+        assert urlsplit(env["REDIS_URL"]).hostname == "redis", name
+        assert service["depends_on"]["redis"]["condition"] == "service_healthy", name
+        assert "ports" not in service, f"{name}: only the balancer is reached from outside"
+        assert all(key.removeprefix("ATTENTION_").lower() in Settings.model_fields or key == "REDIS_URL"
+                   for key in env), env
+        assert [key for key, value in env.items() if value is None], "no setting passed on from the shell"
+    assert "ports" not in services["redis"]
+
+
+def test_compose_balancer_publishes_one_port_and_proxies_to_both_replicas() -> None:
+    compose = compose_file()
+    balancer = compose["services"]["balancer"]
+    assert balancer["ports"] == ["${PORT:-8000}:8000"]
+    config = {volume.split(":")[0]: volume.split(":")[1] for volume in balancer["volumes"]}
+    assert config["./deploy/nginx.conf"] == "/etc/nginx/conf.d/default.conf"
+    assert set(balancer["depends_on"]) == set(replicas(compose))
+    nginx = (REPO_ROOT / "deploy" / "nginx.conf").read_text()
+    upstream = re.search(r"upstream attention \{(.*?)\}", nginx, re.S)
+    assert upstream, "no upstream block"
+    assert re.findall(r"^\s*server ([\w.-]+:\d+)", upstream[1], re.M) == [f"{name}:8000" for name in replicas(compose)]
+    assert re.search(r"^\s*listen 8000;", nginx, re.M)
+
+
+def nginx_block(config: str, header: str, end: str = "}") -> str:
+    """The text of an nginx config from ``header {`` to ``end``."""
+    start = config.index(header + " {") + len(header) + 2
+    return config[start:config.index(end, start)]
+
+
+def test_the_balancer_passes_server_sent_events_unbuffered_over_http_11() -> None:
+    nginx = (REPO_ROOT / "deploy" / "nginx.conf").read_text()
+    server = nginx_block(nginx, "server", end="location")  # what every location inherits
+    assert "proxy_http_version 1.1;" in server
+    assert 'proxy_set_header Connection "";' in server
+    assert "proxy_set_header Host $http_host;" in server  # with the port, for the join link
+    assert "proxy_set_header X-Forwarded-For $remote_addr;" in server
+    [events] = re.findall(r"location ~ (\S+) \{", nginx)
+    assert re.search(events, "/class/KQ7M4P/events") and re.search(events, "/attention/class/KQ7M4P/events")
+    assert not re.search(events, "/class/KQ7M4P/workspace")
+    block = nginx_block(nginx, f"location ~ {events}")
+    assert "proxy_buffering off;" in block and "proxy_pass http://attention;" in block
+    timeout = re.search(r"proxy_read_timeout (\d+)([smh]);", block)
+    assert timeout and int(timeout[1]) * {"s": 1, "m": 60, "h": 3600}[timeout[2]] >= 600
+    body = re.search(r"client_max_body_size (\d+)m;", nginx)
+    assert body and int(body[1]) * 2**20 > Settings().max_body_bytes  # the app's own 413 answers, not nginx's

@@ -1,4 +1,5 @@
-"""The container test's engine, base image and image: `make test-container` (pytest -m container).
+"""The container test's engine, base image, image, containers and Redis: `make test-container`
+(pytest -m container).
 
 The image is built from the Dockerfile unchanged, with the docker CLI where a Docker engine answers
 and with podman otherwise. Podman runs with runc and lowered ulimits (crun cannot set rlimits on
@@ -6,28 +7,37 @@ every host), and builds in Docker's format so the HEALTHCHECK is kept. Where no 
 reachable and python:3.11-slim is not in podman's store, a stand-in is made under that name from
 Debian's python3 (debootstrap, cached in ATTENTION_CACHE_DIR, /var/cache/attention-demo by default).
 
-With no engine the tests are skipped with the reason, unless REQUIRE_CONTAINER=1 (as .ci/run sets),
-which turns the skip into a failure. Tests marked `container` only run when asked for with -m.
+Containers that use Redis share the host's network, where the tests run Debian's redis-server on a
+free loopback port, as replicas on one machine would share a Redis: `start(host_network=True, ...)`.
+
+With no engine (or no redis-server for the tests that need one) the tests are skipped with the
+reason, unless REQUIRE_CONTAINER=1 (as .ci/run sets), which turns the skip into a failure. Tests
+marked `container` only run when asked for with -m.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import socket
 import subprocess
+import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
+import httpx
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO_ROOT / "test-artifacts"  # git-ignored
 BASE_IMAGE = "docker.io/library/python:3.11-slim"  # the Dockerfile's FROM
-IMAGE = "attention-demo:test"
+# The tag names the checkout, so that two checkouts testing at once on one machine do not run each other's image.
+IMAGE = "attention-demo:test-" + re.sub(r"[^a-z0-9_.-]+", "-", REPO_ROOT.name.lower())[:64]
 STAND_IN_LABEL = "attention-demo.stand-in"
 CACHE_DIR = Path(os.environ.get("ATTENTION_CACHE_DIR", "/var/cache/attention-demo"))
 STAND_IN_PACKAGES = "python3,python3-venv,python3-pip,python-is-python3,ca-certificates"
@@ -35,6 +45,8 @@ HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 PODMAN_LIMITS = ("--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096")
 BUILD_TIMEOUT = 1800.0
 COMMAND_TIMEOUT = 120.0
+START_TIMEOUT_S = 60.0  # give up waiting for a container that never answers
+REDIS_SERVER = "/usr/bin/redis-server"  # Debian's redis-server package (make test-container installs it)
 
 _MEASUREMENTS = pytest.StashKey[dict[str, str]]()
 
@@ -191,3 +203,150 @@ def image(engine: Engine, base_image: str, measurements: dict[str, str]) -> Iter
     seconds = build(engine, REPO_ROOT, IMAGE, "container-build.log")
     measurements["build"] = f"{seconds:.1f} s"
     yield IMAGE
+
+
+# --- containers of the image ----------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=1.0, trust_env=False).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@dataclass(frozen=True)
+class Running:
+    """A started container: its name, its URL on the host, and how long it took to come up."""
+
+    name: str
+    url: str
+    answered_s: float  # from `run` to GET /healthz answering 200 through the published port
+    healthy_s: float  # from `run` to the image's HEALTHCHECK passing
+
+    def client(self, **options: object) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=30.0, trust_env=False, **options)
+
+
+def wait_for(condition: Callable[[], bool], started: float, engine: Engine, name: str, what: str,
+             pause: float) -> float:
+    """Seconds from `started` until `condition()` holds; fail with the logs if the container stops."""
+    while time.monotonic() - started < START_TIMEOUT_S:
+        if condition():
+            return time.monotonic() - started
+        if engine.inspect(name)[0]["State"]["Status"] != "running":
+            pytest.fail(f"{name} stopped before {what}:\n{engine('logs', name, check=False).stderr[-3000:]}")
+        time.sleep(pause)
+    pytest.fail(f"{name}: not {what} within {START_TIMEOUT_S:g} s")
+
+
+def logs(engine: Engine, name: str) -> str:
+    result = engine("logs", name)
+    return result.stdout + result.stderr
+
+
+@dataclass
+class Containers:
+    """The containers a test module starts; each is removed at the end, its log kept in test-artifacts/."""
+
+    engine: Engine
+    image: str
+    names: list[str]
+
+    def name(self) -> str:
+        name = f"attention-demo-test-{len(self.names)}-{free_port()}"
+        self.names.append(name)
+        return name
+
+    def run(self, name: str, env: dict[str, str], network: list[str]) -> None:
+        options = [arg for key, value in env.items() for arg in ("-e", f"{key}={value}")]
+        self.engine("run", "-d", "--name", name, *self.engine.run_options, *network, *options, self.image)
+
+    def start(self, *, host_network: bool = False, **env: str) -> Running:
+        """Run the image with these environment variables; return once it answers and is healthy.
+        With `host_network` it listens on a free port of the host's loopback, beside the tests' Redis."""
+        name, port = self.name(), free_port()
+        if host_network:
+            network = ["--network", "host"]
+            env = {"ATTENTION_HOST": "127.0.0.1", "ATTENTION_PORT": str(port), **env}
+        else:
+            network = ["-p", f"127.0.0.1:{port}:8000"]
+        started = time.monotonic()
+        self.run(name, env, network)
+        url = f"http://127.0.0.1:{port}"
+        answered = wait_for(lambda: answers(f"{url}/healthz"), started, self.engine, name, "answering", 0.05)
+        healthy = wait_for(lambda: self.engine.healthcheck(name), started, self.engine, name, "healthy", 0.1)
+        return Running(name, url, answered, healthy)
+
+    def exit_code(self, **env: str) -> tuple[int, str]:
+        """Run the image with these environment variables until it exits: its exit code and its log."""
+        name = self.name()
+        self.run(name, env, ["--network", "none"])
+        code = int(self.engine("wait", name, timeout=START_TIMEOUT_S).stdout.split()[-1])
+        return code, logs(self.engine, name)
+
+    def remove_all(self) -> None:
+        ARTIFACTS.mkdir(exist_ok=True)
+        for name in self.names:
+            result = self.engine("logs", name, check=False)
+            (ARTIFACTS / f"{name}.log").write_text(result.stdout + result.stderr)
+            self.engine("rm", "-f", name, check=False)
+
+
+@pytest.fixture(scope="module")
+def containers(engine: Engine, image: str) -> Iterator[Containers]:
+    started = Containers(engine, image, [])
+    yield started
+    started.remove_all()
+
+
+@pytest.fixture(scope="module")
+def start(containers: Containers) -> Callable[..., Running]:
+    """`start(NAME=value, ...)` runs the image with those environment variables; all are removed at the end."""
+    return containers.start
+
+
+# --- Redis on the host --------------------------------------------------------------------------
+
+
+def _pings(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """Debian's redis-server on a free port of the host's loopback, keeping nothing on disk: its REDIS_URL."""
+    binary = REDIS_SERVER if os.access(REDIS_SERVER, os.X_OK) else shutil.which("redis-server")
+    if binary is None:
+        _unavailable("redis-server is not installed (make test-container installs it when run as root)")
+    port = free_port()
+    with tempfile.TemporaryDirectory() as workdir, (Path(workdir) / "redis.log").open("wb+") as log:
+        proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                 "--appendonly", "no", "--daemonize", "no"], cwd=workdir, stdout=log,
+                                stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 10
+            while not _pings(port):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    log.seek(0)
+                    pytest.fail(f"redis-server did not answer PING:\n{log.read().decode(errors='replace')[-3000:]}")
+                time.sleep(0.05)
+            yield f"redis://127.0.0.1:{port}/0"
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

@@ -10,19 +10,16 @@ from __future__ import annotations
 import http.client
 import re
 import shutil
-import socket
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pytest
 
 from app.pipeline import run_attention
 from tests.conftest import form_fields
-from tests.container.conftest import ARTIFACTS, REPO_ROOT, Engine, build
+from tests.container.conftest import REPO_ROOT, Engine, Running, build, logs, wait_for
 from tests.test_pages import heatmap
 
 pytestmark = pytest.mark.container
@@ -30,73 +27,9 @@ pytestmark = pytest.mark.container
 MAX_ADDED_MB = 150.0  # the layers over the base image, in MB of 10⁶ bytes, as docker and podman print them
 MAX_START_TO_HEALTHY_S = 5.0
 MAX_STOP_S = 10.0
-START_TIMEOUT_S = 60.0  # give up waiting for a container that never answers
 ROOT_PATH = "/attention"
 HTMX = {"HX-Request": "true"}
 LINK = re.compile(r'\b(?:href|src|action|formaction|hx-post|hx-get|data-stages-url)="([^"]*)"')
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=1.0, trust_env=False).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
-@dataclass(frozen=True)
-class Running:
-    """A started container: its name, its URL on the host, and how long it took to come up."""
-
-    name: str
-    url: str
-    answered_s: float  # from `run` to GET /healthz answering 200 through the published port
-    healthy_s: float  # from `run` to the image's HEALTHCHECK passing
-
-    def client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.url, timeout=30.0, trust_env=False)
-
-
-def _wait_for(condition: Callable[[], bool], started: float, engine: Engine, name: str, what: str,
-              pause: float) -> float:
-    """Seconds from `started` until `condition()` holds; fail with the logs if the container stops."""
-    while time.monotonic() - started < START_TIMEOUT_S:
-        if condition():
-            return time.monotonic() - started
-        if engine.inspect(name)[0]["State"]["Status"] != "running":
-            pytest.fail(f"{name} stopped before {what}:\n{engine('logs', name, check=False).stderr[-3000:]}")
-        time.sleep(pause)
-    pytest.fail(f"{name}: not {what} within {START_TIMEOUT_S:g} s")
-
-
-@pytest.fixture(scope="module")
-def start(engine: Engine, image: str) -> Iterator[Callable[..., Running]]:
-    """`start(NAME=value, ...)` runs the image with those environment variables; all are removed at the end."""
-    names: list[str] = []
-
-    def run(**env: str) -> Running:
-        name = f"attention-demo-test-{len(names)}-{_free_port()}"
-        port = _free_port()
-        options = [arg for key, value in env.items() for arg in ("-e", f"{key}={value}")]
-        started = time.monotonic()
-        engine("run", "-d", "--name", name, *engine.run_options, *options, "-p", f"127.0.0.1:{port}:8000", image)
-        names.append(name)
-        url = f"http://127.0.0.1:{port}"
-        answered = _wait_for(lambda: _answers(f"{url}/healthz"), started, engine, name, "answering", 0.05)
-        healthy = _wait_for(lambda: engine.healthcheck(name), started, engine, name, "healthy", 0.1)
-        return Running(name, url, answered, healthy)
-
-    yield run
-    ARTIFACTS.mkdir(exist_ok=True)
-    for name in names:
-        logs = engine("logs", name, check=False)
-        (ARTIFACTS / f"{name}.log").write_text(logs.stdout + logs.stderr)
-        engine("rm", "-f", name, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -108,10 +41,9 @@ def server(start: Callable[..., Running], measurements: dict[str, str]) -> Runni
     return running
 
 
-def _started_workers(engine: Engine, name: str) -> int:
+def started_workers(engine: Engine, name: str) -> int:
     """How many uvicorn server processes the container started (each logs "Started server process")."""
-    logs = engine("logs", name)
-    return (logs.stdout + logs.stderr).count("Started server process")
+    return logs(engine, name).count("Started server process")
 
 
 # --- the image ----------------------------------------------------------------------------------
@@ -181,7 +113,7 @@ def test_the_healthcheck_reports_healthy(engine: Engine, server: Running) -> Non
     if engine.name == "podman":  # `podman healthcheck run` records its result; docker probes on its interval
         assert engine.health_status(server.name) == "healthy"
     else:
-        _wait_for(lambda: engine.health_status(server.name) == "healthy", time.monotonic(), engine, server.name,
+        wait_for(lambda: engine.health_status(server.name) == "healthy", time.monotonic(), engine, server.name,
                   "reported healthy", 0.5)
     assert server.healthy_s <= MAX_START_TO_HEALTHY_S, f"healthy after {server.healthy_s:.2f} s"
 
@@ -192,9 +124,9 @@ def test_no_process_runs_as_root(engine: Engine, server: Running) -> None:
     assert all(user not in ("0", "root") for user, _ in users), users
 
 
-def test_workers_default_to_the_cpus(engine: Engine, server: Running) -> None:
-    cpus = int(engine("exec", server.name, "nproc").stdout)
-    assert _started_workers(engine, server.name) == cpus
+def test_without_redis_one_worker_serves(engine: Engine, server: Running) -> None:
+    """The class rooms live in the worker without REDIS_URL, so one worker serves them all."""
+    assert started_workers(engine, server.name) == 1
 
 
 def test_an_api_edit_gives_the_pipelines_numbers(server: Running) -> None:
@@ -220,21 +152,22 @@ def test_an_htmx_edit_returns_the_changed_stages(server: Running) -> None:
     assert heatmap(r.text, "x")[1][2] == "0.750"
 
 
-def test_settings_from_the_environment_workers_and_a_root_path(engine: Engine, start: Callable[..., Running]) -> None:
-    running = start(ATTENTION_WORKERS="3", ATTENTION_ROOT_PATH=ROOT_PATH)
+def test_settings_from_the_environment_workers_and_a_root_path(engine: Engine, start: Callable[..., Running],
+                                                                redis_url: str) -> None:
+    running = start(host_network=True, REDIS_URL=redis_url, ATTENTION_WORKERS="3", ATTENTION_ROOT_PATH=ROOT_PATH)
     with running.client() as client:
         page = client.get(f"{ROOT_PATH}/")
         css = client.get(f"{ROOT_PATH}/static/app.css")
     assert page.status_code == 200 and css.status_code == 200
     links = LINK.findall(page.text)
     assert links and all(link.startswith(f"{ROOT_PATH}/") for link in links), links
-    assert _started_workers(engine, running.name) == 3
+    assert started_workers(engine, running.name) == 3
 
 
 def test_sigterm_stops_the_container_within_10_s(engine: Engine, server: Running,
                                                    measurements: dict[str, str]) -> None:
     """uvicorn is PID 1: it closes an idle keep-alive connection (a browser's), stops every worker, exits 0."""
-    workers = _started_workers(engine, server.name)
+    workers = started_workers(engine, server.name)
     idle = http.client.HTTPConnection(server.url.removeprefix("http://"), timeout=15)
     idle.request("GET", "/healthz")
     assert idle.getresponse().read() == b'{"status":"ok"}'
@@ -244,7 +177,6 @@ def test_sigterm_stops_the_container_within_10_s(engine: Engine, server: Running
     seconds = time.monotonic() - started
     idle.close()
     measurements["SIGTERM → stopped"] = f"{seconds:.2f} s, exit code {code} (budget {MAX_STOP_S:g} s)"
-    logs = engine("logs", server.name)
     assert code == 0, "killed or failed rather than stopped"
     assert seconds <= MAX_STOP_S
-    assert (logs.stdout + logs.stderr).count("Finished server process") == workers
+    assert logs(engine, server.name).count("Finished server process") == workers
