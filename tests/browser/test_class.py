@@ -237,3 +237,31 @@ def test_a_page_without_javascript_syncs_with_the_teacher(browser: Browser, base
         wait_for_stage(student, "qkv")
     finally:
         ctx.close()
+
+
+def test_the_class_pages_have_no_serious_accessibility_violations(contexts: Callable[..., BrowserContext]) -> None:
+    from tests.browser.test_accessibility import Axe, violations
+
+    if Axe is None:
+        pytest.skip("axe-playwright-python is not installed (pip install -e '.[test]')")
+    axe = Axe()
+    teacher = contexts().new_page()
+    code = start_class(teacher).replace("-", "")
+    student = contexts().new_page()
+    student.goto(f"/class/{code}")
+    teacher.locator("#next-stage").click()
+    wait_for_stage(student, "qkv")
+    teacher.locator("input[name=quiz]").check()
+    expect(student.locator("section.quiz")).to_be_visible(timeout=FOLLOW_MS)
+    predict_cell = student.locator("#stages td.qz").first
+    predict_cell.click()
+    student.fill("#guess", "0.5")
+    student.get_by_role("button", name="Send to the class").click()
+    expect(teacher.locator("#class-results svg.class-histogram")).to_have_count(1, timeout=FOLLOW_MS)
+    for page in (teacher, student):
+        assert violations(axe, page) == []
+    student.get_by_role("button", name="Explore on my own").click()
+    assert violations(axe, student) == []
+    notice = contexts().new_page()
+    notice.goto("/class/ZZZZZZ")
+    assert violations(axe, notice) == []
