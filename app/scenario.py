@@ -19,7 +19,7 @@ import numpy as np
 
 from app.arithmetic import BLOCK_CELLS
 from app.config import settings
-from app.form import PANELS, FormError, is_number, read_fields, read_matrix
+from app.form import PANELS, FormError, grid_rows, has_grid, is_number, read_fields, read_matrix
 from app.pipeline import (
     ALL_WEIGHT_NAMES,
     BLOCK_WEIGHT_NAMES,
@@ -343,9 +343,9 @@ def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
         ("ln2_gamma", 1, r_d_model, "LayerNorm₂ γ"), ("ln2_beta", 1, r_d_model, "LayerNorm₂ β"),
     )
     for name, rows, cols, label in on_screen:
-        if f"{name}-0-0" in form and rows and cols:
+        if rows and cols and has_grid(form, name):
             _put(edits, name, r_head if name in PER_HEAD else 0, read_matrix(form, name, rows, cols, label))
-    if "w_o-0-0" in form:
+    if has_grid(form, "w_o"):
         m = read_matrix(form, "w_o", r_d_v, r_d_model, f"W_O rows of head {r_head + 1},")
         for r in range(r_d_v):
             for c in range(r_d_model):
@@ -381,11 +381,10 @@ def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
     else:
         blocked = f.blocked
     position_table = None
-    if f.positional_encoding == "learned" and "pos-0-0" in form:
+    if f.positional_encoding == "learned" and has_grid(form, "pos"):
         # The rows on screen: a longer source sentence just switched on has more positions than
         # the form has rows; with_position_table fills them from the seed.
-        rows = next((r for r in range(max(t, s_len), 0, -1) if f"pos-{r - 1}-0" in form), 1)
-        position_table = read_matrix(form, "pos", rows, r_d_model, "P")
+        position_table = read_matrix(form, "pos", grid_rows(form, "pos", max(t, s_len)), r_d_model, "P")
     d_ff = f.d_ff or r_d_ff or 4 * d_model
     if d_ff == r_d_ff and d_model != r_d_model:
         d_ff = 4 * d_model  # d_ff follows d_model unless the student set it

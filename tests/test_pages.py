@@ -12,11 +12,12 @@ from fastapi.testclient import TestClient
 from httpx import Response
 from markupsafe import escape
 
+import app.pages
 from app.config import settings
 from app.maths import prose
 from app.scenario import from_preset
 from app.stages import STAGES, visible_stages
-from tests.conftest import form_fields
+from tests.conftest import form_fields, join_grids
 from tests.test_pipeline import POOL_A_AT, POOL_OUTPUT, S003_A, S003_OUTPUT
 
 HTMX = {"HX-Request": "true"}
@@ -664,6 +665,69 @@ def test_no_js_page_with_a_missing_cell_comes_back_with_the_rest(client: TestCli
     message, field = error_slot(r.text, "x")
     assert field == "x-1-1" and message == "X row 2, column 2: enter a number"
     assert form_fields(r.text)["x-0-0"] == "0.75"  # the student's other values stay
+
+
+# --- grids posted as one field each (the page's script) -------------------------------------------------
+
+
+@pytest.mark.parametrize("preset", ["default", "translate", "block", "learn-bank", "additive"])
+@pytest.mark.parametrize("url", ["/", "/stages"])
+def test_joined_grids_get_the_same_answer_as_cell_by_cell(client: TestClient, preset: str, url: str) -> None:
+    form = {**page_form(client, preset), "x-1-0": "0.75", "w_k-0-1": "-2", "show_all": "on"}
+    cells = client.post(url, data=form, headers=HTMX)
+    joined = client.post(url, data=join_grids(form), headers=HTMX)
+    assert cells.status_code == joined.status_code == 200
+    assert joined.text == cells.text
+    assert joined.headers.get("HX-Push-Url") == cells.headers.get("HX-Push-Url")
+    assert joined.headers.get("HX-Replace-Url") == cells.headers.get("HX-Replace-Url")
+    assert float(heatmap(joined.text, "x")[1][0]) == 0.75
+
+
+@pytest.mark.parametrize(("cell", "slot"), [("x-1-2", "x"), ("w_o-0-1", "weights")])
+def test_htmx_bad_cell_of_a_joined_grid_names_the_cell(client: TestClient, cell: str, slot: str) -> None:
+    r = client.post("/stages", data=join_grids({**page_form(client), cell: "1001"}), headers=HTMX)
+    assert r.status_code == 422
+    assert r.headers["HX-Reswap"] == "none"
+    message, field = error_slot(r.text, slot)
+    assert field == cell
+    assert message.endswith(": enter a finite number between −1000 and 1000")
+
+
+def test_no_js_page_for_joined_grids_with_a_bad_cell_comes_back_cell_by_cell(client: TestClient) -> None:
+    """The page that shows the error sets the bad cell aside in its own input and keeps the rest."""
+    r = client.post("/", data=join_grids({**page_form(client), "x-0-0": "0.75", "x-1-2": "abc", "w_q-1-1": "3"}))
+    assert r.status_code == 422
+    assert is_full_page(r)
+    message, field = error_slot(r.text, "x")
+    assert (field, message) == ("x-1-2", "X row 2, column 3: “abc” is not a number")
+    assert re.search(r'name="x-1-2" value="abc"[^>]*aria-invalid="true"', r.text)
+    after = form_fields(r.text)
+    assert (after["x-0-0"], after["w_q-1-1"]) == ("0.75", "3")
+    assert not any(name.startswith("grid-") for name in after)
+
+
+@pytest.mark.parametrize(("state", "threaded"), [("default", False), ("large", True)])
+def test_a_large_form_is_answered_in_a_thread_whichever_way_its_grids_are_spelled(
+        client: TestClient, monkeypatch: pytest.MonkeyPatch, state: str, threaded: bool) -> None:
+    form = page_form(client)
+    if state == "large":  # 16 tokens at d_model 16: about 1,000 values
+        form = form_fields(client.post("/", data={**form, "d_model": "16"}).text)
+        for _ in range(11):
+            form = form_fields(client.post("/", data={**form, "action": "add_token"}).text)
+        form.pop("action", None)
+    calls: list[object] = []
+    original = app.pages.run_in_threadpool
+
+    async def spy(func: object, *args: object) -> object:
+        calls.append(func)
+        return await original(func, *args)
+
+    monkeypatch.setattr(app.pages, "run_in_threadpool", spy)
+    for data in (form, join_grids(form)):
+        calls.clear()
+        r = client.post("/stages", data=data, headers=HTMX)
+        assert r.status_code == 200
+        assert bool(calls) is threaded
 
 
 def test_opening_a_deeply_nested_file_is_a_clear_error(client: TestClient) -> None:
