@@ -235,10 +235,10 @@
     return out;
   }
 
-  // htmx 2 hands the request's fields over as a FormData (detail.formData); a new one set as
-  // detail.parameters is what it sends.
+  // htmx 2 hands the request's fields over in detail.parameters (a FormData, or a proxy of one) and
+  // sends whatever FormData is there once the listeners are done.
   document.addEventListener("htmx:configRequest", function (ev) {
-    const joined = joinGrids(ev.detail.formData);
+    const joined = joinGrids(ev.detail.parameters);
     if (joined) ev.detail.parameters = joined;
   });
 
