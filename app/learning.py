@@ -22,7 +22,7 @@ import numpy as np
 from app.backward import Gradients
 from app.config import settings
 from app.cost import attention_cost
-from app.form import FormError, read_matrix
+from app.form import FormError, has_grid, read_matrix
 from app.goals import GOALS, WHY_SCALE_LEARNING_RATE, goal_loss_and_gradients, train_scenarios, why_scale_scenario
 from app.goals import Scenario as GoalScenario
 from app.pin import decode_pin, encode_pin
@@ -212,7 +212,7 @@ def read_learning(form: Mapping[str, str], sc: Scenario) -> Learning | None:
     cols = len(sc.key_tokens) if goal == "attention" else sc.d_model
     shape = (form.get("learn_shape") or "").strip()
     target = None
-    if shape == f"{goal},{t},{cols}" and "target-0-0" in form:
+    if shape == f"{goal},{t},{cols}" and has_grid(form, "target"):
         target = check_target(read_matrix(form, "target", t, cols, "target"), sc, goal, sc.mask_array())
     fresh = target is None
     preset = preset_learning(sc)

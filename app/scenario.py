@@ -19,7 +19,7 @@ import numpy as np
 
 from app.arithmetic import BLOCK_CELLS
 from app.config import settings
-from app.form import PANELS, FormError, is_number, read_fields, read_matrix
+from app.form import PANELS, FormError, grid_rows, has_grid, is_number, read_fields, read_matrix
 from app.pipeline import (
     ALL_WEIGHT_NAMES,
     BLOCK_WEIGHT_NAMES,
@@ -330,8 +330,9 @@ def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
     t = len(tokens)
     r_d_model, r_heads, r_d_k, r_d_v, r_head, r_d_ff = f.shape
     x = read_matrix(form, "x", t, r_d_model, "X")
-    edits = dict(f.edits)
-    # The inputs on screen (the selected head's matrices, the first block's) win over the hidden edits.
+    # The inputs on screen (the selected head's matrices, the first block's) win over the hidden edits:
+    # (name, head, first row, values), applied once the base they are compared with is known.
+    shown: list[tuple[str, int, int, np.ndarray]] = []
     hn = f" (head {r_head + 1})"
     on_screen = (
         ("w_q", r_d_model, r_d_k, f"W_Q{hn}"), ("w_k", r_d_model, r_d_k, f"W_K{hn}"),
@@ -343,13 +344,11 @@ def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
         ("ln2_gamma", 1, r_d_model, "LayerNorm₂ γ"), ("ln2_beta", 1, r_d_model, "LayerNorm₂ β"),
     )
     for name, rows, cols, label in on_screen:
-        if f"{name}-0-0" in form and rows and cols:
-            _put(edits, name, r_head if name in PER_HEAD else 0, read_matrix(form, name, rows, cols, label))
-    if "w_o-0-0" in form:
+        if rows and cols and has_grid(form, name):
+            shown.append((name, r_head if name in PER_HEAD else 0, 0, read_matrix(form, name, rows, cols, label)))
+    if has_grid(form, "w_o"):
         m = read_matrix(form, "w_o", r_d_v, r_d_model, f"W_O rows of head {r_head + 1},")
-        for r in range(r_d_v):
-            for c in range(r_d_model):
-                edits[("w_o", 0, r_head * r_d_v + r, c)] = float(m[r, c])
+        shown.append(("w_o", 0, r_head * r_d_v, m))  # W_O is one matrix: this head's rows of it
 
     d_model = f.d_model or r_d_model
     num_heads = f.num_heads or r_heads
@@ -381,18 +380,17 @@ def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
     else:
         blocked = f.blocked
     position_table = None
-    if f.positional_encoding == "learned" and "pos-0-0" in form:
+    if f.positional_encoding == "learned" and has_grid(form, "pos"):
         # The rows on screen: a longer source sentence just switched on has more positions than
         # the form has rows; with_position_table fills them from the seed.
-        rows = next((r for r in range(max(t, s_len), 0, -1) if f"pos-{r - 1}-0" in form), 1)
-        position_table = read_matrix(form, "pos", rows, r_d_model, "P")
+        position_table = read_matrix(form, "pos", grid_rows(form, "pos", max(t, s_len)), r_d_model, "P")
     d_ff = f.d_ff or r_d_ff or 4 * d_model
     if d_ff == r_d_ff and d_model != r_d_model:
         d_ff = 4 * d_model  # d_ff follows d_model unless the student set it
 
     rendered = Scenario(
         preset=f.preset, tokens=tokens, x=x, num_heads=r_heads, d_k=r_d_k, d_v=r_d_v,
-        seed=f.seed or 0, scale=f.scale, edits=edits,
+        seed=f.seed or 0, scale=f.scale, edits=dict(f.edits),
         mask_mode=f.mask,
         window=f.window or default_window(f.mask, s_len),
         score=f.score,
@@ -409,6 +407,7 @@ def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
         context_x=context_x,
         position_table=position_table,
     )
+    rendered = replace(rendered, edits=with_shown(rendered.edits, shown, rendered._base))
     resized = resize(rendered, d_model=d_model, num_heads=num_heads, d_k=d_k, d_v=d_v)
     scenario = with_position_table(normalise(replace(resized, d_ff=d_ff)) if d_ff != resized.d_ff else resized)
     head = min(r_head if f.head is None else f.head, scenario.num_heads - 1)
@@ -450,10 +449,28 @@ def _cell_ref(matrix: str, row: int, col: int, head: int, block: int) -> str:
     return f"{matrix}.{owner}.{row}.{col}"
 
 
-def _put(edits: dict, name: str, head: int, m: np.ndarray) -> None:
-    for r in range(m.shape[0]):
-        for c in range(m.shape[1]):
-            edits[(name, head, r, c)] = float(m[r, c])
+def with_shown(edits: Mapping[tuple[str, int, int, int], float], shown: list[tuple[str, int, int, np.ndarray]],
+               base: Mapping[str, np.ndarray]) -> dict[tuple[str, int, int, int], float]:
+    """The edits once the matrices on screen are read: each shown cell replaces any edit of that
+    cell, and is an edit itself only where it differs from ``base`` (a whole 64 × 64 grid compared
+    in one NumPy call, not stored cell by cell and then normalised). Cells outside the base's
+    shape are left out, as normalise and Scenario.weights leave them out."""
+    regions = {}  # (name, head) → the rows and columns of it on screen, the values, the base
+    for name, head, row0, m in shown:  # m: (rows, cols), from row row0 of the head's matrix
+        stack = as_stack(name, base[name]) if name in base else None  # (stacks, R, C)
+        if stack is not None and head < stack.shape[0]:
+            rows, cols = max(0, min(m.shape[0], stack.shape[1] - row0)), min(m.shape[1], stack.shape[2])
+            regions[(name, head)] = (row0, row0 + rows, cols, m[:rows, :cols], stack[head, row0:row0 + rows, :cols])
+    out = {}
+    for key, value in edits.items():  # one pass: an edit stays unless a shown cell replaces it
+        region = regions.get(key[:2])
+        if region is None or not (region[0] <= key[2] < region[1] and key[3] < region[2]):
+            out[key] = value
+    for (name, head), (row0, _, _, m, b) in regions.items():
+        rows, cols = np.nonzero(m != b)  # m, b: (rows, cols)
+        out.update(zip(((name, head, row0 + r, c) for r, c in zip(rows.tolist(), cols.tolist(), strict=True)),
+                       m[rows, cols].tolist(), strict=True))
+    return out
 
 
 def resize(sc: Scenario, *, d_model: int, num_heads: int, d_k: int, d_v: int) -> Scenario:

@@ -2,7 +2,8 @@
 
 An edit is built the way the page builds it: the page's ``<form id="state">`` is read back as a
 browser would post it, one X cell is changed, and the whole form goes to POST /stages with
-``HX-Request: true``. The JSON API gets the same computation: the same tokens, X, sizes and seed.
+``HX-Request: true``, each grid joined into one field as the page's script sends it. The JSON
+API gets the same computation: the same tokens, X, sizes and seed.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 
 from app.presets import PRESETS
 from app.scenario import read_form
-from tests.conftest import form_fields
+from tests.conftest import form_fields, join_grids
 
 BROWSER = {"Accept-Encoding": "gzip, deflate, br, zstd"}  # what Chromium sends
 HTMX = {**BROWSER, "HX-Request": "true"}
@@ -108,7 +109,8 @@ def api_request(client: httpx.AsyncClient, fields: dict[str, str]) -> httpx.Requ
 
 
 def fragment_request(client: httpx.AsyncClient, fields: dict[str, str]) -> httpx.Request:
-    return client.build_request("POST", "/stages", data=fields, headers=HTMX)
+    """The htmx edit of ``fields`` (one field per cell) as the page sends it: grids joined (static/app.js)."""
+    return client.build_request("POST", "/stages", data=join_grids(fields), headers=HTMX)
 
 
 def health_request(client: httpx.AsyncClient) -> httpx.Request:

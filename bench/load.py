@@ -35,6 +35,7 @@ import httpx
 import numpy as np
 
 from bench.cases import BROWSER, DEFAULT_CASE, HTMX, LARGEST_REQUEST, edited, page_state
+from tests.conftest import join_grids
 from tests.servers import LOOPBACK, free_port, running, tail, uvicorn_args
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -126,7 +127,7 @@ async def class_load(base_url: str, students: int, seconds: float, *, server_pid
         base = await page_state(setup, DEFAULT_CASE)
     # Edits are encoded before the clock starts, and answers are not decompressed: the client
     # shares the machine with the server and should take as little of it as it can.
-    bodies = [urlencode(edited(base, k)).encode() for k in range(BODIES)]
+    bodies = [urlencode(join_grids(edited(base, k))).encode() for k in range(BODIES)]  # as the page's script posts
     headers = {**HTMX, "Content-Type": "application/x-www-form-urlencoded"}
     latencies: list[float] = []
     lags: list[float] = []

@@ -4,6 +4,8 @@ the named functions and templates under cProfile, and what leaner JSON would wei
 The steps are the handlers' own calls made directly in this thread (the app's sync routes run in a
 thread pool, where a profiler in the main thread would not see them): reading the form, the
 pipeline, building the heatmaps, rendering the templates, compression as the app does it (and others).
+The form is posted as the page's script posts it, each grid as one field; reading the same form one
+field per cell, as a browser without JavaScript posts it, is timed beside it.
 
     python -m bench.profile                          # the cases that miss their goals
     python -m bench.profile --case 64,64,8 --stage qkv --top 25
@@ -41,6 +43,7 @@ from app.schemas import AttentionRequest
 from bench.cases import DEFAULT_CASE, EDIT_STAGE, HTMX, Case, api_body, edited, page_state
 from bench.report import GOAL_CASE, table
 from bench.timing import send_raw
+from tests.conftest import join_grids
 
 COMPARED_LEVELS = (6, 9)  # gzip levels timed beside the app's own (Starlette's default is 9)
 TARGET_S = 1.0  # each step is repeated for about this long (at least 3 times)
@@ -136,17 +139,20 @@ async def _rendered(client: httpx.AsyncClient, fields: dict[str, str]) -> tuple[
     return caught[-1]
 
 
-def fragment_steps(app: FastAPI, fields: dict[str, str]) -> tuple[str, int, Callable[[], bytes]]:
-    """POST /stages's steps, each timed alone; the fragment's size; and the whole request as one
-    call (through the ASGI stack in this thread: /stages is an async route, run on this loop)."""
+def fragment_steps(app: FastAPI, cells: dict[str, str]) -> tuple[str, int, Callable[[], bytes]]:
+    """POST /stages's steps for the form ``cells`` (one field per cell) as the page's script posts
+    it, each timed alone; the fragment's size; and the whole request as one call (through the ASGI
+    stack in this thread: /stages is an async route, run on this loop)."""
+    fields = join_grids(cells)
     body = urlencode(fields).encode()
+    cells_body = urlencode(cells).encode()
     loop = asyncio.new_event_loop()
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bench.local")
     request = client.build_request("POST", "/stages", content=body,
                                    headers={**HTMX, "Content-Type": "application/x-www-form-urlencoded"})
 
-    def parse() -> None:
-        loop.run_until_complete(posted_fields(_request(app, "/stages", body, "application/x-www-form-urlencoded")))
+    def parse(raw: bytes = body) -> None:
+        loop.run_until_complete(posted_fields(_request(app, "/stages", raw, "application/x-www-form-urlencoded")))
 
     def whole() -> bytes:
         return loop.run_until_complete(send_raw(client, request))[2]  # as sent: compressed
@@ -157,8 +163,11 @@ def fragment_steps(app: FastAPI, fields: dict[str, str]) -> tuple[str, int, Call
     sc, view = read_form(fields)
     first, stack = sc.compute()
     steps = [
-        ("read the posted form (posted_fields)", parse),
+        (f"read the posted form (posted_fields): {len(fields)} fields, {len(body) / 1024:.0f} KB", parse),
         ("read_form: the form → Scenario", lambda: read_form(fields)),
+        (f"  (no JavaScript: posted_fields, one field per cell: {len(cells)} fields, {len(cells_body) / 1024:.0f} KB)",
+         lambda: parse(cells_body)),
+        ("  (no JavaScript: read_form of it)", lambda: read_form(cells)),
         ("Scenario.compute: the NumPy pipeline", sc.compute),
         ("heatmaps: PanelBuilder + heatmap_table for the stages in view",
          lambda: stage_views(PanelBuilder(sc, first, view, stack), view)),
@@ -278,7 +287,8 @@ def report(case: Case, stage: str, show_all: bool, top: int, api: bool) -> str:
     steps, html_bytes, whole = fragment_steps(app, fields)
     named, heaviest = profile_whole(whole, max(3, repeats_for(whole) // 2), top)
     parts = [f"### {case.label}: the edit's fragment ({what}), {html_bytes / 1024:.0f} KB of HTML, "
-             f"{len(fields)} form fields", steps, named, f"```\n{heaviest}\n```"]
+             f"{len(join_grids(fields))} form fields as the page's script posts them ({len(fields)} without "
+             "JavaScript)", steps, named, f"```\n{heaviest}\n```"]
     if api:
         steps, variants = api_steps(api_body(fields))
         parts += [f"### {case.label}: the JSON API", steps, variants]

@@ -187,6 +187,61 @@
     });
   }
 
+  // Each grid of number inputs (table[data-grid]) goes to the server as one field, grid-<key>: its
+  // rows joined by ";", each row's cells by " " (app.form reads it as it reads the cells one by one).
+  // A d_model 64 page then posts a few dozen fields instead of 20,000. A number input's value is a
+  // number or empty, never a space or a ";"; a grid whose cells do not fill a rectangle is sent as is.
+  const CELL = /^(.+)-(\d+)-(\d+)$/;
+
+  function isWhole(rows) { // every row there, as long as the first, every cell there and joinable
+    for (let i = 0; i < rows.length; i++) {
+      const row = rows[i];
+      if (!row || row.length !== rows[0].length) return false;
+      for (let j = 0; j < row.length; j++) {
+        const v = row[j];
+        if (v === undefined || v.indexOf(" ") >= 0 || v.indexOf(";") >= 0) return false;
+      }
+    }
+    return true;
+  }
+
+  function joinGrids(params) {
+    const keys = new Set();
+    document.querySelectorAll("table[data-grid]").forEach(function (t) { keys.add(t.dataset.grid); });
+    const grids = new Map(); // key → rows of cell texts
+    const rest = [];
+    for (const [name, value] of params.entries()) {
+      const m = typeof value === "string" && CELL.exec(name);
+      if (!m || !keys.has(m[1])) { rest.push([name, value]); continue; }
+      if (!grids.has(m[1])) grids.set(m[1], []);
+      const rows = grids.get(m[1]);
+      const i = Number(m[2]);
+      (rows[i] || (rows[i] = []))[Number(m[3])] = value;
+    }
+    if (!grids.size) return null;
+    const out = new FormData();
+    rest.forEach(function (pair) { out.append(pair[0], pair[1]); });
+    grids.forEach(function (rows, key) {
+      if (isWhole(rows)) {
+        out.append("grid-" + key, rows.map(function (row) { return row.join(" "); }).join(";"));
+        return;
+      }
+      for (let i = 0; i < rows.length; i++) {
+        for (let j = 0; rows[i] && j < rows[i].length; j++) {
+          if (rows[i][j] !== undefined) out.append(key + "-" + i + "-" + j, rows[i][j]);
+        }
+      }
+    });
+    return out;
+  }
+
+  // htmx 2 hands the request's fields over in detail.parameters (a FormData, or a proxy of one) and
+  // sends whatever FormData is there once the listeners are done.
+  document.addEventListener("htmx:configRequest", function (ev) {
+    const joined = joinGrids(ev.detail.parameters);
+    if (joined) ev.detail.parameters = joined;
+  });
+
   document.addEventListener("DOMContentLoaded", function () {
     document.documentElement.classList.add("js");
     // A whole page brings the inputs drawer open (for pages without JavaScript); close it unless kept open.

@@ -1,8 +1,11 @@
-"""Shared fixtures and helpers: a TestClient on a fresh app, and the page's form read back as a dict."""
+"""Shared fixtures and helpers: a TestClient on a fresh app, and the page's form read back as a dict,
+as a browser posts it without JavaScript (one field per cell) or as the page's script posts it (one
+field per grid)."""
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from html.parser import HTMLParser
 
@@ -100,3 +103,32 @@ def form_fields(html: str, form_id: str | None = "state") -> dict[str, str]:
     parser.feed(html)
     parser.close()
     return parser.fields
+
+
+CELL_NAME = re.compile(r"^(.+)-(\d+)-(\d+)$")
+GRID_KEY = re.compile(r'<table\b[^>]*\bdata-grid="([^"]+)"')
+
+
+def grid_keys(html: str) -> set[str]:
+    """The grids of number inputs in a page (``table[data-grid]``), the ones its script joins."""
+    return set(GRID_KEY.findall(html))
+
+
+def join_grids(fields: dict[str, str], keys: set[str] | None = None) -> dict[str, str]:
+    """The form as the page's script posts it (static/app.js, on htmx:configRequest): each grid's
+    cells ``<key>-<i>-<j>`` replaced by one field ``grid-<key>``, rows joined by ";" and cells by
+    " ". ``keys``: the grids to join; by default every grid of cells but the mask's checkboxes
+    (``block-i-j``), which are exactly the page's ``table[data-grid]`` grids."""
+    grids: dict[str, dict[tuple[int, int], str]] = {}
+    out: dict[str, str] = {}
+    for name, value in fields.items():
+        m = CELL_NAME.match(name)
+        if m and (m[1] in keys if keys is not None else m[1] != "block"):
+            grids.setdefault(m[1], {})[(int(m[2]), int(m[3]))] = value
+        else:
+            out[name] = value
+    for key, cells in grids.items():
+        rows, cols = max(i for i, _ in cells) + 1, max(j for _, j in cells) + 1
+        assert len(cells) == rows * cols, f"{key}: not a whole grid"
+        out[f"grid-{key}"] = ";".join(" ".join(cells[i, j] for j in range(cols)) for i in range(rows))
+    return out

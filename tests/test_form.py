@@ -3,19 +3,33 @@ and the FormError each bad field becomes (the field it names, the message beside
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import replace
 
 import numpy as np
 import pytest
+from fastapi.testclient import TestClient
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from app.config import settings
-from app.form import FormError, PageForm, read_fields, read_matrix
+from app.form import (
+    MAX_GRID_SIDE,
+    FormError,
+    PageForm,
+    count_values,
+    expand_grids,
+    grid_rows,
+    has_grid,
+    read_fields,
+    read_matrix,
+)
+from app.pages import read_page
 from app.permalink import state_query
 from app.presets import PRESETS
 from app.scenario import as_stack, diff_edits, from_preset, normalise, read_form
+from tests.conftest import CELL_NAME, form_fields, grid_keys, join_grids
 
 BASE = dict(
     pair.split("=", 1) for pair in ["token-0=a", "token-1=b", "shape=2,1,2,2,0", "x-0-0=1", "x-0-1=2", "x-1-0=3",
@@ -224,3 +238,168 @@ def test_a_bad_weight_cell_names_its_matrix_head_row_and_column_from_1() -> None
     assert (e.field, e.message) == ("w_q-1-0", "W_Q (head 1) row 2, column 1: “abc” is not a number")
     e = error_of({**BASE, "cross": "on", "ctoken-0": "a", "c-0-0": "1", "c-0-1": ""})
     assert (e.field, e.message) == ("c-0-1", "C row 1, column 2: enter a number")
+
+
+# --- a grid as one joined field (how the page's script posts it) -------------------------------------
+
+W = {"w-0-0": "1", "w-0-1": "-2.5", "w-1-0": "3e-2", "w-1-1": "0"}
+
+
+def test_a_joined_grid_reads_as_its_cells() -> None:
+    joined = read_matrix({"grid-w": "1 -2.5;3e-2 0"}, "w", 2, 2, "W")
+    assert joined.tolist() == read_matrix(W, "w", 2, 2, "W").tolist() == [[1.0, -2.5], [0.03, 0.0]]
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(st.integers(1, 5).flatmap(lambda r: st.integers(1, 5).flatmap(
+    lambda c: st.tuples(st.just(r), st.just(c), st.lists(finite, min_size=r * c, max_size=r * c)))),
+       st.sampled_from(["{!r}", "{:.3f}", "{:g}", "{:e}", "{:+}"]))
+def test_joined_cells_read_exactly_as_the_same_cells_one_by_one(shape: tuple, style: str) -> None:
+    rows, cols, values = shape
+    texts = [style.format(v) for v in values]
+    cells = {f"g-{k // cols}-{k % cols}": text for k, text in enumerate(texts)}
+    joined = join_grids(cells)
+    assert list(joined) == ["grid-g"]
+    got = read_matrix(joined, "g", rows, cols, "G")
+    assert got.tobytes() == read_matrix(cells, "g", rows, cols, "G").tobytes()  # bit for bit
+    assert expand_grids(joined) == cells
+
+
+def _outcome(form: dict[str, str]) -> object:
+    try:
+        return read_matrix(form, "w", 2, 2, "W").tolist()
+    except FormError as e:
+        return e.field, e.message
+
+
+@pytest.mark.parametrize("text", ["", "abc", "1,5", "nan", "-Infinity", "1e999", "1000.5", "١٢", "0x10", "1_000",
+                                  "+.5", "5.", "-0"])
+def test_a_cell_of_a_joined_grid_is_refused_or_read_exactly_as_alone(text: str) -> None:
+    cells = {**W, "w-1-0": text}
+    one_by_one = _outcome(cells)
+    assert _outcome(join_grids(cells)) == one_by_one
+    if text in ("", "abc", "1,5", "nan", "-Infinity", "1e999", "1000.5", "١٢", "0x10"):
+        assert one_by_one[0] == "w-1-0"  # refused, naming the cell
+
+
+@pytest.mark.parametrize(("text", "field"), [
+    ("1 2;3", "w-1-1"),  # a row one cell short
+    ("1 2", "w-1-0"),  # a row short
+    ("1", "w-0-1"),
+    ("", "w-0-0"),
+    ("1  2;3 4", "w-0-1"),  # two spaces: an empty cell between them
+    (";", "w-0-0"),
+])
+def test_a_joined_grid_short_of_cells_names_the_first_missing_one(text: str, field: str) -> None:
+    with pytest.raises(FormError) as e:
+        read_matrix({"grid-w": text}, "w", 2, 2, "W")
+    i, j = (int(n) + 1 for n in field.split("-")[1:])
+    assert (e.value.field, e.value.message) == (field, f"W row {i}, column {j}: enter a number")
+
+
+def test_cells_beyond_the_grid_are_not_read_in_either_spelling() -> None:
+    """As with one field per cell, where an x-9-9 the shape does not reach is never looked at."""
+    extra = read_matrix({"grid-w": "1 2 junk;3 4 junk;junk"}, "w", 2, 2, "W")
+    assert extra.tolist() == [[1.0, 2.0], [3.0, 4.0]]
+    assert read_matrix({"grid-w": "1 2;3 4 " + "9 " * 100_000}, "w", 2, 2, "W").tolist() == extra.tolist()
+
+
+def test_a_joined_grid_wins_over_cells_of_the_same_grid() -> None:
+    form = {**W, "grid-w": "5 6;7 8"}
+    assert read_matrix(form, "w", 2, 2, "W").tolist() == [[5.0, 6.0], [7.0, 8.0]]
+    assert {k: v for k, v in expand_grids(form).items() if k.startswith("w-")} == {
+        "w-0-0": "5", "w-0-1": "6", "w-1-0": "7", "w-1-1": "8"}
+
+
+def test_a_grid_is_there_in_either_spelling_with_its_rows() -> None:
+    assert has_grid(W, "w") and has_grid({"grid-w": ""}, "w")
+    assert not has_grid({"w-0-1": "1", "grid-x": "1"}, "w")
+    assert grid_rows({"grid-w": "1;2;3"}, "w", 8) == grid_rows({"w-0-0": "1", "w-1-0": "2", "w-2-0": "3"}, "w", 8) == 3
+    assert grid_rows({"grid-w": "1;2;3"}, "w", 2) == 2
+    assert grid_rows({}, "w", 4) == grid_rows({"grid-w": ""}, "w", 4) == 1
+
+
+def test_expanding_a_joined_grid_stops_at_the_largest_form() -> None:
+    side = ";".join([" ".join(["1"] * 1000)] * 1000)  # 1000 × 1000
+    huge = {"seed": "1", "grid-a": side, "grid-b": side, "grid-c": side}
+    out = expand_grids(huge)
+    assert "a-255-255" in out and "a-0-256" not in out and "a-256-0" not in out  # never past the widest grid
+    assert settings.max_form_fields <= len(out) <= settings.max_form_fields + MAX_GRID_SIDE  # then stops
+    assert out["seed"] == "1"
+
+
+def test_a_joined_grid_counts_its_cells_as_values() -> None:
+    assert count_values(W) == count_values(join_grids(W)) == 4
+    assert count_values({**W, "seed": "1"}) == count_values(join_grids({**W, "seed": "1"})) == 5
+
+
+# Every preset, and the states that bring the other grids on screen: C (cross-attention), P (learned
+# positions), the score weights, the FFN and LayerNorms (blocks), the Learn panel's target, another head,
+# the mask's checkboxes (left as they are by the script).
+STATES = [(key, {}) for key in PRESETS] + [
+    ("default", {"positional_encoding": "learned"}), ("translate", {"positional_encoding": "learned"}),
+    ("default", {"score": "general"}), ("learn-translate", {"panels": "learn target"}),
+    ("bank-river", {"head": "1"}), ("causal", {"stage": "mask"}), ("block", {"blocks": "1", "d_ff": "6"}),
+]
+
+
+def page_state(client: TestClient, key: str, changes: dict[str, str]) -> tuple[dict[str, str], str]:
+    """The state form of a preset's page, after posting ``changes`` without JavaScript; and the page."""
+    r = client.get("/", params={"preset": key})
+    if changes:
+        r = client.post("/", data={**form_fields(r.text), **changes})
+    assert r.status_code == 200
+    return form_fields(r.text), r.text
+
+
+def same_state(a: object, b: object) -> bool:
+    """Dataclasses (Scenario, View, Learning) field by field, arrays bit for bit."""
+    if dataclasses.is_dataclass(a) and type(a) is type(b):
+        return all(same_state(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype and (
+            a.shape == b.shape and a.tobytes() == b.tobytes())
+    if isinstance(a, tuple | list) and isinstance(b, tuple | list):
+        return type(a) is type(b) and len(a) == len(b) and all(same_state(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and a == b
+
+
+@pytest.mark.parametrize(("key", "changes"), STATES, ids=[f"{k}{'-' + '-'.join(c.values()) if c else ''}"
+                                                           for k, c in STATES])
+def test_the_joined_form_reads_as_the_same_state_as_cell_by_cell(client: TestClient, key: str,
+                                                                 changes: dict[str, str]) -> None:
+    cells, html = page_state(client, key, changes)
+    joined = join_grids(cells, grid_keys(html))
+    # The script joins exactly the grids of number inputs: every cell field but the mask's checkboxes.
+    assert grid_keys(html) == {CELL_NAME.match(n)[1] for n in cells if CELL_NAME.match(n)} - {"block"}
+    assert joined == join_grids(cells)
+    assert not any(CELL_NAME.match(n) and not n.startswith("block-") for n in joined)
+    assert len(joined) < len(cells)
+    assert same_state(read_page(joined), read_page(cells))
+    assert expand_grids(joined) == cells
+
+
+def test_an_edited_weight_reads_the_same_joined(client: TestClient) -> None:
+    cells, _ = page_state(client, "bank-river", {"head": "2"})
+    cells |= {"w_q-1-0": "0.5", "w_o-0-2": "-3", "x-2-1": "7"}
+    sc, view = read_page(join_grids(cells))
+    assert same_state((sc, view), read_page(cells))
+    assert sc.weights()["w_q"][2, 1, 0] == 0.5 and sc.x[2, 1] == 7.0 and view.head == 2
+
+
+@pytest.mark.parametrize(("cell", "message"), [
+    ("x-1-2", "X row 2, column 3: “abc” is not a number"),
+    ("w_k-0-1", "W_K (head 1) row 1, column 2: “abc” is not a number"),
+    ("w_o-2-0", "W_O rows of head 1, row 3, column 1: “abc” is not a number"),
+    ("c-3-1", "C row 4, column 2: “abc” is not a number"),
+    ("target-1-0", "target row 2, column 1: “abc” is not a number"),
+])
+def test_a_bad_cell_of_the_joined_page_form_names_the_cell(client: TestClient, cell: str, message: str) -> None:
+    cells, _ = page_state(client, "learn-translate", {"panels": "learn target"})
+    assert cell in cells
+    with pytest.raises(FormError) as one_by_one:
+        read_page({**cells, cell: "abc"})
+    with pytest.raises(FormError) as joined:
+        read_page(join_grids({**cells, cell: "abc"}))
+    assert (joined.value.field, joined.value.message) == (one_by_one.value.field, one_by_one.value.message)
+    assert (joined.value.field, joined.value.message) == (cell, message)

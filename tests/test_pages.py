@@ -4,6 +4,7 @@ presets, structural actions, resizing, static files and the no-inline-script rul
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from html import unescape as html_unescape
 
 import numpy as np
@@ -12,11 +13,12 @@ from fastapi.testclient import TestClient
 from httpx import Response
 from markupsafe import escape
 
+import app.pages
 from app.config import settings
 from app.maths import prose
 from app.scenario import from_preset
 from app.stages import STAGES, visible_stages
-from tests.conftest import form_fields
+from tests.conftest import form_fields, join_grids
 from tests.test_pipeline import POOL_A_AT, POOL_OUTPUT, S003_A, S003_OUTPUT
 
 HTMX = {"HX-Request": "true"}
@@ -664,6 +666,82 @@ def test_no_js_page_with_a_missing_cell_comes_back_with_the_rest(client: TestCli
     message, field = error_slot(r.text, "x")
     assert field == "x-1-1" and message == "X row 2, column 2: enter a number"
     assert form_fields(r.text)["x-0-0"] == "0.75"  # the student's other values stay
+
+
+# --- grids posted as one field each (the page's script) -------------------------------------------------
+
+
+@pytest.mark.parametrize("preset", ["default", "translate", "block", "learn-bank", "additive"])
+@pytest.mark.parametrize("url", ["/", "/stages"])
+def test_joined_grids_get_the_same_answer_as_cell_by_cell(client: TestClient, preset: str, url: str) -> None:
+    form = {**page_form(client, preset), "x-1-0": "0.75", "w_k-0-1": "-2", "show_all": "on"}
+    cells = client.post(url, data=form, headers=HTMX)
+    joined = client.post(url, data=join_grids(form), headers=HTMX)
+    assert cells.status_code == joined.status_code == 200
+    assert joined.text == cells.text
+    assert joined.headers.get("HX-Push-Url") == cells.headers.get("HX-Push-Url")
+    assert joined.headers.get("HX-Replace-Url") == cells.headers.get("HX-Replace-Url")
+    assert float(heatmap(joined.text, "x")[1][0]) == 0.75
+
+
+@pytest.mark.parametrize(("cell", "slot"), [("x-1-2", "x"), ("w_o-0-1", "weights")])
+def test_htmx_bad_cell_of_a_joined_grid_names_the_cell(client: TestClient, cell: str, slot: str) -> None:
+    r = client.post("/stages", data=join_grids({**page_form(client), cell: "1001"}), headers=HTMX)
+    assert r.status_code == 422
+    assert r.headers["HX-Reswap"] == "none"
+    message, field = error_slot(r.text, slot)
+    assert field == cell
+    assert message.endswith(": enter a finite number between −1000 and 1000")
+
+
+def test_no_js_page_for_joined_grids_with_a_bad_cell_comes_back_cell_by_cell(client: TestClient) -> None:
+    """The page that shows the error sets the bad cell aside in its own input and keeps the rest."""
+    r = client.post("/", data=join_grids({**page_form(client), "x-0-0": "0.75", "x-1-2": "abc", "w_q-1-1": "3"}))
+    assert r.status_code == 422
+    assert is_full_page(r)
+    message, field = error_slot(r.text, "x")
+    assert (field, message) == ("x-1-2", "X row 2, column 3: “abc” is not a number")
+    assert re.search(r'name="x-1-2" value="abc"[^>]*aria-invalid="true"', r.text)
+    after = form_fields(r.text)
+    assert (after["x-0-0"], after["w_q-1-1"]) == ("0.75", "3")
+    assert not any(name.startswith("grid-") for name in after)
+
+
+@pytest.fixture
+def threaded(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the functions the page hands to the thread pool: "parse" (the posted form) and
+    "<lambda>" (the response's work)."""
+    calls: list[str] = []
+    original = app.pages.run_in_threadpool
+
+    async def spy(func: Callable[..., object], *args: object) -> object:
+        calls.append(func.__name__)
+        return await original(func, *args)
+
+    monkeypatch.setattr(app.pages, "run_in_threadpool", spy)
+    return calls
+
+
+@pytest.mark.parametrize(("d_model", "parsed_in_a_thread", "answered_in_a_thread"), [
+    ("", False, False),  # the default preset: 84 fields
+    ("16", False, True),  # 1,137 fields: computed in a thread
+    ("32", True, True),  # 4,289 fields without JavaScript: parsed in a thread too
+])
+def test_a_large_form_is_read_and_answered_off_the_event_loop(client: TestClient, threaded: list[str], d_model: str,
+                                                              parsed_in_a_thread: bool,
+                                                              answered_in_a_thread: bool) -> None:
+    form = page_form(client)
+    if d_model:
+        form = form_fields(client.post("/", data={**form, "d_model": d_model}).text)
+    threaded.clear()
+    r = client.post("/stages", data=form, headers=HTMX)
+    assert r.status_code == 200
+    assert ("parse" in threaded, "<lambda>" in threaded) == (parsed_in_a_thread, answered_in_a_thread)
+    # Joined, the same form parses in a fraction of the time (on the loop), and is as much work to answer.
+    threaded.clear()
+    r = client.post("/stages", data=join_grids(form), headers=HTMX)
+    assert r.status_code == 200
+    assert ("parse" in threaded, "<lambda>" in threaded) == (False, answered_in_a_thread)
 
 
 def test_opening_a_deeply_nested_file_is_a_clear_error(client: TestClient) -> None:

@@ -7,6 +7,9 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from app.form import FormError
 from app.permalink import state_query
@@ -14,12 +17,15 @@ from app.presets import PRESETS
 from app.scenario import (
     Scenario,
     View,
+    as_stack,
     departure,
     format_input,
     from_preset,
     new_weights,
+    normalise,
     read_form,
     with_position_table,
+    with_shown,
 )
 
 
@@ -154,3 +160,44 @@ def test_a_source_sentence_edited_is_a_value_edit_and_no_preset_is_no_departure(
     sc, view = from_preset("translate")
     assert departure(read_form({**dict(state_query(sc, view)), "c-0-0": "0.5"})[0]) == (False, True)
     assert departure(new_weights(sc)) == (False, False)
+
+
+# --- the matrices on screen, read into edits ----------------------------------------------------------
+
+
+def _cell_by_cell(edits: dict, shown: list) -> dict:
+    """Every shown cell stored as an edit, over the hidden ones (what normalise then trims)."""
+    out = dict(edits)
+    for name, head, row0, m in shown:
+        for (r, c), v in np.ndenumerate(m):
+            out[(name, head, row0 + r, c)] = float(v)
+    return out
+
+
+@hsettings(max_examples=60, deadline=None)
+@given(st.sampled_from(["default", "bank-river", "additive", "block"]), st.data())
+def test_shown_matrices_become_exactly_the_edits_cell_by_cell_storage_would(key: str, data: st.DataObject) -> None:
+    """with_shown compares each shown matrix with the base in one go; the result is what storing
+    every shown cell as an edit and then normalising gives, with the same weights."""
+    sc, _ = from_preset(key)
+    base = sc._base
+    shown, hidden = [], {}
+    for name in data.draw(st.lists(st.sampled_from(sorted(base)), max_size=4, unique=True)):
+        stack = as_stack(name, base[name])  # (stacks, R, C)
+        head = data.draw(st.integers(0, stack.shape[0]))  # one past the last: a head the base lacks
+        row0 = data.draw(st.integers(0, stack.shape[1] + 2))  # past the last row too
+        rows, cols = data.draw(st.integers(1, stack.shape[1] + 1)), data.draw(st.integers(1, stack.shape[2] + 1))
+        m = np.zeros((rows, cols))  # (rows, cols): the base where it reaches, some cells changed
+        part = stack[min(head, stack.shape[0] - 1), row0:row0 + rows, :cols]
+        m[:part.shape[0], :part.shape[1]] = part
+        for _ in range(data.draw(st.integers(0, 3))):
+            m[data.draw(st.integers(0, rows - 1)), data.draw(st.integers(0, cols - 1))] = data.draw(
+                st.sampled_from([0.0, -0.0, 0.5, -2.0]))
+        shown.append((name, head, row0, m))
+        for _ in range(data.draw(st.integers(0, 3))):  # hidden edits under the shown cells, and beside them
+            cell = (row0 + data.draw(st.integers(0, rows)), data.draw(st.integers(0, cols)))
+            hidden[(name, data.draw(st.sampled_from([head, 0])), *cell)] = data.draw(st.sampled_from([1.0, -0.25]))
+    fast = replace(sc, edits=with_shown(hidden, shown, base))
+    slow = replace(sc, edits=_cell_by_cell(hidden, shown))
+    assert normalise(fast).edits == normalise(slow).edits
+    assert all(np.array_equal(a, b) for a, b in zip(fast.weights().values(), slow.weights().values(), strict=True))
