@@ -1,5 +1,6 @@
 # make run   — create .venv, install (requirements.lock), serve http://127.0.0.1:8000
-# make test  — create .venv with the test extras (requirements-test.lock), install Chromium if missing (as root), run every test
+# make test  — create .venv with the test extras (requirements-test.lock), install Chromium and redis-server if
+#              missing (as root), run every test
 # make lock  — write both lock files again from pyproject.toml (after changing a dependency)
 # make bench — an edit and large API requests against /healthz, a class on one worker (alone and beside
 #              the largest request in a loop), growth with T, compression (bench/RESULTS.md)
@@ -10,7 +11,7 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: run test lint lock browser container-engine test-container clean bench bench-quick
+.PHONY: run test lint lock browser services container-engine test-container clean bench bench-quick
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 is needed"'
@@ -51,10 +52,18 @@ browser:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver fonts-dejavu-core >/dev/null; \
 	else echo "chromium not found and not root: browser tests will be skipped"; fi
 
+# Live classes with REDIS_URL keep their rooms in Redis: the tests start Debian's redis-server on a
+# free port of their own (tests/redis_server.py), never a fake.
+services:
+	@if command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
+	else echo "redis-server not found and not root: the tests that need Redis will be skipped"; fi
+
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 
-test: $(VENV)/.installed-test browser lint
+test: $(VENV)/.installed-test browser services lint
 	$(BIN)/python -m pytest
 
 # The container test uses a Docker engine if one answers, else podman with runc (debootstrap makes a

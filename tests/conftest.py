@@ -1,6 +1,6 @@
-"""Shared fixtures and helpers: a TestClient on a fresh app, and the page's form read back as a dict,
-as a browser posts it without JavaScript (one field per cell) or as the page's script posts it (one
-field per grid)."""
+"""Shared fixtures and helpers: a TestClient on a fresh app, a real Redis, and the page's form read back
+as a dict, as a browser posts it without JavaScript (one field per cell) or as the page's script posts
+it (one field per grid)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 from hypothesis import settings
 
 from app.main import create_app
+from tests.redis_server import RedisServer, find_redis_server, redis_server
 
 # Hypothesis: "ci" (the default) runs a bounded, fixed set of examples, the same on every run;
 # HYPOTHESIS_PROFILE=explore draws twenty times as many, at random, to look further.
@@ -26,6 +27,32 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 def client() -> Iterator[TestClient]:
     with TestClient(create_app()) as c:
         yield c
+
+
+# CI (.ci/run) sets these: a test that needs Redis fails there instead of skipping.
+REQUIRE_REDIS = ("REQUIRE_REDIS", "REQUIRE_BROWSER")
+
+
+@pytest.fixture(scope="session")
+def redis_service() -> Iterator[RedisServer]:
+    """Debian's redis-server on a free loopback port for the whole session (never a fake). Without it
+    the tests that need it are skipped, or fail when REQUIRE_REDIS=1 or REQUIRE_BROWSER=1."""
+    binary = find_redis_server()
+    if binary is None:
+        reason = "redis-server not found: install Debian's redis-server (make services) or set REDIS_SERVER"
+        required = [name for name in REQUIRE_REDIS if os.environ.get(name) == "1"]
+        if required:
+            pytest.fail(f"{required[0]}=1 but {reason}", pytrace=False)
+        pytest.skip(reason)
+    with redis_server(binary) as server:
+        yield server
+
+
+@pytest.fixture
+def redis_db(redis_service: RedisServer) -> RedisServer:
+    """The session's Redis, emptied before the test."""
+    redis_service.flush()
+    return redis_service
 
 
 class _FormParser(HTMLParser):
