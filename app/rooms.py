@@ -29,6 +29,7 @@ import orjson
 CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: easy to read aloud and to type
 CODE_LENGTH = 6  # 31⁶ ≈ 8.9 × 10⁸ codes
 STREAM_QUEUE = 8  # events waiting for one slow stream; beyond, the oldest go (only the latest state counts)
+SUBSCRIBE_SECONDS = 2.0  # how long a new stream waits for Redis to confirm its room's subscription
 
 
 class RoomsFull(Exception):
@@ -320,9 +321,10 @@ class RedisRooms(Rooms):
         import redis.asyncio as redis  # only with REDIS_URL set
 
         self.redis = redis.Redis.from_url(url, decode_responses=True, health_check_interval=30)
-        self.pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
+        self.pubsub = self.redis.pubsub()
         self.reader: asyncio.Task[None] | None = None
         self.lock = asyncio.Lock()
+        self.channels: dict[str, asyncio.Future[None]] = {}  # subscribed here → Redis confirmed it
 
     @staticmethod
     def _keys(code: str) -> tuple[str, str, str, str]:
@@ -339,18 +341,26 @@ class RedisRooms(Rooms):
             alive += 1
             if alive >= self.max_rooms:
                 raise RoomsFull(f"this server holds its {self.max_rooms} rooms")
+        from redis.exceptions import WatchError
+
         key = secrets.token_urlsafe(32)
-        while True:
-            code = new_code()
-            room = self._keys(code)[0]
-            created = await self.redis.hsetnx(room, "key", key_hash(key))
-            if created:
-                break
+        fields = {"key": key_hash(key), "state": state, "version": 1, "fingerprint": fingerprint}
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(room, mapping={"state": state, "version": 1, "fingerprint": fingerprint})
-            pipe.expire(room, self._ttl())
-            await pipe.execute()
-        return code, key
+            while True:  # a code no room has, written whole with its expiry in one transaction
+                code = new_code()
+                room = self._keys(code)[0]
+                await pipe.watch(room)
+                if await pipe.exists(room):
+                    await pipe.unwatch()
+                    continue
+                pipe.multi()
+                pipe.hset(room, mapping=fields)
+                pipe.expire(room, self._ttl())
+                try:
+                    await pipe.execute()
+                except WatchError:  # another worker took this code meanwhile
+                    continue
+                return code, key
 
     async def _hash(self, code: str) -> dict[str, str] | None:
         if not code:
@@ -412,6 +422,8 @@ class RedisRooms(Rooms):
 
     async def predict(self, code: str, student: str, ref: str, value: float) -> int:
         room, students, predictions, channel = self._keys(code)
+        if not await self.redis.exists(room):  # a gone room keeps nothing, as in memory
+            return 0
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hset(predictions, f"{ref} {student}", repr(float(value)))
             pipe.hlen(predictions)
@@ -440,14 +452,26 @@ class RedisRooms(Rooms):
         return int(used) <= limit
 
     async def _subscribed(self, code: str) -> None:
+        """Subscribe to the room's channel once per worker, and wait until Redis confirms it: a stream
+        reads the room after this, so no change falls between that read and its first event."""
+        channel = self._keys(code)[3]
         async with self.lock:
-            await self.pubsub.subscribe(self._keys(code)[3])
-            if self.reader is None or self.reader.done():
-                self.reader = asyncio.create_task(self._read())
+            confirmed = self.channels.get(channel)
+            if confirmed is None:
+                confirmed = self.channels[channel] = asyncio.get_running_loop().create_future()
+                await self.pubsub.subscribe(channel)
+                if self.reader is None or self.reader.done():
+                    self.reader = asyncio.create_task(self._read())
+        with contextlib.suppress(TimeoutError):  # Redis slow: the stream goes on, as it would have
+            await asyncio.wait_for(asyncio.shield(confirmed), SUBSCRIBE_SECONDS)
 
     async def _unsubscribed(self, code: str) -> None:
+        channel = self._keys(code)[3]
         async with self.lock:
-            await self.pubsub.unsubscribe(self._keys(code)[3])
+            if code in self.fanout.queues:  # a stream of the room opened meanwhile
+                return
+            self.channels.pop(channel, None)
+            await self.pubsub.unsubscribe(channel)
 
     async def _read(self) -> None:
         """Pass every event published on a room's channel to this worker's streams of that room."""
@@ -456,7 +480,7 @@ class RedisRooms(Rooms):
                 message = await self.pubsub.get_message(timeout=1.0)
             except asyncio.CancelledError:
                 raise
-            except Exception:  # Redis went away: retry until it is back
+            except Exception:  # Redis went away: retry until it is back (the client subscribes again)
                 await asyncio.sleep(0.5)
                 continue
             if message is None:
@@ -464,7 +488,11 @@ class RedisRooms(Rooms):
                     await asyncio.sleep(0.05)
                 continue
             channel = message.get("channel", "")
-            if message.get("type") == "message" and channel.startswith(PREFIX):
+            if message.get("type") == "subscribe":
+                confirmed = self.channels.get(channel)
+                if confirmed is not None and not confirmed.done():
+                    confirmed.set_result(None)
+            elif message.get("type") == "message" and channel.startswith(PREFIX):
                 code = channel.removeprefix(PREFIX).removesuffix(":events")
                 with contextlib.suppress(ValueError, KeyError, TypeError):
                     self.fanout.deliver(code, Event.decode(message["data"]))
