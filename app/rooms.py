@@ -29,6 +29,8 @@ import orjson
 CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: easy to read aloud and to type
 CODE_LENGTH = 6  # 31⁶ ≈ 8.9 × 10⁸ codes
 STREAM_QUEUE = 8  # events waiting for one slow stream; beyond, the oldest go (only the latest state counts)
+REDIS_CONNECTIONS = 50  # per worker, its subscription included: Redis answers in well under a millisecond
+REDIS_WAIT_SECONDS = 10.0  # a command waits this long for a free connection, then fails
 SUBSCRIBE_SECONDS = 2.0  # how long a new stream waits for Redis to confirm its room's subscription
 
 
@@ -320,7 +322,11 @@ class RedisRooms(Rooms):
         super().__init__(**bounds)  # type: ignore[arg-type]
         import redis.asyncio as redis  # only with REDIS_URL set
 
-        self.redis = redis.Redis.from_url(url, decode_responses=True, health_check_interval=30)
+        # A blocking pool: a burst of requests (a whole class joining at once) waits for a connection,
+        # where the default pool would fail every command beyond its hundredth at once.
+        pool = redis.BlockingConnectionPool.from_url(url, max_connections=REDIS_CONNECTIONS, timeout=REDIS_WAIT_SECONDS,
+                                                     decode_responses=True, health_check_interval=30)
+        self.redis = redis.Redis.from_pool(pool)
         self.pubsub = self.redis.pubsub()
         self.reader: asyncio.Task[None] | None = None
         self.lock = asyncio.Lock()

@@ -195,6 +195,20 @@ async def test_a_full_server_refuses_the_next_room(rooms: Rooms) -> None:
     assert all([await rooms.get(c) is not None for c in codes])
 
 
+async def test_a_whole_class_at_once(make_rooms: MakeRooms) -> None:
+    """300 students scanning the QR code in the same second: every join and read is answered (a
+    worker's Redis connections are bounded, so the 101st waits for one instead of failing)."""
+    rooms = make_rooms(max_students=500)
+    code, key = await rooms.create(STATE, FP)
+    students = await asyncio.gather(*(rooms.join(code) for _ in range(300)))
+    assert len(set(students)) == 300
+    rooms_read = await asyncio.gather(*(rooms.get(code) for _ in range(300)))
+    assert {room.students for room in rooms_read} == {300}
+    counts = await asyncio.gather(*(rooms.predict(code, s, "softmax.0.1.2", 0.5) for s in students))
+    assert max(counts) == 300
+    assert len((await rooms.predictions(code))["softmax.0.1.2"]) == 300
+
+
 async def test_one_prediction_per_student_per_cell(rooms: Rooms) -> None:
     code, _ = await rooms.create(STATE, FP)
     ann, bob = await rooms.join(code), await rooms.join(code)
