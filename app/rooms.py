@@ -375,11 +375,16 @@ class RedisRooms(Rooms):
         return data if data.get("key") and "state" in data else None
 
     async def get(self, code: str) -> Room | None:
-        data = await self._hash(code)
-        if data is None:
+        if not code:
             return None
-        students = await self.redis.scard(self._keys(code)[1])
-        return Room(code, data["state"], int(data["version"]), data["fingerprint"], int(students))
+        room, students = self._keys(code)[:2]
+        async with self.redis.pipeline(transaction=False) as pipe:  # one round trip: every request reads the room
+            pipe.hgetall(room)
+            pipe.scard(students)
+            data, count = await pipe.execute()
+        if not (data.get("key") and "state" in data):
+            return None
+        return Room(code, data["state"], int(data["version"]), data["fingerprint"], int(count))
 
     async def is_teacher(self, code: str, key: str) -> bool:
         stored = await self.redis.hget(self._keys(code)[0], "key") if code else None
