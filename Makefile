@@ -3,7 +3,8 @@
 #              missing (as root), run every test
 # make lock  — write both lock files again from pyproject.toml (after changing a dependency)
 # make bench — an edit and large API requests against /healthz, a class on one worker (alone and beside
-#              the largest request in a loop), growth with T, compression (bench/RESULTS.md)
+#              the largest request in a loop), 300 students following a teacher's steps by their event
+#              streams (in memory and with Redis), growth with T, compression (bench/RESULTS.md)
 # make test-container — build the image from the Dockerfile, run it, check it from outside (minutes)
 PYTHON ?= python3
 VENV   := .venv
@@ -84,7 +85,7 @@ test-container: $(VENV)/.installed-test container-engine
 	$(BIN)/python -m pytest -m container tests/container
 
 # Figures for reading, not assertions: writes bench/RESULTS.md and README's Performance block.
-bench: $(VENV)/.installed-test
+bench: $(VENV)/.installed-test services
 	$(BIN)/python -m bench --readme README.md
 
 # A few seconds, only to prove the bench still runs (tests/test_bench.py does the same).

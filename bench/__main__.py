@@ -35,9 +35,11 @@ from bench.cases import (
     edit_requests,
     stage_requests,
 )
+from bench.classroom import GOAL_STUDENTS, run_follow
 from bench.load import REPO_ROOT, run_class_load
 from bench.report import GOAL_CASE, Results, markdown, update_readme
 from bench.timing import FULL, QUICK, Budget, first_page, measure
+from tests.redis_server import find_redis_server
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 FULL_PLAN = dict(
@@ -45,12 +47,14 @@ FULL_PLAN = dict(
     scaling=tuple(Case(t, SCALING_D_MODEL, SCALING_HEADS) for t in SCALING_TOKENS),
     api=(LARGEST_REQUEST, LARGEST_RESPONSE), students=(50, 200, 500), load_seconds=20.0, budget=FULL,
     mixed=(200, 4), heavy=LARGEST_REQUEST,  # 200 students while 4 clients send the largest request in a loop
+    following=(GOAL_STUDENTS, 20, 0.5),  # students following the teacher's steps, steps, pause between (s)
 )
 QUICK_PLAN = dict(
     cases=(DEFAULT_CASE, Case(5, 3, 8)), stages=(DEFAULT_CASE,),
     scaling=tuple(Case(t, 3, 1) for t in (4, 8, 12)),
     api=(ApiCase(8, 8, 2, blocks=1),), students=(5,), load_seconds=1.5, budget=QUICK,
     mixed=(5, 1), heavy=ApiCase(8, 8, 2, blocks=1),
+    following=(5, 3, 0.05),
 )
 
 
@@ -101,7 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help=f"the results file (default {RESULTS.relative_to(REPO_ROOT)}; "
                                                  "none with --quick)")
     parser.add_argument("--readme", type=Path, help="also rewrite this README's block between the bench markers")
-    parser.add_argument("--no-load", action="store_true", help="skip the class load")
+    parser.add_argument("--no-load", action="store_true",
+                        help="skip the class load and the class following its teacher")
+    parser.add_argument("--no-redis", action="store_true", help="the class following its teacher in memory only, "
+                                                                "not also with Redis")
     args = parser.parse_args(argv)
     plan = QUICK_PLAN if args.quick else FULL_PLAN
     out = args.out or (None if args.quick else RESULTS)
@@ -118,6 +125,11 @@ def main(argv: list[str] | None = None) -> int:
             f"clients, {plan['load_seconds']:g} s each")
         results.load = run_class_load(plan["students"], plan["load_seconds"], log, mixed=plan["mixed"],
                                       heavy_body=plan["heavy"].body())
+    if not args.no_load:
+        students, steps, pause = plan["following"]
+        stores = ["memory"] + ([] if args.no_redis or find_redis_server() is None else ["redis"])
+        log(f"a class following its teacher: {students} students, {steps} steps ({', '.join(stores)})")
+        results.following = [run_follow(students, steps, log, redis=store == "redis", pause=pause) for store in stores]
     results.environment += f", {load_average()} at the end."
     text = markdown(results)
     print(text)

@@ -23,7 +23,7 @@ import random
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,11 +109,12 @@ class Server:
 
 
 @contextmanager
-def uvicorn_server() -> Iterator[Server]:
-    """One uvicorn worker on a free loopback port. Stopped on exit, whatever happens."""
+def uvicorn_server(env: Mapping[str, str] | None = None) -> Iterator[Server]:
+    """One uvicorn worker on a free loopback port (``env``: its environment, else this one's).
+    Stopped on exit, whatever happens."""
     port = free_port()
     args = uvicorn_args(port, "--workers", "1", "--no-access-log", "--log-level", "warning")
-    with tempfile.TemporaryFile() as log, running(args, port=port, stderr=log, log=lambda: tail(log)) as proc:
+    with tempfile.TemporaryFile() as log, running(args, port=port, stderr=log, env=env, log=lambda: tail(log)) as proc:
         yield Server(f"http://{LOOPBACK}:{port}", proc.pid, log)
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.cases import EDIT_STAGE, LARGEST_REQUEST, Case
+from bench.classroom import GOAL_STUDENTS, MAX_FOLLOW_P95_MS, STEP_TIMEOUT_S, FollowResult
 from bench.compression import Compressed
 from bench.load import INTERVAL_S, LoadResult
 from bench.timing import Resource, Timing, fit_quadratic, quadratic_takes_over
@@ -38,6 +39,7 @@ class Results:
     page: list[Resource] = field(default_factory=list)
     compression: list[Compressed] = field(default_factory=list)
     load: list[LoadResult] = field(default_factory=list)
+    following: list[FollowResult] = field(default_factory=list)  # a class following its teacher's steps
 
 
 @dataclass(frozen=True)
@@ -191,6 +193,24 @@ def load_table(results: list[LoadResult]) -> str:
                   "max ms", "client lag p95 ms", "server CPU", "client CPU", "load average"], rows)
 
 
+def follow_table(results: list[FollowResult]) -> str:
+    """A class following its teacher: per step, the time to the last student's event and workspace."""
+    rows = []
+    for r in results:
+        p = r.pct
+        rows.append([r.students, r.store, r.steps, ms(p(r.to_event_ms, 50)), ms(p(r.to_event_ms, 95)),
+                     ms(p(r.to_workspace_ms, 50)), ms(p(r.to_workspace_ms, 95)), ms(p(r.teacher_ms, 50)),
+                     ms(p(r.cpu_ms, 50)), ms(p(r.cpu_ms, 50) / r.students) if r.students else "—",
+                     kb(r.workspace_bytes), _errors(r.errors) if not r.missed else
+                     f"{_errors(r.errors)}, {r.missed} missed",
+                     "—" if r.client_cpu is None else f"{r.client_cpu:.0%}",
+                     "—" if r.load_average is None else f"{r.load_average:.1f}"])
+    return table(["students", "store", "steps", "to last event p50 ms", "to last event p95 ms",
+                  "to last workspace p50 ms", "to last workspace p95 ms", "teacher's answer p50 ms",
+                  "server CPU per step ms", "server CPU per student ms", "workspace KB", "errors", "client CPU",
+                  "load average"], rows)
+
+
 def compression_table(results: list[Compressed]) -> str:
     rows = []
     for c in results:
@@ -326,6 +346,16 @@ def goals(results: Results) -> list[Goal]:
         out.append(Goal(text, target, f"p95 {ms(mixed.p95_ms)} ms vs {ms(alone.p95_ms)} ms alone ({ratio(r)}), "
                                       f"{errors} errors{_over(r, MAX_MIXED_P95_RATIO)}",
                         r <= MAX_MIXED_P95_RATIO and errors == 0))
+    text = f"{GOAL_STUDENTS} students follow the teacher's step, one worker: p95 to the last student's workspace"
+    target = f"p95 ≤ {MAX_FOLLOW_P95_MS:g} ms, 0 errors"
+    follow = next((r for r in results.following if r.students == GOAL_STUDENTS and r.store == "memory"), None)
+    if follow is None or not follow.to_workspace_ms:
+        out.append(Goal(text, target, "—", None))
+    else:
+        p95 = follow.pct(follow.to_workspace_ms, 95)
+        out.append(Goal(text, target, f"p95 {ms(p95)} ms over {follow.steps} steps, {follow.error_count} errors"
+                                      f"{_over(p95, MAX_FOLLOW_P95_MS, 'ms')}",
+                        p95 <= MAX_FOLLOW_P95_MS and follow.error_count == 0))
     return out
 
 
@@ -345,6 +375,8 @@ def summary(results: Results) -> str:
         parts.append(load_table([r for r in results.load if r.heavy is None]))
     if any(r.heavy for r in results.load):
         parts.append(mixed_table(results.load))
+    if results.following:
+        parts.append(follow_table(results.following))
     return "\n\n".join(parts)
 
 
@@ -404,6 +436,21 @@ def markdown(results: Results) -> str:
                   f"({LARGEST_REQUEST.label}) to /api/attention, reads the whole answer and sends it again. "
                   "*edit p95 ÷ alone*: against the same number of students without heavy clients, above.",
                   mixed_table(results.load)]
+    if results.following:
+        first = results.following[0]
+        parts += ["## A class following its teacher (one uvicorn worker on 127.0.0.1)",
+                  f"The teacher starts a class from the default preset's page and steps {first.steps} times through "
+                  "the stages with the page's own request (the teacher page's form with goto, POST /stages with "
+                  "HX-Request); each student has joined (GET /class/{code}), holds an event stream to "
+                  "/class/{code}/events and on each \"state\" event fetches /class/{code}/workspace, as a "
+                  "following student's page does, checking it shows the new stage. *to last event* and *to last "
+                  "workspace*: from the teacher's request sent to the last student's event received, and to the "
+                  f"last student's workspace read, over the steps; {first.pause_s:g} s between steps; a workspace not "
+                  f"read within {STEP_TIMEOUT_S:g} s is *missed*. *server CPU per step*: the worker's CPU time "
+                  "from the teacher's request to the last workspace (median). The students are coroutines of one "
+                  "aiohttp client on the same machine; *client CPU*: its CPU time over the steps' wall time. "
+                  "*redis*: the same with REDIS_URL, the rooms and their events going through a redis-server on "
+                  "the same machine.", follow_table(results.following)]
     return "\n\n".join(parts) + "\n"
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from bench.cases import Case, edited
+from bench.classroom import follow_class
 from bench.load import class_load
 from bench.report import README_BEGIN, README_END, Results, goals, table
 from bench.timing import fit_quadratic, quadratic_takes_over
@@ -57,13 +58,14 @@ def test_quick_bench_prints_what_it_writes(quick_run: tuple[subprocess.Completed
 def test_quick_bench_tables_are_well_formed(quick_run: tuple[subprocess.CompletedProcess[str], str, str]) -> None:
     _, results, _ = quick_run
     found = tables(results)
-    assert len(found) >= 8  # goals, cost, stages, growth with T, large API requests, first page, class load, mixed
+    assert len(found) >= 9  # goals, cost, stages, growth with T, large API requests, first page, class load, mixed,
+    # a class following its teacher
     for t in found:
         assert len(t) >= 2, f"an empty table: {t[0]}"
         assert all(len(row) == len(t[0]) for row in t), f"ragged table under {t[0]}"
     by_header = {tuple(t[0][:2]): t for t in found}
     goal_rows = by_header["goal", "target"][1:]
-    assert len(goal_rows) == 11
+    assert len(goal_rows) == 12
     assert {row[3] for row in goal_rows} <= VERDICTS
     cost = by_header["case", "/healthz ms"]
     assert cost[0][:3] == ["case", "/healthz ms", "API ms"]
@@ -88,6 +90,12 @@ def test_quick_bench_tables_are_well_formed(quick_run: tuple[subprocess.Complete
     assert mixed[1][:2] == ["5", "1"]
     assert re.fullmatch(r"\d+( \(.*\))?", mixed[1][3]) and re.fullmatch(r"\d+( \(.*\))?", mixed[1][10])
     assert float(mixed[1][9]) > 0  # heavy requests were answered
+    following = by_header["students", "store"]
+    assert [row[:3] for row in following[1:]][0] == ["5", "memory", "3"]
+    assert {row[1] for row in following[1:]} <= {"memory", "redis"}
+    for row in following[1:]:
+        assert all(float(v) > 0 for v in row[3:9])  # every step reached every student, and was timed
+        assert row[11] == "0"  # no errors, no student missed a step
 
 
 def test_quick_bench_rewrites_only_readmes_block(quick_run: tuple[subprocess.CompletedProcess[str], str, str]) -> None:
@@ -98,6 +106,7 @@ def test_quick_bench_rewrites_only_readmes_block(quick_run: tuple[subprocess.Com
     block = readme.split(README_BEGIN)[1].split(README_END)[0]
     assert "| goal |" in block and "| students |" in block
     assert "| POST /api/attention |" in block and "| heavy clients |" in block
+    assert "| students | store |" in block
 
 
 def test_fit_recovers_a_known_curve() -> None:
@@ -140,3 +149,5 @@ def test_table_escapes_pipes_and_keeps_columns() -> None:
 def test_class_load_refuses_other_hosts() -> None:
     with pytest.raises(ValueError, match="loopback"):
         asyncio.run(class_load("http://192.0.2.1:8000", students=1, seconds=0.1))
+    with pytest.raises(ValueError, match="loopback"):
+        asyncio.run(follow_class("http://192.0.2.1:8000", students=1, steps=1))
