@@ -107,6 +107,7 @@ class Shown:
 # By room, version and state: a code given again after its room expired starts at version 1 again.
 _shown: dict[tuple[str, int, str], Shown] = {}
 _rendered: dict[tuple[str, int, str, str], str] = {}
+_rendering: dict[tuple[str, int, str, str], asyncio.Future[str]] = {}  # renders under way: the same key waits
 
 
 def _remember(cache: dict, key: tuple, value: object) -> None:
@@ -497,14 +498,28 @@ async def class_workspace(request: Request, code: str) -> Response:
         return _notice(request, 404, "This class has ended", "The teacher's room is closed.")
     key = (normal, room.version, room.state, page_urls(request).index)
     html = _rendered.get(key)
+    pending = _rendering.get(key)
+    if html is None and pending is not None:  # the class's other requests for this change wait for its one render
+        try:
+            html = await asyncio.shield(pending)
+        except asyncio.CancelledError:
+            if not pending.cancelled():
+                raise  # this request itself was cancelled, not the render it waited for
     if html is None:
-        sh = shown(room)
-        ctx = _workspace_context(sh.sc, sh.view)
-        _link(request, ctx, sh.sc, sh.view)
-        ctx["classroom"] = finish(await lesson_for(request, room, "student"), sh.sc, sh.view, sh)
-        ctx["urls"] = page_urls(request)
-        html = templates.get_template("partials/workspace.html").render({**ctx, "request": request})
-        _remember(_rendered, key, html)
+        _rendering[key] = rendering = asyncio.get_running_loop().create_future()
+        try:
+            sh = shown(room)
+            ctx = _workspace_context(sh.sc, sh.view)
+            _link(request, ctx, sh.sc, sh.view)
+            ctx["classroom"] = finish(await lesson_for(request, room, "student"), sh.sc, sh.view, sh)
+            ctx["urls"] = page_urls(request)
+            html = templates.get_template("partials/workspace.html").render({**ctx, "request": request})
+            _remember(_rendered, key, html)
+            rendering.set_result(html)
+        finally:
+            rendering.cancel()  # when it failed: the waiting requests render it themselves
+            if _rendering.get(key) is rendering:
+                del _rendering[key]
     return HTMLResponse(html, headers={"Cache-Control": "no-store", "Vary": "HX-Request"})
 
 
