@@ -35,7 +35,7 @@ import zstandard
 
 from app.presets import DEFAULT_PRESET
 from bench.cases import ATTENTION_STAGES, BROWSER, HTMX
-from tests.conftest import form_fields
+from tests.conftest import form_fields, join_grids
 from tests.redis_server import find_redis_server, redis_server
 from tests.servers import LOOPBACK
 
@@ -51,7 +51,7 @@ GOAL_STUDENTS, MAX_FOLLOW_P95_MS = 300, 1000.0  # README's goal: 300 students fo
 class Teacher:
     code: str
     key: str
-    form: dict[str, str]  # the teacher page's state form, as the page posts it (class_code and class_key in it)
+    form: dict[str, str]  # the teacher page's state form as its script posts it (class_code and class_key in it)
 
 
 async def start_class(client: httpx.AsyncClient, preset: str = DEFAULT_PRESET) -> Teacher:
@@ -70,7 +70,7 @@ async def start_class(client: httpx.AsyncClient, preset: str = DEFAULT_PRESET) -
     r = await client.get(r.headers["location"], headers=BROWSER)
     if r.status_code != 200:
         raise RuntimeError(f"the teacher's page answered {r.status_code}")
-    form = form_fields(r.text)
+    form = join_grids(form_fields(r.text))  # as the page's script posts it: each grid one field
     return Teacher(form["class_code"], form["class_key"], form)
 
 

@@ -278,6 +278,15 @@ async def test_a_prediction_is_told_with_the_rooms_count(rooms: Rooms) -> None:
         assert await next_event(queue) == Event("predictions", 2, 1)
 
 
+async def test_a_join_is_told_with_the_class_size(rooms: Rooms) -> None:
+    code, key = await rooms.create(STATE, FP)
+    async with rooms.listen(code) as queue:
+        await rooms.join(code)
+        assert await next_event(queue) == Event("joined", 1, 1)
+        await rooms.join(code)
+        assert await next_event(queue) == Event("joined", 1, 2)
+
+
 async def test_a_closed_stream_hears_nothing_and_the_others_go_on(rooms: Rooms) -> None:
     code, key = await rooms.create(STATE, FP)
     async with rooms.listen(code) as staying:
@@ -398,6 +407,8 @@ async def test_a_step_on_one_worker_reaches_the_streams_of_another(workers: tupl
         assert await next_event(on_b) == Event("state", 2)
         assert await next_event(on_a) == Event("state", 2)
         student = await b.join(code)
+        assert await next_event(on_a) == Event("joined", 2, 1)  # the teacher's count, on the other worker
+        assert await next_event(on_b) == Event("joined", 2, 1)
         assert await a.is_student(code, student)
         await b.predict(code, student, "qkv.0.0.0", 1.0)
         assert await next_event(on_a) == Event("predictions", 2, 1)
