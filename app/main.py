@@ -8,7 +8,7 @@ from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette_compress import CompressMiddleware
@@ -118,6 +118,12 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     await app.state.rooms.close()  # Redis's connections, and this worker's subscription
 
 
+async def store_unavailable(request: Request, exc: Exception) -> PlainTextResponse:
+    """Redis does not answer (down, restarting): a class's request says so, never a bare 500."""
+    return PlainTextResponse("The class's storage (Redis) does not answer: try again in a moment.",
+                             status_code=503, headers={"Retry-After": "5"})
+
+
 def create_app(config: Settings = settings) -> FastAPI:
     app = FastAPI(
         lifespan=lifespan,
@@ -131,6 +137,12 @@ def create_app(config: Settings = settings) -> FastAPI:
     app.state.lanes = Lanes(config.heavy_requests, config.heavy_operations)
     app.state.config = config
     app.state.rooms = make_rooms(config)  # live class rooms: in this process, or in Redis with REDIS_URL
+    if config.redis_url:
+        from redis.exceptions import ConnectionError as RedisConnectionError
+        from redis.exceptions import TimeoutError as RedisTimeoutError
+
+        app.add_exception_handler(RedisConnectionError, store_unavailable)
+        app.add_exception_handler(RedisTimeoutError, store_unavailable)
     app.add_middleware(CompressMiddleware, **MIDDLEWARE_OPTIONS)  # zstd, Brotli or gzip (app.compression)
     app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes)
     app.add_middleware(SecurityHeadersMiddleware)  # outside the body limit: its 413 gets them too

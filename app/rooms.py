@@ -307,6 +307,7 @@ class MemoryRooms(Rooms):
 # --- in Redis -----------------------------------------------------------------------------------
 
 PREFIX = "attention:room:"
+REDIS_RETRIES = 4  # tries again after a lost connection, waiting 0.05 s, 0.1 s, 0.2 s, 0.4 s
 
 
 class RedisRooms(Rooms):
@@ -324,8 +325,16 @@ class RedisRooms(Rooms):
 
         # A blocking pool: a burst of requests (a whole class joining at once) waits for a connection,
         # where the default pool would fail every command beyond its hundredth at once.
+        # A command on a connection Redis has closed (a restart of Redis) is tried again on a new one.
+        from redis.asyncio.retry import Retry
+        from redis.backoff import ExponentialBackoff
+        from redis.exceptions import ConnectionError as RedisConnectionError
+        from redis.exceptions import TimeoutError as RedisTimeoutError
+
+        retry = Retry(ExponentialBackoff(cap=1.0, base=0.05), REDIS_RETRIES)
         pool = redis.BlockingConnectionPool.from_url(url, max_connections=REDIS_CONNECTIONS, timeout=REDIS_WAIT_SECONDS,
-                                                     decode_responses=True, health_check_interval=30)
+                                                     decode_responses=True, health_check_interval=30, retry=retry,
+                                                     retry_on_error=[RedisConnectionError, RedisTimeoutError])
         self.redis = redis.Redis.from_pool(pool)
         self.pubsub = self.redis.pubsub()
         self.reader: asyncio.Task[None] | None = None

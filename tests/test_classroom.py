@@ -455,6 +455,17 @@ def test_the_event_stream_tells_the_version_at_once(lesson: Class) -> None:
         assert missing.status_code == 404
 
 
+def test_a_class_request_while_redis_is_down_is_a_503() -> None:
+    from tests.servers import LOOPBACK, free_port
+
+    app = create_app(Settings(redis_url=f"redis://{LOOPBACK}:{free_port()}/0"))  # nothing listens there
+    client = TestClient(app, raise_server_exceptions=False)
+    for r in (client.get("/class/ABCDEF"), client.post("/stages", data={"class_code": "ABCDEF"})):
+        assert r.status_code == 503 and "Redis" in r.text and r.headers["retry-after"] == "5"
+        assert "content-security-policy" in r.headers
+    assert client.get("/healthz").status_code == 200  # the page without a class needs no Redis
+
+
 @pytest.fixture(autouse=True)
 def _no_cross_test_rooms() -> Iterator[None]:
     yield

@@ -471,3 +471,47 @@ async def test_a_worker_holds_one_subscription_per_room_while_it_has_streams(red
         assert await rooms.redis.pubsub_numsub(channel) == [(channel, 0)]
     finally:
         await rooms.close()
+
+
+async def test_a_restart_of_redis_keeps_the_room_and_the_next_command_works(tmp_path) -> None:  # noqa: ANN001
+    """Redis with its append-only file, stopped and started again under a store that stays open: the
+    store's pooled connections are dead, and its next commands reconnect instead of failing."""
+    import subprocess
+    import time
+
+    from tests.redis_server import _answers_ping, find_redis_server
+    from tests.servers import LOOPBACK, free_port
+
+    binary = find_redis_server()
+    if binary is None:
+        pytest.skip("redis-server not found")
+    port = free_port()
+    args = [binary, "--port", str(port), "--bind", LOOPBACK, "--save", "", "--appendonly", "yes",
+            "--dir", str(tmp_path), "--daemonize", "no", "--loglevel", "warning"]
+
+    def start() -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(200):
+            if _answers_ping(port):
+                return proc
+            time.sleep(0.05)
+        proc.kill()
+        raise RuntimeError("redis-server did not start")
+
+    proc = start()
+    store = RedisRooms(f"redis://{LOOPBACK}:{port}/0", **BOUNDS)
+    try:
+        code, key = await store.create(STATE, FP)
+        student = await store.join(code)
+        proc.terminate()  # SIGTERM: Redis writes its append-only file and stops
+        proc.wait(timeout=10)
+        proc = start()
+        room = await store.get(code)  # on a connection Redis closed: tried again on a new one
+        assert room is not None and room.state == STATE and room.students == 1
+        assert await store.is_teacher(code, key) and await store.is_student(code, student)
+        assert await store.teach(code, key, STATE + "&stage=qkv", FP) == 2
+    finally:
+        await store.close()
+        proc.terminate()
+        proc.wait(timeout=10)
+
