@@ -23,7 +23,6 @@ import re
 import shutil
 import socket
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -32,6 +31,8 @@ from typing import NoReturn
 
 import httpx
 import pytest
+
+from tests.redis_server import find_redis_server, redis_server
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO_ROOT / "test-artifacts"  # git-ignored
@@ -46,7 +47,6 @@ PODMAN_LIMITS = ("--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096")
 BUILD_TIMEOUT = 1800.0
 COMMAND_TIMEOUT = 120.0
 START_TIMEOUT_S = 60.0  # give up waiting for a container that never answers
-REDIS_SERVER = "/usr/bin/redis-server"  # Debian's redis-server package (make test-container installs it)
 
 _MEASUREMENTS = pytest.StashKey[dict[str, str]]()
 
@@ -315,38 +315,12 @@ def start(containers: Containers) -> Callable[..., Running]:
 # --- Redis on the host --------------------------------------------------------------------------
 
 
-def _pings(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
-            s.sendall(b"PING\r\n")
-            return s.recv(16).startswith(b"+PONG")
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:
-    """Debian's redis-server on a free port of the host's loopback, keeping nothing on disk: its REDIS_URL."""
-    binary = REDIS_SERVER if os.access(REDIS_SERVER, os.X_OK) else shutil.which("redis-server")
+    """Debian's redis-server on a free port of the host's loopback, keeping nothing on disk: its REDIS_URL
+    (tests/redis_server.py, as the other Redis tests start it)."""
+    binary = find_redis_server()
     if binary is None:
         _unavailable("redis-server is not installed (make test-container installs it when run as root)")
-    port = free_port()
-    with tempfile.TemporaryDirectory() as workdir, (Path(workdir) / "redis.log").open("wb+") as log:
-        proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                 "--appendonly", "no", "--daemonize", "no"], cwd=workdir, stdout=log,
-                                stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + 10
-            while not _pings(port):
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    pytest.fail(f"redis-server did not answer PING:\n{log.read().decode(errors='replace')[-3000:]}")
-                time.sleep(0.05)
-            yield f"redis://127.0.0.1:{port}/0"
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    with redis_server(binary) as server:
+        yield server.url()
