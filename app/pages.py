@@ -215,11 +215,18 @@ def index(request: Request, preset: str = DEFAULT_PRESET) -> HTMLResponse:
 
 @router.post("/", response_class=HTMLResponse, include_in_schema=False)
 async def update(request: Request) -> Response:
+    return await _handle(request, _update)
+
+
+async def _handle(request: Request, work: Callable[[Request, dict[str, str], classroom.Lesson | None], Response]
+                  ) -> Response:
+    """A post of the page's form: read it, do ``work`` (on the loop or in a thread), and on a teacher's
+    page in a live class, show the result to the class (app.classroom)."""
     fields = await posted_fields(request)
-    lesson = await classroom.page_lesson(request, fields)  # a page in a live class: app.classroom
+    lesson = await classroom.page_lesson(request, fields)
     if lesson is not None:
         fields = classroom.class_fields(fields)
-    response = await _off_loop(fields, lambda: _update(request, fields, lesson))
+    response = await _off_loop(fields, lambda: work(request, fields, lesson))
     await classroom.teacher_edit(request, lesson)
     return response
 
@@ -262,13 +269,7 @@ async def _off_loop(fields: Mapping[str, str], work: Callable[[], Response]) -> 
 
 @router.post("/stages", response_class=HTMLResponse, include_in_schema=False)
 async def stages(request: Request) -> Response:
-    fields = await posted_fields(request)
-    lesson = await classroom.page_lesson(request, fields)
-    if lesson is not None:
-        fields = classroom.class_fields(fields)
-    response = await _off_loop(fields, lambda: _stages(request, fields, lesson))
-    await classroom.teacher_edit(request, lesson)
-    return response
+    return await _handle(request, _stages)
 
 
 def _stages(request: Request, fields: dict[str, str], lesson: classroom.Lesson | None = None) -> Response:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from tests.servers import LOOPBACK, free_port, tail
+from tests.servers import LOOPBACK, free_port, stop, tail
 
 SYSTEM_REDIS = "/usr/bin/redis-server"  # Debian's redis-server package (make services installs it)
 START_SECONDS = 10.0  # redis-server must answer PING within this
@@ -73,9 +73,4 @@ def redis_server(binary: str) -> Iterator[RedisServer]:
                 time.sleep(0.05)
             yield RedisServer(port, proc.pid)
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc)
