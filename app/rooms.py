@@ -21,6 +21,7 @@ import hashlib
 import hmac
 import secrets
 import time
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -122,7 +123,7 @@ class Fanout:
             queue.put_nowait(event)
 
 
-class Rooms:
+class Rooms(ABC):
     """The interface both stores implement. Every method is a coroutine but ``listen``, an async
     context manager yielding a queue of the room's events for one stream."""
 
@@ -132,40 +133,43 @@ class Rooms:
         self.idle_seconds = idle_seconds
         self.fanout = Fanout(max_streams)
 
+    @abstractmethod
     async def create(self, state: str, fingerprint: str) -> tuple[str, str]:
         """A new room showing ``state``: its code and the teacher's key. RoomsFull at the bound."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def get(self, code: str) -> Room | None:
-        raise NotImplementedError
+        """The room of ``code``, or None when there is none (never was, or expired)."""
 
+    @abstractmethod
     async def is_teacher(self, code: str, key: str) -> bool:
-        raise NotImplementedError
+        """Whether ``key`` is the teacher key of the room of ``code``."""
 
+    @abstractmethod
     async def teach(self, code: str, key: str, state: str, fingerprint: str) -> int | None:
         """The teacher shows ``state``: the new version, or None for a wrong key or a gone room.
         A new fingerprint (another scenario) clears the predictions."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def join(self, code: str) -> str | None:
         """A new anonymous student id, or None when the room is gone. RoomsFull at the bound."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def is_student(self, code: str, student: str) -> bool:
-        raise NotImplementedError
+        """Whether ``student`` is an id this room gave out."""
 
+    @abstractmethod
     async def predict(self, code: str, student: str, ref: str, value: float) -> int:
         """Keep a student's prediction for a cell (a new one replaces theirs); the room's count after."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def predictions(self, code: str) -> dict[str, list[float]]:
         """Every prediction of the room, by cell ref."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def allow(self, bucket: str, limit: int, window: float = 60.0, peek: bool = False) -> bool:
         """Count one use of ``bucket``; False once it had ``limit`` uses in this window. With ``peek``,
         only whether one more would be allowed, counting nothing."""
-        raise NotImplementedError
 
     @contextlib.asynccontextmanager
     async def listen(self, code: str) -> AsyncIterator[asyncio.Queue[Event]]:
@@ -177,14 +181,17 @@ class Rooms:
             if self.fanout.remove(code, queue):
                 await self._unsubscribed(code)
 
-    async def _subscribed(self, code: str) -> None:  # a store with channels subscribes here
-        pass
+    async def _subscribed(self, code: str) -> None:
+        """A store with channels (RedisRooms) subscribes to the room's here; in the process, nothing to do."""
+        return None
 
     async def _unsubscribed(self, code: str) -> None:
-        pass
+        """And lets the channel go with the room's last stream on this worker."""
+        return None
 
     async def close(self) -> None:
-        pass
+        """Connections to let go when the app stops (RedisRooms); in the process, none."""
+        return None
 
 
 # --- in this process ----------------------------------------------------------------------------
