@@ -210,7 +210,7 @@ def class_urls(request: Request, code: str) -> SimpleNamespace:
 
     return SimpleNamespace(page=path("class_page"), teach=path("teach_page"), events=path("class_events"),
                            workspace=path("class_workspace"), predict=path("class_predict"),
-                           results=path("class_results"))
+                           results=path("class_results"), mine=path("class_mine"))
 
 
 def qr_svg(url: str) -> Markup:
@@ -612,3 +612,27 @@ async def class_results(request: Request, code: str) -> Response:
     sh = shown(room)
     lesson = finish(await lesson_for(request, room, "teacher", key=fields["class_key"]), sh.sc, sh.view, sh)
     return _respond(request, "partials/class_results.html", {"classroom": lesson, "view": sh.view})
+
+
+@router.get("/class/{code}/mine", name="class_mine", response_class=HTMLResponse, include_in_schema=False)
+async def class_mine(request: Request, code: str) -> Response:
+    """After a reveal, how close this student's own predictions of the revealed cells were (the
+    class's page is shared; this part is each student's, fetched by their page)."""
+    from app.pages import _respond
+    from app.quiz import check
+
+    store = rooms(request)
+    normal = normal_code(code)
+    room = await store.get(normal) if normal else None
+    student = request.cookies.get(STUDENT_COOKIE, "")
+    feedback = []
+    if room is not None and student and await store.is_student(normal, student):
+        sh = shown(room)
+        mine = await store.mine(normal, student)
+        run, stack, grads = sh.run()
+        for q in questions(sh, {ref: [value] for ref, value in mine.items()}, teacher=False):
+            found = check(repr(mine[q.ref]), q.ref, run, stack, sh.view.decimals, grads)
+            if found is not None:
+                feedback.append(found)
+    return _respond(request, "partials/class_mine.html", {"feedback": feedback, "view": room and shown(room).view},
+                    headers={"Cache-Control": "no-store"})

@@ -167,6 +167,10 @@ class Rooms(ABC):
         """Every prediction of the room, by cell ref."""
 
     @abstractmethod
+    async def mine(self, code: str, student: str) -> dict[str, float]:
+        """One student's predictions, by cell ref."""
+
+    @abstractmethod
     async def allow(self, bucket: str, limit: int, window: float = 60.0, peek: bool = False) -> bool:
         """Count one use of ``bucket``; False once it had ``limit`` uses in this window. With ``peek``,
         only whether one more would be allowed, counting nothing."""
@@ -297,6 +301,12 @@ class MemoryRooms(Rooms):
         if room is None:
             return {}
         return {ref: list(by_student.values()) for ref, by_student in room.predictions.items()}
+
+    async def mine(self, code: str, student: str) -> dict[str, float]:
+        room = self._room(code)
+        if room is None:
+            return {}
+        return {ref: by_student[student] for ref, by_student in room.predictions.items() if student in by_student}
 
     async def allow(self, bucket: str, limit: int, window: float = 60.0, peek: bool = False) -> bool:
         now = time.monotonic()
@@ -467,6 +477,11 @@ class RedisRooms(Rooms):
             ref = name.partition(" ")[0]
             found.setdefault(ref, []).append(float(value))
         return found
+
+    async def mine(self, code: str, student: str) -> dict[str, float]:
+        suffix = f" {student}"
+        return {name.removesuffix(suffix): float(value)
+                for name, value in (await self.redis.hgetall(self._keys(code)[2])).items() if name.endswith(suffix)}
 
     async def allow(self, bucket: str, limit: int, window: float = 60.0, peek: bool = False) -> bool:
         name = f"attention:limit:{bucket}:{int(time.time() // window)}"

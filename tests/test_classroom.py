@@ -308,6 +308,26 @@ def test_the_reveal_reaches_students_with_the_histogram(lesson: Class) -> None:
     assert send(student, lesson, "0.3", row=2, col=1).status_code == 200
 
 
+def test_after_the_reveal_each_student_sees_how_close_they_were(lesson: Class) -> None:
+    quiz_on_softmax(lesson)
+    near, far, silent = lesson.student(), lesson.student(), lesson.student()
+    truth = softmax_cell(PRESET, 0, 1)
+    send(near, lesson, f"{truth + 0.01:.4f}")
+    send(far, lesson, "0.9")
+    assert "Your prediction" not in near.get(f"/class/{lesson.code}/mine", headers=HTMX).text  # not yet revealed
+    lesson.step(class_reveal="softmax.0.0.1")
+    mine = near.get(f"/class/{lesson.code}/mine", headers=HTMX)
+    assert mine.status_code == 200 and mine.headers["cache-control"] == "no-store"
+    sent = float(f"{truth + 0.01:.4f}")
+    assert f"Your prediction for weights A row 1, column 2: <strong>{sent}</strong>" in mine.text
+    assert f"{truth:.3f}" in mine.text and "Close: within the tolerance." in mine.text
+    other = far.get(f"/class/{lesson.code}/mine", headers=HTMX).text
+    assert "0.9" in other and "Off:" in other and f"{truth + 0.01:.4f}" not in other  # each sees only their own
+    assert "Your prediction" not in silent.get(f"/class/{lesson.code}/mine", headers=HTMX).text
+    assert "Your prediction" not in TestClient(lesson.app).get(f"/class/{lesson.code}/mine").text  # no cookie
+    assert f'hx-get="/class/{lesson.code}/mine"' in workspace(near, lesson.code)
+
+
 @pytest.mark.parametrize(("fields", "named"), [
     ({"guess": "abc"}, "type your prediction as a number"),
     ({"guess": "nan"}, "between"),

@@ -221,6 +221,9 @@ async def test_one_prediction_per_student_per_cell(rooms: Rooms) -> None:
     assert sorted(found["softmax.0.1.2"]) == [0.25, 0.5]
     assert found["scores.0.0.0"] == [-1.5]
     assert await rooms.predictions(new_code()) == {}
+    assert await rooms.mine(code, ann) == {"softmax.0.1.2": 0.25, "scores.0.0.0": -1.5}  # each student's own
+    assert await rooms.mine(code, bob) == {"softmax.0.1.2": 0.5}
+    assert await rooms.mine(code, "someone") == {} and await rooms.mine(new_code(), ann) == {}
 
 
 async def test_a_prediction_for_a_gone_room_is_not_kept(rooms: Rooms) -> None:

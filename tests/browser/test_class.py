@@ -198,6 +198,9 @@ def test_class_predictions_reach_the_teacher_and_the_reveal_reaches_everyone(
         expect(cell).to_have_text(value, timeout=FOLLOW_MS)
         expect(page.locator("#class-results svg.class-histogram")).to_have_count(1)
         expect(page.locator("#class-results")).to_contain_text(f"3 predictions, value {value}")
+    # Each student's own verdict, on their page only.
+    expect(students[1].locator("#class-mine")).to_contain_text("Your prediction for weights A row 1, column 2: 0.3")
+    expect(students[0].locator("#class-mine")).to_contain_text("Your prediction for weights A row 1, column 2: 0.2")
     assert not problems.seen, problems.seen
 
     # Presenter mode keeps the class's results on the projector.
