@@ -53,15 +53,16 @@
     source.addEventListener("closed", function () { source.close(); });
   }
 
-  // A student who edits, steps or changes the view on their own page explores; choosing or
-  // inspecting a cell (the page's own requests, from the form itself) keeps following.
+  // A student who edits, steps or changes the view on their own page (a post to the page's own
+  // routes) explores; inspecting a cell (posted by the page's script from the form itself) keeps
+  // following, as do the class's own requests (the workspace, a prediction, their verdict).
   document.addEventListener("htmx:configRequest", function (ev) {
     const p = panel();
-    if (!p || p.dataset.role !== "student" || !following) return;
+    const f = document.getElementById("state");
+    if (!p || !f || p.dataset.role !== "student" || !following || ev.detail.verb !== "post") return;
     const path = ev.detail.path;
-    if (path === p.dataset.workspace || path === p.dataset.predict) return;
-    if (ev.detail.elt && ev.detail.elt.id === "state" && ev.detail.verb === "post" &&
-        path === document.getElementById("state").dataset.stagesUrl) return;
+    if (path !== f.getAttribute("action") && path !== f.dataset.stagesUrl) return;
+    if (ev.detail.elt === f && path === f.dataset.stagesUrl) return;
     follow(false);
     ev.detail.parameters.set("class_follow", "");
   });

@@ -198,9 +198,15 @@ def test_class_predictions_reach_the_teacher_and_the_reveal_reaches_everyone(
         expect(cell).to_have_text(value, timeout=FOLLOW_MS)
         expect(page.locator("#class-results svg.class-histogram")).to_have_count(1)
         expect(page.locator("#class-results")).to_contain_text(f"3 predictions, value {value}")
-    # Each student's own verdict, on their page only.
+    # Each student's own verdict, on their page only; fetching it keeps them following the teacher.
     expect(students[1].locator("#class-mine")).to_contain_text("Your prediction for weights A row 1, column 2: 0.3")
     expect(students[0].locator("#class-mine")).to_contain_text("Your prediction for weights A row 1, column 2: 0.2")
+    for page in students:
+        expect(page.locator("#class-panel")).to_contain_text("Following the teacher")
+    # Inspecting a revealed cell keeps a student following too.
+    students[2].locator('#stages table[data-ref^="softmax"] tbody tr').first.locator("td").nth(1).click()
+    expect(students[2].locator("#inspector")).to_contain_text("Attention weights of query 1")
+    expect(students[2].locator("#class-panel")).to_contain_text("Following the teacher")
     assert not problems.seen, problems.seen
 
     # Presenter mode keeps the class's results on the projector.
