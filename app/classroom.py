@@ -21,7 +21,7 @@ import asyncio
 import functools
 import hashlib
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from urllib.parse import parse_qsl, urlencode
@@ -34,13 +34,13 @@ from markupsafe import Markup
 
 from app.class_charts import predictions_svg
 from app.config import Settings, settings
-from app.form import FormError
+from app.form import ON, FormError
 from app.learning import loss_and_gradients
 from app.permalink import state_query
 from app.presets import PRESETS
 from app.quiz import LABELS, hidden_cells, owner, stage_results
 from app.rooms import Room, Rooms, RoomsFull, normal_code, spoken_code
-from app.scenario import Scenario, View
+from app.scenario import VIEW_FIELDS, Scenario, View
 
 router = APIRouter()
 
@@ -77,8 +77,6 @@ def room_state(sc: Scenario, view: View) -> str:
 
 def fingerprint(state: str) -> str:
     """Which scenario predictions are about: the state without its view fields."""
-    from app.scenario import VIEW_FIELDS
-
     kept = [(k, v) for k, v in parse_qsl(state, keep_blank_values=True) if k not in VIEW_FIELDS]
     return hashlib.sha256(urlencode(kept).encode()).hexdigest()[:32]
 
@@ -144,27 +142,35 @@ class Question:
     chart: Markup = Markup("")
 
 
+def on_stage(sh: Shown, refs: Iterable[str], *, teacher: bool) -> list[str]:
+    """The cell refs among ``refs`` that the stage in view computes, in the quiz's order: all of them
+    for the teacher, the revealed ones for students."""
+    view = sh.view
+    refs = set(refs)
+    found = []
+    for name in stage_results(view.stage, sh.run()[1], view.block):
+        prefix = f"{name}.{owner(name, view.head, view.block)}."
+        found += sorted(r for r in refs if r.startswith(prefix) and (teacher or r in view.revealed))
+    return found
+
+
 def questions(sh: Shown, predictions: Mapping[str, list[float]], *, teacher: bool) -> list[Question]:
     """The predicted cells of the stage in view: all of them for the teacher, the revealed ones for
     students (each with its histogram)."""
+    from app.render import PanelBuilder
+
     view = sh.view
     if not view.quiz or not predictions:
         return []
     run, stack, grads = sh.run()
-    from app.render import PanelBuilder
-
     builder = PanelBuilder(sh.sc, run, view, stack, grads)
     found = []
-    for name in stage_results(view.stage, stack, view.block):
-        prefix = f"{name}.{owner(name, view.head, view.block)}."
-        for ref in sorted(r for r in predictions if r.startswith(prefix)):
-            cell = builder.parse(ref)
-            if cell is None:
-                continue
+    for ref in on_stage(sh, predictions, teacher=teacher):
+        cell = builder.parse(ref)
+        if cell is not None:
             m = builder.cell_matrix(cell)
+            name = cell.matrix
             revealed = ref in view.revealed
-            if not (teacher or revealed):
-                continue
             label = f"{LABELS.get(name, name)} row {cell.row + 1}, column {cell.col + 1}"
             q = Question(ref, label, predictions[ref], float(m[cell.row, cell.col]), revealed)
             q.chart = predictions_svg(q.values, q.truth, label=label, chart_id="hist-" + ref.replace(".", "-"))
@@ -226,11 +232,14 @@ def qr_for(url: str) -> Markup:
     return qr_svg(url)
 
 
-async def lesson_for(request: Request, room: Room, role: str, *, key: str = "", following: bool = True) -> Lesson:
-    """A page's class context, with the room's predictions (``finish`` picks the ones on screen)."""
+async def lesson_for(request: Request, room: Room, role: str, *, key: str = "", following: bool = True,
+                     quiz: bool = True) -> Lesson:
+    """A page's class context, with the room's predictions when a quiz is on (``finish`` picks the
+    ones on screen)."""
     lesson = Lesson(room.code, role, class_urls(request, room.code), key=key, following=following,
                     students=room.students, fingerprint=room.fingerprint, version=room.version)
-    lesson.predictions = await rooms(request).predictions(room.code)
+    if quiz:
+        lesson.predictions = await rooms(request).predictions(room.code)
     if role == "teacher":
         lesson.join_url = str(request.url_for("class_page", code=room.code))
         lesson.qr = qr_for(lesson.join_url)
@@ -242,6 +251,9 @@ def finish(lesson: Lesson | None, sc: Scenario, view: View, sh: Shown | None = N
     the revealed ones. Another scenario than the room's has none yet."""
     if lesson is None:
         return None
+    if not (view.quiz and lesson.predictions):  # most edits: nothing to look up
+        lesson.questions, lesson.answered = [], 0
+        return lesson
     if sh is None:
         state = room_state(sc, view)
         same = fingerprint(state) == lesson.fingerprint
@@ -267,9 +279,10 @@ async def page_lesson(request: Request, fields: Mapping[str, str]) -> Lesson | N
     if room is None:
         return None
     key = fields.get("class_key", "")
+    quiz = fields.get("quiz", "").lower() in ON  # without a quiz on the page, no prediction is shown
     if key and await store.is_teacher(code, key):
-        return await lesson_for(request, room, "teacher", key=key)
-    return await lesson_for(request, room, "student", following=fields.get("class_follow") == "1")
+        return await lesson_for(request, room, "teacher", key=key, quiz=quiz)
+    return await lesson_for(request, room, "student", following=fields.get("class_follow") == "1", quiz=quiz)
 
 
 def class_fields(fields: Mapping[str, str]) -> dict[str, str]:
@@ -580,10 +593,11 @@ def prediction(sh: Shown, fields: Mapping[str, str]) -> tuple[str, float, str]:
         raise FormError("guess_matrix", "guess_matrix: choose one of the matrices this stage computes.")
     ref = f"{matrix}.{owner(matrix, view.head, view.block)}.{row}.{col}"
     run, stack, grads = sh.run()
-    cell = PanelBuilder(sh.sc, run, view, stack, grads).parse(ref)
+    builder = PanelBuilder(sh.sc, run, view, stack, grads)
+    cell = builder.parse(ref)
     if cell is None:
         raise FormError("guess_row", "guess_row: that row and column are outside the matrix.")
-    m = PanelBuilder(sh.sc, run, view, stack, grads).cell_matrix(cell)
+    m = builder.cell_matrix(cell)
     if not hidden_cells(matrix, m, owner(matrix, view.head, view.block), view.revealed)[row, col]:
         raise FormError("guess", "The teacher has revealed this cell: choose one still hidden (?).")
     try:
@@ -625,14 +639,15 @@ async def class_mine(request: Request, code: str) -> Response:
     normal = normal_code(code)
     room = await store.get(normal) if normal else None
     student = request.cookies.get(STUDENT_COOKIE, "")
-    feedback = []
+    feedback, view = [], None
     if room is not None and student and await store.is_student(normal, student):
         sh = shown(room)
+        view = sh.view
         mine = await store.mine(normal, student)
         run, stack, grads = sh.run()
-        for q in questions(sh, {ref: [value] for ref, value in mine.items()}, teacher=False):
-            found = check(repr(mine[q.ref]), q.ref, run, stack, sh.view.decimals, grads)
+        for ref in on_stage(sh, mine, teacher=False) if view.quiz else ():
+            found = check(repr(mine[ref]), ref, run, stack, view.decimals, grads)
             if found is not None:
                 feedback.append(found)
-    return _respond(request, "partials/class_mine.html", {"feedback": feedback, "view": room and shown(room).view},
+    return _respond(request, "partials/class_mine.html", {"feedback": feedback, "view": view},
                     headers={"Cache-Control": "no-store"})
