@@ -23,7 +23,7 @@ import random
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,6 +118,22 @@ def uvicorn_server(env: Mapping[str, str] | None = None) -> Iterator[Server]:
         yield Server(f"http://{LOOPBACK}:{port}", proc.pid, log)
 
 
+async def timed(send: Callable[[], Awaitable[int]], latencies: list[float], errors: Counter,
+                timeout_s: float) -> None:
+    """One request: its time when answered 200, else what went wrong, counted by kind."""
+    t0 = time.perf_counter()
+    try:
+        status = await send()
+        if status == 200:
+            latencies.append(time.perf_counter() - t0)
+        else:
+            errors[f"HTTP {status}"] += 1
+    except TimeoutError:
+        errors[f"no answer in {timeout_s:g} s"] += 1
+    except aiohttp.ClientError as e:
+        errors[type(e).__name__] += 1
+
+
 async def class_load(base_url: str, students: int, seconds: float, *, server_pid: int | None = None,
                      seed: int = 0, heavy: int = 0, heavy_body: bytes = b"") -> LoadResult:
     """``students`` editing for ``seconds`` against ``base_url`` (loopback only), and ``heavy`` clients
@@ -158,17 +174,7 @@ async def class_load(base_url: str, students: int, seconds: float, *, server_pid
                 await asyncio.sleep(max(0.0, at - loop.time()))
                 lags.append(loop.time() - at)
                 sent += 1
-                t0 = time.perf_counter()
-                try:
-                    status = await post(bodies[k % BODIES])
-                    if status == 200:
-                        latencies.append(time.perf_counter() - t0)
-                    else:
-                        errors[f"HTTP {status}"] += 1
-                except TimeoutError:
-                    errors[f"no answer in {TIMEOUT_S:g} s"] += 1
-                except aiohttp.ClientError as e:
-                    errors[type(e).__name__] += 1
+                await timed(lambda k=k: post(bodies[k % BODIES]), latencies, errors, TIMEOUT_S)
                 k += 1
                 at += INTERVAL_S * rng.uniform(1 - JITTER, 1 + JITTER)
 
@@ -177,23 +183,17 @@ async def class_load(base_url: str, students: int, seconds: float, *, server_pid
         heavy_wire = 0
         heavy_timeout = aiohttp.ClientTimeout(total=HEAVY_TIMEOUT_S)
 
-        async def heavy_client() -> None:
+        async def heavy_post() -> int:
             nonlocal heavy_wire
+            async with session.post("/api/attention", data=heavy_body, timeout=heavy_timeout,
+                                    headers={**BROWSER, "Content-Type": "application/json"}) as response:
+                heavy_wire = len(await response.read())
+                return response.status
+
+        async def heavy_client() -> None:
             await asyncio.sleep(max(0.0, start - loop.time()))
             while loop.time() < end:
-                t0 = time.perf_counter()
-                try:
-                    async with session.post("/api/attention", data=heavy_body, timeout=heavy_timeout,
-                                            headers={**BROWSER, "Content-Type": "application/json"}) as response:
-                        heavy_wire = len(await response.read())
-                        if response.status == 200:
-                            heavy_latencies.append(time.perf_counter() - t0)
-                        else:
-                            heavy_errors[f"HTTP {response.status}"] += 1
-                except TimeoutError:
-                    heavy_errors[f"no answer in {HEAVY_TIMEOUT_S:g} s"] += 1
-                except aiohttp.ClientError as e:
-                    heavy_errors[type(e).__name__] += 1
+                await timed(heavy_post, heavy_latencies, heavy_errors, HEAVY_TIMEOUT_S)
 
         cpu_before = _cpu_seconds(server_pid) if server_pid else None
         client_before, wall_before = time.process_time(), time.perf_counter()
