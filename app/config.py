@@ -61,6 +61,13 @@ class Settings(BaseSettings):
     # 8 heads (0.34 M) under it.
     heavy_requests: int = Field(default=1, ge=1)
     heavy_operations: int = Field(default=1_000_000, ge=0)
+    # Heavy pages (app.page_work: a large form or pinned state, the Learn panel, every stage of a large
+    # scenario) are computed and rendered in worker processes, heavy_processes at once per worker (default:
+    # one per CPU); heavy_waiting more wait their turn and the rest get 503 at once; one that runs
+    # heavy_seconds is stopped (503).
+    heavy_processes: int | None = Field(default=None, ge=1)
+    heavy_waiting: int = Field(default=32, ge=0)
+    heavy_seconds: float = Field(default=30.0, gt=0)
 
     # Live classes (app.rooms, app.classroom). With REDIS_URL set, rooms and their events go through
     # Redis, so several workers and replicas serve one class; without it they live in this process.
@@ -76,6 +83,8 @@ class Settings(BaseSettings):
     def _default_workers(self) -> Settings:
         if self.workers is None:  # frozen: set once, here, before anyone reads it
             object.__setattr__(self, "workers", available_cpus() if self.redis_url else 1)
+        if self.heavy_processes is None:
+            object.__setattr__(self, "heavy_processes", available_cpus())
         return self
 
     @property
@@ -89,15 +98,25 @@ class Settings(BaseSettings):
                 + 2 * d * ff + ff + 5 * d + 100)  # the first block's FFN and LayerNorms; settings
 
     @property
+    def max_numbers(self) -> int:
+        """The most numbers one valid state holds: inputs, every weight, a loss's target."""
+        h, d, t, dh, ff = self.max_heads, self.max_d_model, self.max_tokens, self.max_d_head, self.max_d_ff
+        return (3 * t * d + t * t  # x, context, position table, mask
+                + t * max(d, t)  # a loss's target: T × d_model, or T × S
+                + 3 * h * d * dh + h * dh * d  # W_Q, W_K, W_V, W_O
+                + 3 * h * dh * dh + h * dh  # W_a, W₁, W₂, v_a
+                + 2 * d * ff + ff + 5 * d)  # the first block's FFN and LayerNorms
+
+    @property
     def max_body_bytes(self) -> int:
         """The largest valid JSON request, with room to spare: 32 bytes a number plus 64 KiB."""
-        h, d, t, dh, ff = self.max_heads, self.max_d_model, self.max_tokens, self.max_d_head, self.max_d_ff
-        numbers = (3 * t * d + t * t  # x, context, position table, mask
-                   + t * max(d, t)  # a loss's target: T × d_model, or T × S
-                   + 3 * h * d * dh + h * dh * d  # W_Q, W_K, W_V, W_O
-                   + 3 * h * dh * dh + h * dh  # W_a, W₁, W₂, v_a
-                   + 2 * d * ff + ff + 5 * d)  # the first block's FFN and LayerNorms
-        return numbers * 32 + 64 * 1024
+        return self.max_numbers * 32 + 64 * 1024
+
+    @property
+    def max_state_bytes(self) -> int:
+        """The largest state as the page's query string (a permalink, a pin, a class's room): 48 bytes a
+        number (an edit is its name, head, row and column, then up to 24 digits) plus 64 KiB."""
+        return self.max_numbers * 48 + 64 * 1024
 
     @field_validator("root_path")
     @classmethod

@@ -19,14 +19,16 @@ from collections.abc import Sequence
 
 import numpy as np
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
 from app.api import run_json
 from app.form import FormError
 from app.heatmap import format_numbers
-from app.pages import posted_fields
+from app.lanes import LaneBusy, LaneTimeout
+from app.page_work import INLINE_OPERATIONS, Rendered, is_large_form, page_operations
+from app.pages import busy_message, encoded, posted_fields, respond
 from app.render import panel_matrix
-from app.scenario import read_form
+from app.scenario import Scenario, View, read_form
 
 router = APIRouter()
 
@@ -107,23 +109,39 @@ def export_target(fields: dict[str, str]) -> tuple[str, str]:
     return ref, fmt
 
 
-def _unprocessable(error: FormError) -> JSONResponse:
+def _unprocessable(error: FormError, status: int = 422, headers: dict[str, str] | None = None) -> Rendered:
     """422 in the shape of the app's validation errors (app.main.validation_error)."""
     detail = [{"loc": ["body", error.field], "field": error.field, "msg": error.message, "type": "value_error"}]
-    return JSONResponse({"detail": detail}, status_code=422, headers=NO_SNIFF)
+    return Rendered(status, json.dumps({"detail": detail}), "application/json", {**NO_SNIFF, **(headers or {})})
 
 
-def _attachment(body: str | bytes, filename: str, media_type: str) -> Response:
-    return Response(body, media_type=media_type,
-                    headers={"Content-Disposition": f'attachment; filename="{filename}"', **NO_SNIFF})
+def _attachment(body: str | bytes, filename: str, media_type: str) -> Rendered:
+    return Rendered(200, body, media_type, {"Content-Disposition": f'attachment; filename="{filename}"', **NO_SNIFF})
 
 
 @router.post("/export", include_in_schema=False)
 async def export(request: Request) -> Response:
+    """The file, on the event loop for a light scenario and in the heavy lane (app.lanes) for a large one."""
     fields = await posted_fields(request)
+    if not is_large_form(fields):
+        try:
+            read = read_form(fields)
+        except FormError as e:
+            return respond(_unprocessable(e))
+        if page_operations(*read) <= INLINE_OPERATIONS:
+            return respond(export_file(fields, read))
+    try:
+        accept_encoding = request.headers.get("accept-encoding", "")
+        return respond(await request.app.state.lanes.in_process(encoded, accept_encoding, export_file, fields, None))
+    except (LaneBusy, LaneTimeout) as e:
+        return respond(_unprocessable(FormError("export", busy_message(request, e)), 503, {"Retry-After": "5"}))
+
+
+def export_file(fields: dict[str, str], read: tuple[Scenario, View] | None = None) -> Rendered:
+    """The file the form asks for (``export``), or the 422 naming the field that stops it."""
     try:
         ref, fmt = export_target(fields)
-        sc, view = read_form(fields)
+        sc, view = read or read_form(fields)
         ext, media_type = FORMATS[fmt]
         if fmt == "run":
             first, stack = sc.compute()

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import anyio
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
@@ -114,7 +115,10 @@ async def validation_error(request: Request, exc: RequestValidationError) -> JSO
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-    yield
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(app.state.lanes.start, pages.warm)  # the heavy lane's process, while /healthz answers
+        yield
+        tasks.cancel_scope.cancel()
     await app.state.rooms.close()  # Redis's connections, and this worker's subscription
 
 
@@ -134,7 +138,8 @@ def create_app(config: Settings = settings) -> FastAPI:
         redoc_url=None,
     )
     app.add_exception_handler(RequestValidationError, validation_error)
-    app.state.lanes = Lanes(config.heavy_requests, config.heavy_operations)
+    app.state.lanes = Lanes(config.heavy_requests, config.heavy_operations, config.heavy_processes or 1,
+                            config.heavy_waiting, config.heavy_seconds)
     app.state.config = config
     app.state.rooms = make_rooms(config)  # live class rooms: in this process, or in Redis with REDIS_URL
     if config.redis_url:

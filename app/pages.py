@@ -22,11 +22,14 @@ from fastapi.templating import Jinja2Templates
 from starlette.concurrency import run_in_threadpool
 
 from app import classroom
+from app.compression import MINIMUM_SIZE, compress, preferred_encoding
 from app.config import settings
-from app.form import DECIMALS, EDITABLE, FormError, count_values, expand_grids, is_index
+from app.form import DECIMALS, EDITABLE, FormError, expand_grids, is_index
+from app.lanes import LaneBusy, LaneTimeout
 from app.learn_charts import short_number
 from app.learning import STEP_ACTIONS, fit, preset_learning, read_learning, reset, train_page
 from app.maths import equations, formula_text, fraction_math, label_text, number_math, prose, tex, vector_math
+from app.page_work import INLINE_OPERATIONS, PageRequest, Rendered, is_large_form, page_operations
 from app.permalink import fits_in_url, stage_permalinks, state_query
 from app.pin import decode_pin, encode_pin
 from app.pipeline_map import draw_map
@@ -112,8 +115,17 @@ async def posted_fields(request: Request) -> dict[str, str]:
     return {k: v for k, v in form.items() if isinstance(v, str)}
 
 
+def warm() -> None:
+    """Nothing: a heavy-lane process that runs it has imported this module, and so the whole page."""
+
+
 def _is_htmx(request: Request) -> bool:
     return request.headers.get("HX-Request") == "true"
+
+
+def page_request(request: Request) -> PageRequest:
+    return PageRequest(htmx=_is_htmx(request), urls=page_urls(request), port=request.url.port,
+                       accept_encoding=request.headers.get("accept-encoding", ""))
 
 
 # The routes the templates link to: resolved once per root path, not once per link per render.
@@ -137,18 +149,31 @@ def page_urls(request: Request) -> SimpleNamespace:
     return paths
 
 
+def _render(page: PageRequest, template: str, context: dict, status: int = 200,
+            headers: Mapping[str, str] | None = None, shown: tuple[Scenario, View] | None = None) -> Rendered:
+    context.setdefault("urls", page.urls)
+    context.setdefault("port", page.port)
+    html = templates.get_template(template).render(context)
+    return Rendered(status, html, "text/html", {**(headers or {}), "Vary": "HX-Request"}, shown)
+
+
+def respond(rendered: Rendered) -> Response:
+    return Response(rendered.body, rendered.status, dict(rendered.headers or {}), rendered.media_type)
+
+
 def _respond(request: Request, template: str, context: dict, status: int = 200,
-             headers: dict[str, str] | None = None) -> HTMLResponse:
-    context.setdefault("urls", page_urls(request))
-    response = templates.TemplateResponse(request, template, context, status_code=status, headers=headers)
-    response.headers["Vary"] = "HX-Request"
-    return response
+             headers: dict[str, str] | None = None) -> Response:
+    return respond(_render(page_request(request), template, context, status, headers))
 
 
 def _link(request: Request, ctx: dict, sc: Scenario, view: View) -> str | None:
+    return _link_to(page_urls(request), ctx, sc, view)
+
+
+def _link_to(urls: SimpleNamespace, ctx: dict, sc: Scenario, view: View) -> str | None:
     """Put the state's permalink in the context, and the map's link to each stage; return the
     permalink when it fits in a URL. A state too large for a link gets no links at all."""
-    links = stage_permalinks(page_urls(request).index, sc, view, (s.key for s in ctx["stages"]))
+    links = stage_permalinks(urls.index, sc, view, (s.key for s in ctx["stages"]))
     url = links[view.stage]
     ctx["permalink"] = url if fits_in_url(url) else None
     ctx["stage_links"] = links if all(fits_in_url(u) for u in links.values()) else {}
@@ -195,22 +220,34 @@ def _structural(sc: Scenario, action: str) -> Scenario:
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
-def index(request: Request, preset: str = DEFAULT_PRESET) -> HTMLResponse:
+async def index(request: Request, preset: str = DEFAULT_PRESET) -> Response:
     params = request.query_params
+    if "shape" in params:  # a full state, e.g. a shared link
+        fields = dict(params)
+    else:  # a preset, with any view settings the link gives (?preset=bank-river&stage=softmax)
+        sc, view = preset_page(preset if preset in PRESETS else DEFAULT_PRESET)
+        given = {key: params[key] for key in VIEW_FIELDS if key in params}
+        if not given:
+            return _respond(request, "index.html", _linked(page_urls(request), sc, view))
+        fields = {**dict(state_query(sc, view)), **given}
+    return respond(await run_page(request, _index, fields, errors_inline=True))
+
+
+def _index(page: PageRequest, fields: dict[str, str], lesson: classroom.Lesson | None = None,
+           read: tuple[Scenario, View] | None = None) -> Rendered:
+    """A shared link's page: its state, or the default preset's with the message when it is not one."""
     try:
-        if "shape" in params:  # a full state, e.g. a shared link
-            sc, view = read_page(params)
-        else:  # a preset, with any view settings the link gives (?preset=bank-river&stage=softmax)
-            sc, view = preset_page(preset if preset in PRESETS else DEFAULT_PRESET)
-            given = {key: params[key] for key in VIEW_FIELDS if key in params}
-            if given:
-                sc, view = read_page({**dict(state_query(sc, view)), **given})
+        sc, view = read or read_page(fields)
     except FormError as e:
         sc, view = from_preset(DEFAULT_PRESET)
-        return _respond(request, "index.html", _workspace_context(sc, view, e), status=422)
+        return _render(page, "index.html", _workspace_context(sc, view, e), status=422)
+    return _render(page, "index.html", _linked(page.urls, sc, view))
+
+
+def _linked(urls: SimpleNamespace, sc: Scenario, view: View) -> dict:
     ctx = _workspace_context(sc, view)
-    _link(request, ctx, sc, view)
-    return _respond(request, "index.html", ctx)
+    _link_to(urls, ctx, sc, view)
+    return ctx
 
 
 @router.post("/", response_class=HTMLResponse, include_in_schema=False)
@@ -218,33 +255,96 @@ async def update(request: Request) -> Response:
     return await _handle(request, _update)
 
 
-async def _handle(request: Request, work: Callable[[Request, dict[str, str], classroom.Lesson | None], Response]
-                  ) -> Response:
-    """A post of the page's form: read it, do ``work`` (on the loop or in a thread), and on a teacher's
-    page in a live class, show the result to the class (app.classroom)."""
+PageWork = Callable[[PageRequest, dict[str, str], "classroom.Lesson | None", "tuple[Scenario, View] | None"],
+                    Rendered]
+
+
+async def _handle(request: Request, work: PageWork) -> Response:
+    """A post of the page's form: read it, do ``work`` (on the loop or in the heavy lane), and on a
+    teacher's page in a live class, show the result to the class (app.classroom)."""
     fields = await posted_fields(request)
     lesson = await classroom.page_lesson(request, fields)
     if lesson is not None:
         fields = classroom.class_fields(fields)
-    response = await _off_loop(fields, lambda: work(request, fields, lesson))
+    rendered = await run_page(request, work, fields, lesson)
+    if rendered.shown is not None:
+        request.state.shown = rendered.shown
+    response = respond(rendered)
     await classroom.teacher_edit(request, lesson)
     return response
 
 
-def _update(request: Request, fields: dict[str, str], lesson: classroom.Lesson | None = None) -> Response:
-    template = "partials/workspace.html" if _is_htmx(request) else "index.html"
+async def run_page(request: Request, work: PageWork, fields: dict[str, str],
+                   lesson: classroom.Lesson | None = None, *, errors_inline: bool = False) -> Rendered:
+    """``work`` on the event loop when the page is light, else in a worker process of the heavy lane
+    (app.lanes): decided from the form and the scenario's sizes before any work starts (app.page_work).
+    A bad form's message is light for htmx (and for ``errors_inline`` work); without JavaScript the page
+    comes back whole, with the student's values set aside one by one, which is heavy."""
+    page = page_request(request)
+    if not is_large_form(fields):
+        try:
+            read = read_page(fields)
+        except FormError as e:
+            if page.htmx:
+                return _error(page, fields, e, lesson)
+            if errors_inline:
+                return work(page, fields, lesson, None)
+        else:
+            if page_operations(*read, fields.get("action", "")) <= INLINE_OPERATIONS:
+                return work(page, fields, lesson, read)
+    return await run_heavy(request, page, fields, work, page, fields, lesson, None)
+
+
+async def run_heavy(request: Request, page: PageRequest, fields: dict[str, str], work: Callable[..., Rendered],
+                    *args: object) -> Rendered:
+    """``work(*args)`` in the heavy lane (app.lanes); when the lane is full or the work runs out of time,
+    a 503 that keeps what the student has: for htmx the message beside the last good page, without
+    JavaScript a short page that sends them back to their form."""
     try:
-        sc, view = read_page(fields)
+        return await request.app.state.lanes.in_process(encoded, page.accept_encoding, work, *args)
+    except (LaneBusy, LaneTimeout) as e:
+        error = FormError("sizes", busy_message(request, e))
+    if page.htmx:
+        return _error(page, fields, error, status=503, headers={"Retry-After": "5"})
+    return _render(page, "busy.html", {"title": "The server is busy", "message": error.message}, status=503,
+                   headers={"Retry-After": "5"})
+
+
+def encoded(accept_encoding: str, work: Callable[..., Rendered], *args: object) -> Rendered:
+    """``work(*args)``, its body compressed as the client prefers: in the heavy lane's process, so that
+    megabytes of HTML are not compressed on the event loop (the middleware leaves an encoded body as it is)."""
+    rendered = work(*args)
+    body = rendered.body.encode() if isinstance(rendered.body, str) else rendered.body
+    encoding = preferred_encoding(accept_encoding) if len(body) >= MINIMUM_SIZE else None
+    if encoding is None:
+        return rendered
+    headers = dict(rendered.headers or {})
+    vary = ", ".join(filter(None, (headers.get("Vary"), "Accept-Encoding")))
+    headers.update({"Content-Encoding": encoding, "Vary": vary})
+    return replace(rendered, body=compress(body, encoding), headers=headers)
+
+
+def busy_message(request: Request, e: LaneBusy | LaneTimeout) -> str:
+    if isinstance(e, LaneBusy):
+        return "The server is busy with other large pages: try again in a moment."
+    return (f"This page needs more than {request.app.state.lanes.heavy_seconds:g} s of work: make it smaller "
+            "(fewer tokens, heads or blocks).")
+
+
+def _update(page: PageRequest, fields: dict[str, str], lesson: classroom.Lesson | None = None,
+            read: tuple[Scenario, View] | None = None) -> Rendered:
+    template = "partials/workspace.html" if page.htmx else "index.html"
+    try:
+        sc, view = read or read_page(fields)
         sc, view = apply_action(sc, view, fields.get("action", ""))
-        if not _is_htmx(request) and fields.get("action"):  # without JavaScript: an edit keeps the inputs open
+        if not page.htmx and fields.get("action"):  # without JavaScript: an edit keeps the inputs open
             view = replace(view, panels=view.panels | {"inputs"})
         ctx = _workspace_context(sc, view)
         ctx["classroom"] = classroom.finish(lesson, sc, view)
     except FormError as e:
-        return _error_response(request, fields, e, lesson)
-    request.state.shown = (sc, view)
-    url = _link(request, ctx, sc, view)
-    return _respond(request, template, ctx, headers=_address(url, lesson))
+        return _error(page, fields, e, lesson)
+    url = _link_to(page.urls, ctx, sc, view)
+    return _render(page, template, ctx, headers=_address(url, lesson), shown=(sc, view))
 
 
 def _address(url: str | None, lesson: classroom.Lesson | None, header: str = "HX-Push-Url") -> dict[str, str] | None:
@@ -253,60 +353,53 @@ def _address(url: str | None, lesson: classroom.Lesson | None, header: str = "HX
     return {header: url} if url and lesson is None else None
 
 
-# A form of at most this many values (the default preset posts 84, a 16-token d_model 16 page about 1,000)
-# is answered on the event loop: its whole render takes about a millisecond, less than the hop to a
-# worker thread costs. A larger one is computed in a thread, so it never holds up the small ones. A
-# joined grid counts each of its cells: the work follows the sizes, not how the form spells them.
-INLINE_VALUES = 400
-
-
-async def _off_loop(fields: Mapping[str, str], work: Callable[[], Response]) -> Response:
-    """``work()`` on the event loop for a small form, in the thread pool for a large one."""
-    if count_values(fields) <= INLINE_VALUES:
-        return work()
-    return await run_in_threadpool(work)
-
-
 @router.post("/stages", response_class=HTMLResponse, include_in_schema=False)
 async def stages(request: Request) -> Response:
     return await _handle(request, _stages)
 
 
-def _stages(request: Request, fields: dict[str, str], lesson: classroom.Lesson | None = None) -> Response:
+def _stages(page: PageRequest, fields: dict[str, str], lesson: classroom.Lesson | None = None,
+            read: tuple[Scenario, View] | None = None) -> Rendered:
     try:
-        sc, view = read_page(fields)
+        sc, view = read or read_page(fields)
         if fields.get("action") == "pin":  # pinning changes no number: the stages are enough
             sc, view = apply_action(sc, view, "pin")
         ctx = page_context(sc, view)
         ctx["classroom"] = classroom.finish(lesson, sc, view)
     except FormError as e:
-        return _error_response(request, fields, e, lesson)
-    request.state.shown = (sc, view)
+        return _error(page, fields, e, lesson)
     ctx["error_slots"] = ERROR_SLOTS
-    url = _link(request, ctx, sc, view)
-    if not _is_htmx(request):
+    url = _link_to(page.urls, ctx, sc, view)
+    if not page.htmx:
         ctx["grids"] = editor_grids(sc, view, ctx["first_run"], ctx["stack"])
-        return _respond(request, "index.html", ctx)
+        return _render(page, "index.html", ctx, shown=(sc, view))
     # A step is a place to come back to (history); a value edit only updates the address.
     header = "HX-Push-Url" if "goto" in fields else "HX-Replace-Url"
-    return _respond(request, "partials/stages_response.html", ctx, headers=_address(url, lesson, header))
+    return _render(page, "partials/stages_response.html", ctx, headers=_address(url, lesson, header),
+                   shown=(sc, view))
 
 
 def _error_response(request: Request, fields: dict[str, str], error: FormError,
                     lesson: classroom.Lesson | None = None) -> Response:
+    return respond(_error(page_request(request), fields, error, lesson))
+
+
+def _error(page: PageRequest, fields: dict[str, str], error: FormError, lesson: classroom.Lesson | None = None,
+           status: int = 422, headers: Mapping[str, str] | None = None) -> Rendered:
     """422 with the message for the field. htmx keeps the last good stages on screen (the
     response swaps only the error slots, out of band); without JavaScript the page comes back
     with what the student typed still in the inputs and the message beside them."""
-    if _is_htmx(request):
+    if page.htmx:
         ctx = {"error": error, "error_slot": error_slot(error.field), "error_slots": ERROR_SLOTS}
-        return _respond(request, "partials/errors.html", ctx, status=422, headers={"HX-Reswap": "none"})
+        return _render(page, "partials/errors.html", ctx, status=status, headers={**(headers or {}),
+                                                                                  "HX-Reswap": "none"})
     fields = expand_grids(fields)  # one field per cell: each typed value goes back into its own input
     sc, view = _lenient_read(fields)
     ctx = _workspace_context(sc, view, error)
     ctx["classroom"] = classroom.finish(lesson, sc, view)
     ctx["typed"] = fields
     ctx["stale"] = True
-    return _respond(request, "index.html", ctx, status=422)
+    return _render(page, "index.html", ctx, status=status, headers=headers)
 
 
 def read_page(fields: Mapping[str, str]) -> tuple[Scenario, View]:
@@ -363,13 +456,21 @@ SCENARIO_FORMAT = "attention-scenario/1"
 async def download_scenario(request: Request) -> Response:
     """The posted state as a JSON file ("Download scenario"): the permalink's fields, in order."""
     fields = await posted_fields(request)
+    return respond(await run_page(request, _download, fields))
+
+
+def _download(page: PageRequest, fields: dict[str, str], lesson: classroom.Lesson | None = None,
+              read: tuple[Scenario, View] | None = None) -> Rendered:
     try:
-        sc, view = read_page(fields)
+        sc, view = read or read_page(fields)
     except FormError as e:
-        return _error_response(request, fields, e)
+        return _error(page, fields, e)
     body = json.dumps({"format": SCENARIO_FORMAT, "fields": state_query(sc, view)}, ensure_ascii=False)
-    return Response(body, media_type="application/json",
-                    headers={"Content-Disposition": 'attachment; filename="attention-scenario.json"'})
+    return Rendered(200, body, "application/json",
+                    {"Content-Disposition": 'attachment; filename="attention-scenario.json"'})
+
+
+INLINE_FILE_BYTES = 64 * 1024  # a scenario file this large is read in the heavy lane
 
 
 @router.post("/scenario/open", response_class=HTMLResponse, include_in_schema=False)
@@ -378,20 +479,36 @@ async def open_scenario(request: Request) -> Response:
     form = await request.form(max_fields=settings.max_form_fields)
     upload = form.get("scenario")
     raw = await upload.read(settings.max_body_bytes + 1) if hasattr(upload, "read") else b""
+    page = page_request(request)
+    if len(raw) <= INLINE_FILE_BYTES:
+        try:
+            read = _read_file(raw)
+        except FormError as e:
+            return respond(_opened(page, raw, e))
+        if page_operations(*read) <= INLINE_OPERATIONS:
+            return respond(_opened(page, raw, read))
+    return respond(await run_heavy(request, page, {}, _opened, page, raw, None))
+
+
+def _read_file(raw: bytes) -> tuple[Scenario, View]:
+    """The state a scenario file holds, or a FormError naming ``scenario`` (or the bad field in it)."""
     try:
         data = json.loads(raw)
         if not isinstance(data, dict) or data.get("format") != SCENARIO_FORMAT:
             raise ValueError
         fields = {str(k): str(v) for k, v in data["fields"]}
-        sc, view = read_page(fields)
+    except (ValueError, KeyError, TypeError, RecursionError):  # UnicodeDecodeError is a ValueError
+        raise FormError("scenario", "scenario: this file is not a scenario saved by this page") from None
+    return read_page(fields)
+
+
+def _opened(page: PageRequest, raw: bytes, read: tuple[Scenario, View] | FormError | None = None) -> Rendered:
+    try:
+        if isinstance(read, FormError):
+            raise read
+        sc, view = read or _read_file(raw)
         sc.compute()
     except FormError as e:
         sc, view = from_preset(DEFAULT_PRESET)
-        return _respond(request, "index.html", _workspace_context(sc, view, e), status=422)
-    except (ValueError, KeyError, TypeError, RecursionError):  # UnicodeDecodeError is a ValueError
-        sc, view = from_preset(DEFAULT_PRESET)
-        error = FormError("scenario", "scenario: this file is not a scenario saved by this page")
-        return _respond(request, "index.html", _workspace_context(sc, view, error), status=422)
-    ctx = _workspace_context(sc, view)
-    _link(request, ctx, sc, view)
-    return _respond(request, "index.html", ctx)
+        return _render(page, "index.html", _workspace_context(sc, view, e), status=422)
+    return _render(page, "index.html", _linked(page.urls, sc, view), shown=(sc, view))

@@ -13,12 +13,19 @@ import zlib
 from functools import lru_cache
 from urllib.parse import parse_qsl
 
-from app.form import MAX_PIN_CHARS, FormError
+from app.config import settings
+from app.form import FormError
 from app.permalink import query_string, state_query
 from app.presets import PRESETS
 from app.scenario import Scenario, View, read_form
 
-MAX_PIN_QUERY_BYTES = 16 * MAX_PIN_CHARS  # decompressed: refuses a zip bomb, admits every real state
+# What a pinned state may inflate to: the largest valid state's query (app.config), so a zip bomb
+# stops there (an 85 KB pin inflated to 64 MB before), and never more fields than the largest state's
+# query has (X, P and C one field a cell, tokens, flags).
+MAX_PIN_QUERY_BYTES = settings.max_state_bytes
+MAX_PIN_FIELDS = (3 * settings.max_tokens * settings.max_d_model  # x, pos, c: one field a cell
+                  + 3 * settings.max_tokens + 100)  # tokens, source tokens, padding marks; settings
+CACHED_PIN_CHARS = 64 * 1024  # pins up to this long are kept once read (64 of them: at most 4 MB of text)
 
 
 def encode_pin(sc: Scenario) -> str:
@@ -27,19 +34,32 @@ def encode_pin(sc: Scenario) -> str:
     return base64.urlsafe_b64encode(zlib.compress(query.encode(), 9)).decode("ascii")
 
 
-@lru_cache(maxsize=64)
 def decode_pin(text: str) -> Scenario:
     """The pinned scenario. Raises FormError naming ``pin`` when the text is not a pinned state.
 
     Every edit after a pin posts the same text, and a request both checks it (pages.read_page) and
-    uses it (render.page_context): it is inflated and read once, then shared (a Scenario is frozen)."""
+    uses it (render.page_context): a pin of ordinary size is inflated and read once, then shared (a
+    Scenario is frozen). A large one is read each time, in the heavy lane (app.pages.page_weight),
+    so the cache stays small."""
+    if len(text) <= CACHED_PIN_CHARS:
+        return _decode_cached(text)
+    return _decode(text)
+
+
+@lru_cache(maxsize=64)
+def _decode_cached(text: str) -> Scenario:
+    return _decode(text)
+
+
+def _decode(text: str) -> Scenario:
     try:
         packed = base64.urlsafe_b64decode(text.encode("ascii"))
         inflate = zlib.decompressobj()
         raw = inflate.decompress(packed, MAX_PIN_QUERY_BYTES)
         if inflate.unconsumed_tail or not inflate.eof:
             raise ValueError("truncated or too large")
-        fields = dict(parse_qsl(raw.decode("utf-8"), keep_blank_values=True))
+        # parse_qsl counts the separators first and refuses before building anything
+        fields = dict(parse_qsl(raw.decode("utf-8"), keep_blank_values=True, max_num_fields=MAX_PIN_FIELDS))
     except (ValueError, UnicodeError, binascii.Error, zlib.error):
         raise FormError("pin", "pin: the pinned state cannot be read; unpin it") from None
     try:
