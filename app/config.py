@@ -65,7 +65,7 @@ class Settings(BaseSettings):
     # scenario) are computed and rendered in worker processes, heavy_processes at once per worker (default:
     # one per CPU); heavy_waiting more wait their turn and the rest get 503 at once; one that runs
     # heavy_seconds is stopped (503).
-    heavy_processes: int | None = Field(default=None, ge=1)
+    heavy_processes: int = Field(default_factory=available_cpus, ge=1)
     heavy_waiting: int = Field(default=32, ge=0)
     heavy_seconds: float = Field(default=30.0, gt=0)
 
@@ -83,8 +83,6 @@ class Settings(BaseSettings):
     def _default_workers(self) -> Settings:
         if self.workers is None:  # frozen: set once, here, before anyone reads it
             object.__setattr__(self, "workers", available_cpus() if self.redis_url else 1)
-        if self.heavy_processes is None:
-            object.__setattr__(self, "heavy_processes", available_cpus())
         return self
 
     @property

@@ -138,7 +138,7 @@ def create_app(config: Settings = settings) -> FastAPI:
         redoc_url=None,
     )
     app.add_exception_handler(RequestValidationError, validation_error)
-    app.state.lanes = Lanes(config.heavy_requests, config.heavy_operations, config.heavy_processes or 1,
+    app.state.lanes = Lanes(config.heavy_requests, config.heavy_operations, config.heavy_processes,
                             config.heavy_waiting, config.heavy_seconds)
     app.state.config = config
     app.state.rooms = make_rooms(config)  # live class rooms: in this process, or in Redis with REDIS_URL
