@@ -80,7 +80,7 @@ def error_slot(field: str) -> str:
     if prefix in EDITABLE or prefix == "edits":
         return "weights"
     if prefix in ("decimals", "stage", "head", "temperature", "blocked", "mask", "block", "window", "inspect_row",
-                  "inspect_col", "guess_row", "guess_col", "pin"):
+                  "inspect_col", "guess_row", "guess_col", "pin", "busy"):
         return "view"
     if prefix in ("c", "ctoken", "pos"):
         return "x"
@@ -225,12 +225,21 @@ async def index(request: Request, preset: str = DEFAULT_PRESET) -> Response:
     if "shape" in params:  # a full state, e.g. a shared link
         fields = dict(params)
     else:  # a preset, with any view settings the link gives (?preset=bank-river&stage=softmax)
-        sc, view = preset_page(preset if preset in PRESETS else DEFAULT_PRESET)
+        key = preset if preset in PRESETS else DEFAULT_PRESET
+        sc, view = preset_page(key)
         given = {key: params[key] for key in VIEW_FIELDS if key in params}
         if not given:
-            return _respond(request, "index.html", _linked(page_urls(request), sc, view))
+            page = page_request(request)
+            if page_operations(sc, view) <= INLINE_OPERATIONS:
+                return respond(_preset(page, key))
+            return respond(await run_heavy(request, page, {}, _preset, page, key))
         fields = {**dict(state_query(sc, view)), **given}
     return respond(await run_page(request, _index, fields, errors_inline=True))
+
+
+def _preset(page: PageRequest, key: str) -> Rendered:
+    sc, view = preset_page(key)
+    return _render(page, "index.html", _linked(page.urls, sc, view))
 
 
 def _index(page: PageRequest, fields: dict[str, str], lesson: classroom.Lesson | None = None,
@@ -303,7 +312,7 @@ async def run_heavy(request: Request, page: PageRequest, fields: dict[str, str],
     try:
         return await request.app.state.lanes.in_process(encoded, page.accept_encoding, work, *args)
     except (LaneBusy, LaneTimeout) as e:
-        error = FormError("sizes", busy_message(request, e))
+        error = FormError("busy", busy_message(request, e))  # shown beside the stage, where the student looks
     if page.htmx:
         return _error(page, fields, error, status=503, headers={"Retry-After": "5"})
     return _render(page, "busy.html", {"title": "The server is busy", "message": error.message}, status=503,

@@ -251,4 +251,19 @@
   });
   document.addEventListener("htmx:afterSettle", function () { prepareTables(document); restoreHeads(); });
   document.addEventListener("htmx:oobAfterSwap", markFields);
+
+  // A response htmx does not swap (5xx: the server busy, or a store that does not answer) leaves the
+  // last good page as it was; say so beside the stage, in the server's words when it sent them.
+  document.addEventListener("htmx:responseError", function (ev) {
+    const xhr = ev.detail.xhr;
+    const slot = document.getElementById("err-view");
+    if (!slot || !xhr) return;
+    let text = "";
+    if ((xhr.getResponseHeader("Content-Type") || "").startsWith("text/html")) {
+      const sent = new DOMParser().parseFromString(xhr.responseText, "text/html").querySelector("[data-field]");
+      text = sent ? sent.textContent.trim() : "";
+    }
+    slot.textContent = text || "The server could not answer (" + xhr.status + "): the page is as it was. " +
+      "Try again in a moment.";
+  });
 })();
