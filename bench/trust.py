@@ -99,6 +99,19 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def child_pids(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (the heavy lane's)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
 def p95(times: list[float]) -> float:
     return statistics.quantiles(times, n=20)[-1] * 1000
 
@@ -165,18 +178,35 @@ def server() -> Iterator[tuple[str, int]]:
         yield f"http://{LOOPBACK}:{port}", server_pid(proc)
 
 
-def run(clients: int, seconds: float, edits: int) -> list[Row]:
+@dataclass(frozen=True)
+class Memory:
+    """Resident memory (MB) of the worker and of its heavy lane's processes, at start and after the run."""
+
+    worker_start: float
+    processes_start: list[float]
+    worker_end: float
+    processes_end: list[float]
+
+
+def run(clients: int, seconds: float, edits: int) -> tuple[list[Row], Memory]:
     rows = []
     with server() as (url, pid):
+        time.sleep(2)  # the heavy lane's first process starts beside /healthz
+        start = rss_mb(pid), [rss_mb(p) for p in child_pids(pid)]
         with httpx.Client(timeout=60) as c:
             page = form_fields(c.get(url + "/").text)
             learn = form_fields(c.get(url + "/?preset=learn-bank").text)
         for heavy in heavy_requests(page, learn):
             rows.append(measure(url, pid, heavy, page, clients, seconds, edits))
-    return rows
+        memory = Memory(*start, rss_mb(pid), [rss_mb(p) for p in child_pids(pid)])
+    return rows, memory
 
 
-def markdown(rows: list[Row], clients: int) -> str:
+def megabytes(values: list[float]) -> str:
+    return " + ".join(f"{v:.0f}" for v in values) or "none"
+
+
+def markdown(rows: list[Row], clients: int, memory: Memory) -> str:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     lines = [f"{clients} clients loop on each heavy request while one makes default edits "
              f"(load average {load:.1f}); goals: edit p95 ≤ {GOAL_RATIO:g}× alone, /healthz ≤ {GOAL_HEALTHZ_MS:g} ms.",
@@ -188,6 +218,9 @@ def markdown(rows: list[Row], clients: int) -> str:
         lines.append(f"| {r.name} | {r.heavy_answers} ({r.heavy_statuses}) | {r.p95_alone_ms:.1f} ms | "
                      f"{r.p95_loaded_ms:.1f} ms | **{r.ratio:.2f}×** ({verdict}) | {r.healthz_max_ms:.0f} ms | "
                      f"{r.rss_growth_mb:+.0f} MB |")
+    lines += ["", f"Resident memory: the worker {memory.worker_start:.0f} MB at start, {memory.worker_end:.0f} MB "
+                  f"after; its heavy lane's processes {megabytes(memory.processes_start)} MB at start, "
+                  f"{megabytes(memory.processes_end)} MB after."]
     return "\n".join(lines)
 
 
@@ -200,7 +233,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.clients, args.seconds, args.edits = 1, 2.0, 10
-    print(markdown(run(args.clients, args.seconds, args.edits), args.clients))
+    rows, memory = run(args.clients, args.seconds, args.edits)
+    print(markdown(rows, args.clients, memory))
 
 
 if __name__ == "__main__":
