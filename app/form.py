@@ -7,6 +7,8 @@ finite number, a flag), and nothing else is coerced. Each validator's error name
 and says what to enter; ``read_fields`` turns the first into a FormError, which the page shows
 beside that input. The grids (X, the weights: up to 64×64 cells each) are read in one call per
 grid by ``read_matrix``, through pydantic's own number parser, about 3× faster than a Python loop.
+Every number the form holds is read by one grammar (``read_numbers``): ASCII digits, a sign, a
+point, an exponent; not the underscores, other scripts' digits, nan or inf that float() also takes.
 
 A grid comes in one of two spellings. Without JavaScript the browser posts one field per cell
 (``x-3-5``); with it, the page's script posts each grid as one field (``grid-x``: the rows joined
@@ -94,12 +96,9 @@ def whole(lo: int, hi: int) -> Any:
         raw = _text(value)
         if raw == "":
             return None
-        try:
-            if not raw.isascii() or len(raw) > 24:  # int() would take "١٢" and read 4,000 digits
-                raise ValueError
-            number = int(raw)
-        except ValueError:
-            raise _problem(info.field_name, f"{info.field_name}: enter a whole number from {lo} to {hi}") from None
+        if _WHOLE.fullmatch(raw) is None:  # int() would take "1_0", "١٢" and read 4,000 digits
+            raise _problem(info.field_name, f"{info.field_name}: enter a whole number from {lo} to {hi}")
+        number = int(raw)
         if not lo <= number <= hi:
             raise _problem(info.field_name, f"{info.field_name}: {number} is out of range; enter {lo} to {hi}")
         return number
@@ -134,11 +133,10 @@ def short(limit: int, strip: bool = False) -> Any:
 
 
 def _temperature(value: object) -> float:
-    raw = _text(value) or "1"
     try:
-        t = float(raw) if raw.isascii() else float("nan")
+        t = read_number(_text(value) or "1")
     except ValueError:
-        t = float("nan")
+        t = math.nan
     if not 0.05 <= t <= 20:  # also refuses nan
         raise _problem("temperature", "temperature: choose a value from 0.05 to 20")
     return t
@@ -212,12 +210,11 @@ def _edits(value: object) -> dict[tuple[str, int, int, int], float]:
         keys.append((m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4))))
         texts.append(m.group(5))
     try:
-        values = _NUMBERS.validate_python(texts)
-    except ValidationError as e:
-        err = e.errors()[0]
-        name, h, r, c = keys[err["loc"][0]]
+        values = read_numbers(texts)
+    except NumberError as e:
+        name, h, r, c = keys[e.index]
         # The entry as the hidden field writes it (0-based, like every internal reference).
-        raise _problem("edits", _number_message(err, f"edits: {name}.{h}.{r}.{c}")) from None
+        raise _problem("edits", _number_message(e, f"edits: {name}.{h}.{r}.{c}")) from None
     return dict(zip(keys, values, strict=True))
 
 
@@ -350,19 +347,81 @@ def _form_error(err: Any) -> FormError:
     return FormError(field, f"{field}: {err['msg']}")
 
 
-# --- grids of numbers ---------------------------------------------------------------------------
+# --- numbers ------------------------------------------------------------------------------------
 
-# The one place the form's text becomes numbers without a validator of ours: pydantic's parser
-# (lax, as text must be parsed), finite and within the bound every number a client sends is held to.
-_NUMBERS = TypeAdapter(
-    list[Annotated[float, Field(strict=False, allow_inf_nan=False, ge=-s.max_abs_value, le=s.max_abs_value)]]
-)
+# A number as a student types it and as the page prints it: ASCII digits, a sign (the minus sign "−" the
+# page prints too), a decimal point, an exponent, spaces or tabs around. float() reads more: "1_0", "١٢",
+# "nan", "inf", a non-breaking space around. On these characters alone pydantic's parser (like float)
+# reads exactly the grammar above (tests/test_form.py checks it against a regular expression), so a
+# grid's cells are checked in one pass over their text and parsed in one call.
+MINUS = "\u2212"
+NUMBER_CHARS = b"0123456789+-.eE \t"
+_SEP = "\n"  # never one of NUMBER_CHARS: a cell holding it is refused, not split
+_WHOLE = re.compile(r"[+-]?[0-9]{1,24}")
+_FLOAT = Annotated[float, Field(strict=False, allow_inf_nan=False)]  # lax: text must be parsed
+_BOUNDED = TypeAdapter(list[Annotated[_FLOAT, Field(ge=-s.max_abs_value, le=s.max_abs_value)]])
+_FINITE = TypeAdapter(list[_FLOAT])
 
 
-def _number_message(err: Any, label: str) -> str:
-    text = err["input"].strip() if isinstance(err["input"], str) else ""
-    if err["type"] == "float_parsing":
-        return f"{label}: enter a number" if not text else f"{label}: “{text[:20]}” is not a number"
+class NumberError(ValueError):
+    """The first text of several that is not a number (``kind`` "empty" or "syntax") or not one in
+    bounds ("range")."""
+
+    def __init__(self, index: int, text: str, kind: str) -> None:
+        super().__init__(f"text {index}: {kind}")
+        self.index, self.text, self.kind = index, text, kind
+
+
+def _only_number_chars(text: str) -> bool:
+    return text.isascii() and not text.encode().translate(None, NUMBER_CHARS + _SEP.encode())
+
+
+def read_numbers(texts: list[str], bounded: bool = True) -> list[float]:
+    """Each text as a finite number (within ±max_abs_value when ``bounded``), or a NumberError for
+    the first that is not one."""
+    adapter = _BOUNDED if bounded else _FINITE
+    joined = _SEP.join(texts)
+    if texts and joined.count(_SEP) == len(texts) - 1:  # no text holds the separator
+        plain = joined.replace(MINUS, "-").split(_SEP) if MINUS in joined else texts
+        if _only_number_chars(_SEP.join(plain)):
+            try:
+                return adapter.validate_python(plain)
+            except ValidationError as e:
+                err = e.errors()[0]
+                i = err["loc"][0]
+                kind = "range" if err["type"] != "float_parsing" else "syntax" if texts[i].strip() else "empty"
+                raise NumberError(i, texts[i], kind) from None
+    for i, text in enumerate(texts):  # the first text that is not a number, one by one
+        if not text.strip():
+            raise NumberError(i, text, "empty")
+        if _SEP in text or not _only_number_chars(text.replace(MINUS, "-")):
+            raise NumberError(i, text, "syntax")
+        try:
+            read_numbers([text], bounded)
+        except NumberError as e:
+            raise NumberError(i, text, e.kind) from None
+    return []  # no texts
+
+
+def read_number(text: str) -> float:
+    """The finite number ``text`` spells, of any size, or a ValueError (a NumberError)."""
+    return read_numbers([text], bounded=False)[0]
+
+
+def is_number(text: str) -> bool:
+    """Whether a prediction as typed is a finite number (in any size: it is only compared)."""
+    try:
+        read_number(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _number_message(e: NumberError, label: str) -> str:
+    if e.kind == "empty":
+        return f"{label}: enter a number"
+    if e.kind == "syntax":
+        return f"{label}: “{e.text.strip()[:20]}” is not a number"
     limit = s.max_abs_value
     return f"{label}: enter a finite number between −{limit:g} and {limit:g}"
 
@@ -414,11 +473,10 @@ def read_matrix(form: Mapping[str, str], prefix: str, rows: int, cols: int, labe
     the page counts: ``x-1-2`` with "X row 2, column 3: “abc” is not a number". Cells beyond rows
     × cols are not read, in either spelling."""
     try:
-        values = _NUMBERS.validate_python(_cell_texts(form, prefix, rows, cols))
-    except ValidationError as e:
-        err = e.errors()[0]
-        i, j = divmod(err["loc"][0], cols)
-        raise FormError(f"{prefix}-{i}-{j}", _number_message(err, f"{label} row {i + 1}, column {j + 1}")) from None
+        values = read_numbers(_cell_texts(form, prefix, rows, cols))
+    except NumberError as e:
+        i, j = divmod(e.index, cols)
+        raise FormError(f"{prefix}-{i}-{j}", _number_message(e, f"{label} row {i + 1}, column {j + 1}")) from None
     return np.array(values, dtype=np.float64).reshape(rows, cols)
 
 
@@ -447,10 +505,3 @@ def count_values(form: Mapping[str, str]) -> int:
                  if name.startswith(GRID_FIELD) and isinstance(text, str))
     return len(form) + joined
 
-
-def is_number(text: str) -> bool:
-    """Whether a prediction as typed is a finite number (in any size: it is only compared)."""
-    try:
-        return math.isfinite(float(text))
-    except ValueError:
-        return False
