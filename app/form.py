@@ -356,7 +356,6 @@ def _form_error(err: Any) -> FormError:
 # grid's cells are checked in one pass over their text and parsed in one call.
 MINUS = "\u2212"
 NUMBER_CHARS = b"0123456789+-.eE \t"
-_SEP = "\n"  # never one of NUMBER_CHARS: a cell holding it is refused, not split
 _WHOLE = re.compile(r"[+-]?[0-9]{1,24}")
 _FLOAT = Annotated[float, Field(strict=False, allow_inf_nan=False)]  # lax: text must be parsed
 _BOUNDED = TypeAdapter(list[Annotated[_FLOAT, Field(ge=-s.max_abs_value, le=s.max_abs_value)]])
@@ -373,34 +372,35 @@ class NumberError(ValueError):
 
 
 def _only_number_chars(text: str) -> bool:
-    return text.isascii() and not text.encode().translate(None, NUMBER_CHARS + _SEP.encode())
+    return text.isascii() and not text.encode().translate(None, NUMBER_CHARS)
 
 
 def read_numbers(texts: list[str], bounded: bool = True) -> list[float]:
     """Each text as a finite number (within ±max_abs_value when ``bounded``), or a NumberError for
     the first that is not one."""
     adapter = _BOUNDED if bounded else _FINITE
-    joined = _SEP.join(texts)
-    if texts and joined.count(_SEP) == len(texts) - 1:  # no text holds the separator
-        plain = joined.replace(MINUS, "-").split(_SEP) if MINUS in joined else texts
-        if _only_number_chars(_SEP.join(plain)):
-            try:
-                return adapter.validate_python(plain)
-            except ValidationError as e:
-                err = e.errors()[0]
-                i = err["loc"][0]
-                kind = "range" if err["type"] != "float_parsing" else "syntax" if texts[i].strip() else "empty"
-                raise NumberError(i, texts[i], kind) from None
+    joined = "".join(texts)
+    plain = texts
+    if MINUS in joined:
+        joined, plain = joined.replace(MINUS, "-"), [text.replace(MINUS, "-") for text in texts]
+    if _only_number_chars(joined):
+        try:
+            return adapter.validate_python(plain)
+        except ValidationError as e:
+            err = e.errors()[0]
+            i = err["loc"][0]
+            kind = "range" if err["type"] != "float_parsing" else "syntax" if texts[i].strip() else "empty"
+            raise NumberError(i, texts[i], kind) from None
     for i, text in enumerate(texts):  # the first text that is not a number, one by one
         if not text.strip():
             raise NumberError(i, text, "empty")
-        if _SEP in text or not _only_number_chars(text.replace(MINUS, "-")):
+        if not _only_number_chars(plain[i]):
             raise NumberError(i, text, "syntax")
         try:
             read_numbers([text], bounded)
         except NumberError as e:
             raise NumberError(i, text, e.kind) from None
-    return []  # no texts
+    raise AssertionError("unreachable: the characters of some text were refused")
 
 
 def read_number(text: str) -> float:
