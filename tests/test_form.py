@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
+import unicodedata
 from dataclasses import replace
 
 import numpy as np
@@ -16,13 +18,17 @@ from hypothesis import strategies as st
 
 from app.config import settings
 from app.form import (
+    HIDDEN_RANGES,
+    JOINERS,
     MAX_GRID_SIDE,
+    TOKEN_PATTERN,
     FormError,
     PageForm,
     count_values,
     expand_grids,
     grid_rows,
     has_grid,
+    hidden_character,
     is_number,
     read_fields,
     read_matrix,
@@ -307,6 +313,63 @@ def test_the_reader_takes_the_grammar_and_nothing_else(text: str) -> None:
             assert read_matrix(form, "w", 1, 2, "W").tolist() == [[got, 0.0]] and bounded
         except FormError as e:
             assert not bounded and e.field == "w-0-0"
+
+
+# --- tokens: text a student can see ----------------------------------------------------------------
+
+# Each with the character the message must name: controls (NUL, ESC, a newline), the right-to-left
+# override, a zero width space, a byte order mark, a line separator, a tag character, and a joiner
+# standing alone or at an end (inside a word it stays).
+HIDDEN_TOKENS = [("a\x00b", "U+0000"), ("\x1b[31mred", "U+001B"), ("two\nlines", "U+000A"), ("\u202eevil", "U+202E"),
+                 ("zero\u200bwidth", "U+200B"), ("\ufeffbom", "U+FEFF"), ("a\u2028b", "U+2028"),
+                 ("flag\U000e0067", "U+E0067"), ("\u200d", "U+200D"), ("word\u200c", "U+200C"),
+                 ("a\u200c\u200db", "U+200C")]
+# Joiners inside a word: Persian's zero width non-joiner, an emoji sequence, a Devanagari conjunct.
+JOINED_WORDS = ["\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645", "\U0001f469\u200d\U0001f4bb",
+                "\u0915\u094d\u200d\u0937", "\u2764\ufe0f\u200d\U0001f525"]
+
+
+@pytest.mark.parametrize(("text", "code"), HIDDEN_TOKENS)
+def test_a_token_with_a_control_or_invisible_character_is_refused_naming_it(text: str, code: str) -> None:
+    e = error_of({**BASE, "token-1": text})
+    assert e.field == "token-1" and e.message.startswith("token 2: remove the ") and code in e.message, e.message
+    e = error_of({**BASE, "cross": "on", "ctoken-0": "src", "ctoken-1": text, "c-0-0": "1", "c-0-1": "1",
+                  "c-1-0": "1", "c-1-1": "1"})
+    assert e.field == "ctoken-1" and e.message.startswith("source token 2: remove the ") and code in e.message
+
+
+@pytest.mark.parametrize("text", JOINED_WORDS)
+def test_joiners_inside_a_word_are_kept(text: str) -> None:
+    assert read_fields({**BASE, "token-1": text}).tokens == ("a", text)
+
+
+HIDDEN_CATEGORIES = ("Cc", "Cf", "Zl", "Zp")
+
+
+def test_the_hidden_ranges_are_unicodes_control_format_and_line_break_characters() -> None:
+    listed = {c for a, b in HIDDEN_RANGES for c in range(a, b + 1)}
+    every = {c for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) in HIDDEN_CATEGORIES}
+    assert listed == every, f"Unicode {unicodedata.unidata_version}: {sorted(listed ^ every)[:20]}"
+
+
+def refused_by_category(text: str) -> bool:
+    """The rule read straight from Unicode's categories, character by character."""
+    def hidden(k: int) -> bool:
+        return unicodedata.category(text[k]) in HIDDEN_CATEGORIES
+    return any(hidden(k) and not (text[k] in JOINERS and 0 < k < len(text) - 1 and not hidden(k - 1)
+                                  and not hidden(k + 1)) for k in range(len(text)))
+
+
+TOKEN_TEXT = st.text(st.sampled_from("ab \x00\x1b\t\n\u200b\u200c\u200d\u202e\u2028\ufeff\u0645\U0001f469\U000e0067"),
+                     max_size=8) | st.text(max_size=12)
+
+
+@hsettings(max_examples=1000, deadline=None)
+@given(TOKEN_TEXT)
+def test_a_token_is_refused_by_its_categories_and_the_schemas_pattern_says_the_same(text: str) -> None:
+    refused = hidden_character(text) is not None
+    assert refused == refused_by_category(text)
+    assert refused == (re.fullmatch(TOKEN_PATTERN, text) is None)
 
 
 def test_a_missing_shape_says_to_reload() -> None:
