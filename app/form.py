@@ -19,8 +19,10 @@ error still names the cell's own input.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
+import sys
 import unicodedata
 from collections.abc import Mapping
 from typing import Annotated, Any
@@ -169,42 +171,52 @@ def _shape(value: object) -> tuple[int, ...]:
 
 
 # Characters no token may hold: controls (Cc: NUL, ESC, newline), invisible formatting (Cf: the
-# right-to-left override, a zero width space, a byte order mark, tags) and line breaks (Zl, Zp), by
-# Unicode's categories (tests/test_form.py checks the ranges against unicodedata). Escaped, they still
-# reorder, hide or break the text around them on the page and in a copied export.
-HIDDEN_RANGES = ((0x0000, 0x001F), (0x007F, 0x009F), (0x00AD, 0x00AD), (0x0600, 0x0605), (0x061C, 0x061C),
-                 (0x06DD, 0x06DD), (0x070F, 0x070F), (0x0890, 0x0891), (0x08E2, 0x08E2), (0x180E, 0x180E),
-                 (0x200B, 0x200F), (0x2028, 0x202E), (0x2060, 0x2064), (0x2066, 0x206F), (0xFEFF, 0xFEFF),
-                 (0xFFF9, 0xFFFB), (0x110BD, 0x110BD), (0x110CD, 0x110CD), (0x13430, 0x13438),
-                 (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0001, 0xE0001), (0xE0020, 0xE007F))
+# right-to-left override, a zero width space, a byte order mark) and line breaks (Zl, Zp). Escaped,
+# they still reorder, hide or break the text around them on the page and in what is copied from it.
+HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
 # The zero width non-joiner and joiner may stand between two visible characters: Persian writes them
 # inside ordinary words, Indic scripts and emoji sequences need them. At an end or alone they only hide.
 JOINERS = "\u200c\u200d"
 
 
-def _escaped(c: int) -> str:
-    return f"\\u{c:04x}" if c <= 0xFFFF else chr(c)  # astral characters literally: read alike by every regex dialect
-
-
-_HIDDEN_CLASS = "".join(_escaped(a) if a == b else f"{_escaped(a)}-{_escaped(b)}" for a, b in HIDDEN_RANGES)
-_HIDDEN = re.compile(f"[{_HIDDEN_CLASS}]")
-# The same rule as a pattern, for the API's schema: visible characters, joiners only between two of them.
-TOKEN_PATTERN = f"^(?:[^{_HIDDEN_CLASS}]+(?:[{JOINERS}][^{_HIDDEN_CLASS}]+)*)?$"
+def _hidden(c: str) -> bool:
+    return unicodedata.category(c) in HIDDEN_CATEGORIES
 
 
 def hidden_character(text: str) -> str | None:
     """What to remove from a token, in plain words ("the control character U+001B"), or None."""
-    for m in _HIDDEN.finditer(text):
-        k, c = m.start(), m.group()
-        inside = 0 < k < len(text) - 1 and not _HIDDEN.match(text, k - 1) and not _HIDDEN.match(text, k + 1)
-        if c in JOINERS and inside:
+    if text.isprintable():  # holds no character of Unicode's "Other" or "Separator" categories but the space
+        return None
+    for k, c in enumerate(text):
+        if not _hidden(c) or (c in JOINERS and 0 < k < len(text) - 1 and not _hidden(text[k - 1])
+                              and not _hidden(text[k + 1])):
             continue
-        category = unicodedata.category(c)
-        name = unicodedata.name(c, "").lower()
-        what = "control character" if category == "Cc" else "line break" if category in ("Zl", "Zp") else (
-            "invisible character")
-        return f"the {what} U+{ord(c):04X}" + (f" ({name})" if name and category != "Cc" else "")
+        category, name = unicodedata.category(c), unicodedata.name(c, "").lower()
+        if category == "Cc":
+            return f"the control character U+{ord(c):04X}"
+        what = "line break" if category in ("Zl", "Zp") else "invisible character"
+        return f"the {what} U+{ord(c):04X}" + (f" ({name})" if name else "")
     return None
+
+
+@functools.cache
+def token_pattern() -> str:
+    """hidden_character's rule as a regular expression, for the API's schema: visible characters, a
+    joiner only between two of them. Built once from this Python's Unicode tables (a tenth of a second)."""
+    ranges: list[list[int]] = []
+    for c in range(sys.maxunicode + 1):
+        if _hidden(chr(c)):
+            if ranges and ranges[-1][1] == c - 1:
+                ranges[-1][1] = c
+            else:
+                ranges.append([c, c])
+
+    def escaped(c: int) -> str:  # an astral character as itself: JSON Schema's regular expressions have no \\U
+        return f"\\u{c:04x}" if c <= 0xFFFF else chr(c)
+
+    hidden = "".join(escaped(a) if a == b else f"{escaped(a)}-{escaped(b)}" for a, b in ranges)
+    joiners = "".join(escaped(ord(c)) for c in JOINERS)
+    return f"^(?:[^{hidden}]+(?:[{joiners}][^{hidden}]+)*)?$"
 
 
 def _check_tokens(tokens: tuple[str, ...], prefix: str) -> None:

@@ -19,7 +19,7 @@ from pydantic_core import PydanticCustomError
 from app.backward import check_attention_target
 from app.config import settings
 from app.cost import attention_cost
-from app.form import TOKEN_PATTERN, hidden_character
+from app.form import hidden_character, token_pattern
 from app.pipeline import build_mask
 
 Value = Annotated[
@@ -74,7 +74,7 @@ def _visible(token: str) -> str:
 
 # A token is text a student can see: no control, invisible formatting or line break characters (app.form).
 Token = Annotated[str, StringConstraints(strict=True, max_length=settings.max_token_chars), AfterValidator(_visible),
-                  Field(json_schema_extra={"pattern": TOKEN_PATTERN})]
+                  Field(json_schema_extra=lambda schema: schema.update(pattern=token_pattern()))]
 ModelVector = Annotated[list[Value], Field(min_length=1, max_length=settings.max_d_model)]  # d_model long
 HiddenRow = Annotated[list[Value], Field(min_length=1, max_length=settings.max_d_ff)]  # d_ff wide
 HiddenVector = HiddenRow
