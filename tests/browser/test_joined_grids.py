@@ -13,7 +13,7 @@ import pytest
 from app.form import expand_grids
 from app.presets import PRESETS
 from app.scenario import from_preset
-from tests.browser.test_page import cells, expected_run, fmt, go_to_stage, heatmap
+from tests.browser.test_page import cell, cells, expected_run, fmt, go_to_stage, heatmap
 
 try:
     from playwright.sync_api import expect
@@ -89,7 +89,8 @@ def test_a_weight_of_another_head_is_posted_in_its_grid(page: Page) -> None:
 
     sc, _ = from_preset("bank-river")
     q = replace(sc, edits={("w_q", 1, 1, 0): 0.5}).run().heads[1].q
-    expect(heatmap(page, "q.1", "qkv")).to_contain_text(fmt(q, PRESETS["bank-river"].decimals)[0][0])
+    # Row 2 is the one the edit changes: waiting on row 1, unchanged, read the old table under load.
+    expect(cell(heatmap(page, "q.1", "qkv"), 1, 0)).to_have_text(fmt(q, PRESETS["bank-river"].decimals)[1][0])
     assert cells(heatmap(page, "q.1", "qkv")) == fmt(q, PRESETS["bank-river"].decimals)
 
 
