@@ -579,7 +579,7 @@ def _feedback(request: Request, status: int, message: str, sent: bool = False, b
 def prediction(sh: Shown, fields: Mapping[str, str]) -> tuple[str, float, str]:
     """The cell and value a student predicts, checked against the room's quiz: a result of the stage
     in view that is still hidden, and a finite number in the page's bounds."""
-    from app.form import read_fields
+    from app.form import read_fields, read_number
     from app.render import PanelBuilder
 
     view = sh.view
@@ -601,7 +601,7 @@ def prediction(sh: Shown, fields: Mapping[str, str]) -> tuple[str, float, str]:
     if not hidden_cells(matrix, m, owner(matrix, view.head, view.block), view.revealed)[row, col]:
         raise FormError("guess", "The teacher has revealed this cell: choose one still hidden (?).")
     try:
-        value = float(f.guess)
+        value = read_number(f.guess)
     except ValueError:
         raise FormError("guess", "guess: type your prediction as a number, such as 0.25.") from None
     if not np.isfinite(value) or abs(value) > settings.max_abs_value:

@@ -35,6 +35,9 @@ class Settings(BaseSettings):
     workers: int | None = Field(default=None, ge=1)
     root_path: str = ""  # the sub-path behind a reverse proxy, such as /attention; empty: served at /
     forwarded_allow_ips: str = "127.0.0.1"  # proxies trusted for X-Forwarded-For/-Proto: IPs or CIDRs, or "*"
+    # A request's whole body must arrive within this many seconds of the app starting to read it, else 408:
+    # a page's largest form (300 KB) then needs 10 KB/s. Headers have no timeout in uvicorn (README, Slow clients).
+    body_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
 
     # Input bounds: the only place they are stated. The API schema, the page form and README follow.
     max_tokens: int = 64  # T (and later S) at most

@@ -7,6 +7,8 @@ finite number, a flag), and nothing else is coerced. Each validator's error name
 and says what to enter; ``read_fields`` turns the first into a FormError, which the page shows
 beside that input. The grids (X, the weights: up to 64×64 cells each) are read in one call per
 grid by ``read_matrix``, through pydantic's own number parser, about 3× faster than a Python loop.
+Every number the form holds is read by one grammar (``read_numbers``): ASCII digits, a sign, a
+point, an exponent; not the underscores, other scripts' digits, nan or inf that float() also takes.
 
 A grid comes in one of two spellings. Without JavaScript the browser posts one field per cell
 (``x-3-5``); with it, the page's script posts each grid as one field (``grid-x``: the rows joined
@@ -17,8 +19,11 @@ error still names the cell's own input.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
+import sys
+import unicodedata
 from collections.abc import Mapping
 from typing import Annotated, Any
 
@@ -94,12 +99,9 @@ def whole(lo: int, hi: int) -> Any:
         raw = _text(value)
         if raw == "":
             return None
-        try:
-            if not raw.isascii() or len(raw) > 24:  # int() would take "١٢" and read 4,000 digits
-                raise ValueError
-            number = int(raw)
-        except ValueError:
-            raise _problem(info.field_name, f"{info.field_name}: enter a whole number from {lo} to {hi}") from None
+        if _WHOLE.fullmatch(raw) is None:  # int() would take "1_0", "١٢" and read 4,000 digits
+            raise _problem(info.field_name, f"{info.field_name}: enter a whole number from {lo} to {hi}")
+        number = int(raw)
         if not lo <= number <= hi:
             raise _problem(info.field_name, f"{info.field_name}: {number} is out of range; enter {lo} to {hi}")
         return number
@@ -134,11 +136,10 @@ def short(limit: int, strip: bool = False) -> Any:
 
 
 def _temperature(value: object) -> float:
-    raw = _text(value) or "1"
     try:
-        t = float(raw) if raw.isascii() else float("nan")
+        t = read_number(_text(value) or "1")
     except ValueError:
-        t = float("nan")
+        t = math.nan
     if not 0.05 <= t <= 20:  # also refuses nan
         raise _problem("temperature", "temperature: choose a value from 0.05 to 20")
     return t
@@ -169,11 +170,62 @@ def _shape(value: object) -> tuple[int, ...]:
     return r_d_model, r_heads, r_d_k, r_d_v, r_head, r_d_ff
 
 
+# Characters no token may hold: controls (Cc: NUL, ESC, newline), invisible formatting (Cf: the
+# right-to-left override, a zero width space, a byte order mark) and line breaks (Zl, Zp). Escaped,
+# they still reorder, hide or break the text around them on the page and in what is copied from it.
+HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+# The zero width non-joiner and joiner may stand between two visible characters: Persian writes them
+# inside ordinary words, Indic scripts and emoji sequences need them. At an end or alone they only hide.
+JOINERS = "\u200c\u200d"
+
+
+def _hidden(c: str) -> bool:
+    return unicodedata.category(c) in HIDDEN_CATEGORIES
+
+
+def hidden_character(text: str) -> str | None:
+    """What to remove from a token, in plain words ("the control character U+001B"), or None."""
+    if text.isprintable():  # holds no character of Unicode's "Other" or "Separator" categories but the space
+        return None
+    for k, c in enumerate(text):
+        if not _hidden(c) or (c in JOINERS and 0 < k < len(text) - 1 and not _hidden(text[k - 1])
+                              and not _hidden(text[k + 1])):
+            continue
+        category, name = unicodedata.category(c), unicodedata.name(c, "").lower()
+        if category == "Cc":
+            return f"the control character U+{ord(c):04X}"
+        what = "line break" if category in ("Zl", "Zp") else "invisible character"
+        return f"the {what} U+{ord(c):04X}" + (f" ({name})" if name else "")
+    return None
+
+
+@functools.cache
+def token_pattern() -> str:
+    """hidden_character's rule as a regular expression, for the API's schema: visible characters, a
+    joiner only between two of them. Built once from this Python's Unicode tables (a tenth of a second)."""
+    ranges: list[list[int]] = []
+    for c in range(sys.maxunicode + 1):
+        if _hidden(chr(c)):
+            if ranges and ranges[-1][1] == c - 1:
+                ranges[-1][1] = c
+            else:
+                ranges.append([c, c])
+
+    def escaped(c: int) -> str:  # an astral character as itself: JSON Schema's regular expressions have no \\U
+        return f"\\u{c:04x}" if c <= 0xFFFF else chr(c)
+
+    hidden = "".join(escaped(a) if a == b else f"{escaped(a)}-{escaped(b)}" for a, b in ranges)
+    joiners = "".join(escaped(ord(c)) for c in JOINERS)
+    return f"^(?:[^{hidden}]+(?:[{joiners}][^{hidden}]+)*)?$"
+
+
 def _check_tokens(tokens: tuple[str, ...], prefix: str) -> None:
     which = "source token" if prefix == "ctoken" else "token"
     for i, text in enumerate(tokens):
         if len(text) > settings.max_token_chars:  # the page counts tokens from 1
             raise _problem(f"{prefix}-{i}", f"{which} {i + 1}: at most {settings.max_token_chars} characters")
+        if (hidden := hidden_character(text)) is not None:
+            raise _problem(f"{prefix}-{i}", f"{which} {i + 1}: remove {hidden} from it")
     if len(tokens) > settings.max_tokens:
         raise _problem(f"{prefix}-0", f"tokens: at most {settings.max_tokens}")
 
@@ -212,12 +264,11 @@ def _edits(value: object) -> dict[tuple[str, int, int, int], float]:
         keys.append((m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4))))
         texts.append(m.group(5))
     try:
-        values = _NUMBERS.validate_python(texts)
-    except ValidationError as e:
-        err = e.errors()[0]
-        name, h, r, c = keys[err["loc"][0]]
+        values = read_numbers(texts)
+    except NumberError as e:
+        name, h, r, c = keys[e.index]
         # The entry as the hidden field writes it (0-based, like every internal reference).
-        raise _problem("edits", _number_message(err, f"edits: {name}.{h}.{r}.{c}")) from None
+        raise _problem("edits", _number_message(e, f"edits: {name}.{h}.{r}.{c}")) from None
     return dict(zip(keys, values, strict=True))
 
 
@@ -350,19 +401,81 @@ def _form_error(err: Any) -> FormError:
     return FormError(field, f"{field}: {err['msg']}")
 
 
-# --- grids of numbers ---------------------------------------------------------------------------
+# --- numbers ------------------------------------------------------------------------------------
 
-# The one place the form's text becomes numbers without a validator of ours: pydantic's parser
-# (lax, as text must be parsed), finite and within the bound every number a client sends is held to.
-_NUMBERS = TypeAdapter(
-    list[Annotated[float, Field(strict=False, allow_inf_nan=False, ge=-s.max_abs_value, le=s.max_abs_value)]]
-)
+# A number as a student types it and as the page prints it: ASCII digits, a sign (the minus sign "−" the
+# page prints too), a decimal point, an exponent, spaces or tabs around. float() reads more: "1_0", "١٢",
+# "nan", "inf", a non-breaking space around. On these characters alone pydantic's parser (like float)
+# reads exactly the grammar above (tests/test_form.py checks it against a regular expression), so a
+# grid's cells are checked in one pass over their text and parsed in one call.
+MINUS = "\u2212"
+NUMBER_CHARS = b"0123456789+-.eE \t"
+_WHOLE = re.compile(r"[+-]?[0-9]{1,24}")
+_FLOAT = Annotated[float, Field(strict=False, allow_inf_nan=False)]  # lax: text must be parsed
+_BOUNDED = TypeAdapter(list[Annotated[_FLOAT, Field(ge=-s.max_abs_value, le=s.max_abs_value)]])
+_FINITE = TypeAdapter(list[_FLOAT])
 
 
-def _number_message(err: Any, label: str) -> str:
-    text = err["input"].strip() if isinstance(err["input"], str) else ""
-    if err["type"] == "float_parsing":
-        return f"{label}: enter a number" if not text else f"{label}: “{text[:20]}” is not a number"
+class NumberError(ValueError):
+    """The first text of several that is not a number (``kind`` "empty" or "syntax") or not one in
+    bounds ("range")."""
+
+    def __init__(self, index: int, text: str, kind: str) -> None:
+        super().__init__(f"text {index}: {kind}")
+        self.index, self.text, self.kind = index, text, kind
+
+
+def _only_number_chars(text: str) -> bool:
+    return text.isascii() and not text.encode().translate(None, NUMBER_CHARS)
+
+
+def read_numbers(texts: list[str], bounded: bool = True) -> list[float]:
+    """Each text as a finite number (within ±max_abs_value when ``bounded``), or a NumberError for
+    the first that is not one."""
+    adapter = _BOUNDED if bounded else _FINITE
+    joined = "".join(texts)
+    plain = texts
+    if MINUS in joined:
+        joined, plain = joined.replace(MINUS, "-"), [text.replace(MINUS, "-") for text in texts]
+    if _only_number_chars(joined):
+        try:
+            return adapter.validate_python(plain)
+        except ValidationError as e:
+            err = e.errors()[0]
+            i = err["loc"][0]
+            kind = "range" if err["type"] != "float_parsing" else "syntax" if texts[i].strip() else "empty"
+            raise NumberError(i, texts[i], kind) from None
+    for i, text in enumerate(texts):  # the first text that is not a number, one by one
+        if not text.strip():
+            raise NumberError(i, text, "empty")
+        if not _only_number_chars(plain[i]):
+            raise NumberError(i, text, "syntax")
+        try:
+            read_numbers([text], bounded)
+        except NumberError as e:
+            raise NumberError(i, text, e.kind) from None
+    raise AssertionError("unreachable: the characters of some text were refused")
+
+
+def read_number(text: str) -> float:
+    """The finite number ``text`` spells, of any size, or a ValueError (a NumberError)."""
+    return read_numbers([text], bounded=False)[0]
+
+
+def is_number(text: str) -> bool:
+    """Whether a prediction as typed is a finite number (in any size: it is only compared)."""
+    try:
+        read_number(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _number_message(e: NumberError, label: str) -> str:
+    if e.kind == "empty":
+        return f"{label}: enter a number"
+    if e.kind == "syntax":
+        return f"{label}: “{e.text.strip()[:20]}” is not a number"
     limit = s.max_abs_value
     return f"{label}: enter a finite number between −{limit:g} and {limit:g}"
 
@@ -414,11 +527,10 @@ def read_matrix(form: Mapping[str, str], prefix: str, rows: int, cols: int, labe
     the page counts: ``x-1-2`` with "X row 2, column 3: “abc” is not a number". Cells beyond rows
     × cols are not read, in either spelling."""
     try:
-        values = _NUMBERS.validate_python(_cell_texts(form, prefix, rows, cols))
-    except ValidationError as e:
-        err = e.errors()[0]
-        i, j = divmod(err["loc"][0], cols)
-        raise FormError(f"{prefix}-{i}-{j}", _number_message(err, f"{label} row {i + 1}, column {j + 1}")) from None
+        values = read_numbers(_cell_texts(form, prefix, rows, cols))
+    except NumberError as e:
+        i, j = divmod(e.index, cols)
+        raise FormError(f"{prefix}-{i}-{j}", _number_message(e, f"{label} row {i + 1}, column {j + 1}")) from None
     return np.array(values, dtype=np.float64).reshape(rows, cols)
 
 
@@ -447,10 +559,3 @@ def count_values(form: Mapping[str, str]) -> int:
                  if name.startswith(GRID_FIELD) and isinstance(text, str))
     return len(form) + joined
 
-
-def is_number(text: str) -> bool:
-    """Whether a prediction as typed is a finite number (in any size: it is only compared)."""
-    try:
-        return math.isfinite(float(text))
-    except ValueError:
-        return False

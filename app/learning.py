@@ -22,7 +22,7 @@ import numpy as np
 from app.backward import Gradients
 from app.config import settings
 from app.cost import attention_cost
-from app.form import FormError, has_grid, read_matrix
+from app.form import FormError, has_grid, read_matrix, read_number, read_numbers
 from app.goals import GOALS, WHY_SCALE_LEARNING_RATE, goal_loss_and_gradients, train_scenarios, why_scale_scenario
 from app.goals import Scenario as GoalScenario
 from app.pin import decode_pin, encode_pin
@@ -147,7 +147,7 @@ def _number(form: Mapping[str, str], name: str, label: str, lo: float, hi: float
     if not raw:
         return default
     try:
-        value = float(raw) if raw.isascii() and len(raw) <= 24 else math.nan
+        value = read_number(raw) if len(raw) <= 24 else math.nan
     except ValueError:
         value = math.nan
     if not (lo < value <= hi):  # also refuses nan
@@ -169,7 +169,7 @@ def _losses(form: Mapping[str, str]) -> tuple[float, ...]:
     if len(parts) > MAX_CURVE:
         raise FormError("learn_losses", f"learn_losses: at most {MAX_CURVE} values")
     try:
-        values = tuple(float(p) for p in parts if p.isascii() and len(p) <= 32)
+        values = tuple(read_numbers([p for p in parts if len(p) <= 32], bounded=False))
     except ValueError:
         raise FormError("learn_losses", "learn_losses: the loss curve cannot be read; reset the training") from None
     if len(values) != len(parts) or not all(math.isfinite(v) and v >= 0 for v in values):

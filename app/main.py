@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -22,14 +25,18 @@ from app.rooms import make_rooms
 from app.security import SecurityHeadersMiddleware, docs_router
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
+server_log = logging.getLogger("uvicorn.error")  # the server's own log, beside its access lines
 
 
 class BodyLimitMiddleware:
-    """Answer 413 to a request body over ``limit`` bytes, declared or streamed, before it is read."""
+    """Answer 413 to a request body over ``limit`` bytes, declared or streamed, before it is read, and
+    408 to one that has not all arrived ``timeout`` seconds after the request began to be read. A
+    client that leaves before its body is whole is logged in one line: the app never sees that request."""
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    def __init__(self, app: ASGIApp, limit: int, timeout: float) -> None:
         self.app = app
         self.limit = limit
+        self.timeout = timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -37,23 +44,29 @@ class BodyLimitMiddleware:
             return
         declared = dict(scope.get("headers", [])).get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
-            await _too_large(send, self.limit)
+            await _refuse(send, 413, f"request body larger than {self.limit} bytes")
             return
         # Read the body here, at most limit bytes, so a streamed body over it is refused before
         # the app sees any of it; the app then reads the buffered messages.
         messages: list[Message] = []
         received = 0
         more = True
-        while more:
-            message = await receive()
-            messages.append(message)
-            if message["type"] != "http.request":
-                break
-            received += len(message.get("body", b""))
-            if received > self.limit:
-                await _too_large(send, self.limit)
-                return
-            more = message.get("more_body", False)
+        try:
+            async with asyncio.timeout(self.timeout):  # one deadline for the whole body, however it trickles
+                while more:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        _left_early(scope, received, declared)
+                        return
+                    messages.append(message)
+                    received += len(message.get("body", b""))
+                    if received > self.limit:
+                        await _refuse(send, 413, f"request body larger than {self.limit} bytes")
+                        return
+                    more = message.get("more_body", False)
+        except TimeoutError:
+            await _refuse(send, 408, f"the request body did not arrive within {self.timeout:g} s")
+            return
 
         async def replay() -> Message:
             return messages.pop(0) if messages else await receive()
@@ -61,10 +74,20 @@ class BodyLimitMiddleware:
         await self.app(scope, replay, send)
 
 
-async def _too_large(send: Send, limit: int) -> None:
-    body = f'{{"detail":"request body larger than {limit} bytes"}}'.encode()
-    await send({"type": "http.response.start", "status": 413,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+def _left_early(scope: Scope, received: int, declared: bytes | None) -> None:
+    """One line, as uvicorn's access log writes a request: not the app's traceback of ClientDisconnect."""
+    client = "{}:{} - ".format(*scope["client"]) if scope.get("client") else ""
+    of = f" of {declared.decode()}" if declared is not None else ""
+    server_log.info('%s"%s %s HTTP/%s": the client left after %d%s bytes of its body', client, scope["method"],
+                    scope.get("root_path", "") + scope["path"], scope.get("http_version", "1.1"), received, of)
+
+
+async def _refuse(send: Send, status: int, detail: str) -> None:
+    # The rest of the body is never read, so the connection cannot carry another request.
+    body = json.dumps({"detail": detail}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            (b"connection", b"close")]})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -149,7 +172,7 @@ def create_app(config: Settings = settings) -> FastAPI:
         app.add_exception_handler(RedisConnectionError, store_unavailable)
         app.add_exception_handler(RedisTimeoutError, store_unavailable)
     app.add_middleware(CompressMiddleware, **MIDDLEWARE_OPTIONS)  # zstd, Brotli or gzip (app.compression)
-    app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes)
+    app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes, timeout=config.body_timeout_seconds)
     app.add_middleware(SecurityHeadersMiddleware)  # outside the body limit: its 413 gets them too
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.include_router(api.router)

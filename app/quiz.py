@@ -14,6 +14,7 @@ import numpy as np
 
 from app.arithmetic import BLOCK_CELLS, CellRef, cell_matrix, parse_ref
 from app.backward import Gradients
+from app.form import read_number
 from app.gradient_arithmetic import GRADIENT_CELLS, gradient_matrix, parse_gradient_ref
 from app.pipeline import AttentionRun, TransformerRun
 
@@ -119,7 +120,7 @@ def check(guess: str, ref_text: str, run: AttentionRun, stack: TransformerRun | 
     label = f"{LABELS.get(ref.matrix, ref.matrix)} row {ref.row + 1}, column {ref.col + 1}"
     tol = tolerance(ref.matrix, m, decimals)
     try:
-        typed = float(guess)
+        typed = read_number(guess)
     except ValueError:
         typed = float("nan")
     if not np.isfinite(typed):

@@ -5,12 +5,21 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from app.backward import check_attention_target
 from app.config import settings
 from app.cost import attention_cost
+from app.form import hidden_character, token_pattern
 from app.pipeline import build_mask
 
 Value = Annotated[
@@ -55,7 +64,17 @@ HeadStack = Annotated[list[Projection], Field(min_length=1, max_length=settings.
 OutProjection = Annotated[
     list[ModelRow], Field(min_length=1, max_length=settings.max_heads * settings.max_d_head)
 ]
-Token = Annotated[str, StringConstraints(strict=True, max_length=settings.max_token_chars)]
+
+
+def _visible(token: str) -> str:
+    if (hidden := hidden_character(token)) is not None:
+        raise ValueError(f"remove {hidden} from it")
+    return token
+
+
+# A token is text a student can see: no control, invisible formatting or line break characters (app.form).
+Token = Annotated[str, StringConstraints(strict=True, max_length=settings.max_token_chars), AfterValidator(_visible),
+                  Field(json_schema_extra=lambda schema: schema.update(pattern=token_pattern()))]
 ModelVector = Annotated[list[Value], Field(min_length=1, max_length=settings.max_d_model)]  # d_model long
 HiddenRow = Annotated[list[Value], Field(min_length=1, max_length=settings.max_d_ff)]  # d_ff wide
 HiddenVector = HiddenRow

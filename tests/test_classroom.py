@@ -330,8 +330,10 @@ def test_after_the_reveal_each_student_sees_how_close_they_were(lesson: Class) -
 
 @pytest.mark.parametrize(("fields", "named"), [
     ({"guess": "abc"}, "type your prediction as a number"),
-    ({"guess": "nan"}, "between"),
-    ({"guess": "inf"}, "between"),
+    ({"guess": "nan"}, "type your prediction as a number"),
+    ({"guess": "inf"}, "type your prediction as a number"),
+    ({"guess": "\u0661\u0662"}, "type your prediction as a number"),  # float() reads ١٢ as 12
+    ({"guess": "1_0"}, "type your prediction as a number"),
     ({"guess": "1e9"}, "between"),
     ({"guess": "0.5", "guess_matrix": "w_q"}, "guess_matrix"),
     ({"guess": "0.5", "guess_row": "99"}, "guess_row"),

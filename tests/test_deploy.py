@@ -532,3 +532,13 @@ def test_the_balancer_passes_server_sent_events_unbuffered_over_http_11() -> Non
     assert timeout and int(timeout[1]) * {"s": 1, "m": 60, "h": 3600}[timeout[2]] >= 600
     body = re.search(r"client_max_body_size (\d+)m;", nginx)
     assert body and int(body[1]) * 2**20 > Settings().max_body_bytes  # the app's own 413 answers, not nginx's
+
+
+def test_the_balancer_times_out_slow_headers_and_bodies() -> None:
+    """uvicorn has no timeout for headers, so a slow client is stopped in front of it."""
+    server = nginx_block((REPO_ROOT / "deploy" / "nginx.conf").read_text(), "server", end="location")
+    seconds = {name: int(value) for name, value in re.findall(r"^\s*(\w+_timeout) (\d+)s;", server, re.M)}
+    assert 0 < seconds["client_header_timeout"] <= 15
+    assert 0 < seconds["client_body_timeout"] <= Settings().body_timeout_seconds
+    assert 0 < seconds["send_timeout"] <= 60
+    assert 0 < seconds["keepalive_timeout"] <= 75

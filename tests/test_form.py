@@ -4,6 +4,8 @@ and the FormError each bad field becomes (the field it names, the message beside
 from __future__ import annotations
 
 import dataclasses
+import re
+import unicodedata
 from dataclasses import replace
 
 import numpy as np
@@ -22,8 +24,12 @@ from app.form import (
     expand_grids,
     grid_rows,
     has_grid,
+    hidden_character,
+    is_number,
     read_fields,
     read_matrix,
+    read_number,
+    token_pattern,
 )
 from app.pages import read_page
 from app.permalink import state_query
@@ -85,7 +91,8 @@ def test_a_value_that_is_not_text_is_not_coerced() -> None:
     ("shape", "99,1,2,2,0", "shape: out of range; reload the page"),
     ("preset", "nope", "preset: unknown preset “nope”"),
     ("edits", "w_q.0.0.0", "edits: cannot read “w_q.0.0.0”"),
-    ("edits", "w_q.0.0.0=nan", "edits: w_q.0.0.0: enter a finite number between −1000 and 1000"),
+    ("edits", "w_q.0.0.0=nan", "edits: w_q.0.0.0: “nan” is not a number"),
+    ("edits", "w_q.0.0.0=1e999", "edits: w_q.0.0.0: enter a finite number between −1000 and 1000"),
     ("edits", "w_k.1.0.1=abc", "edits: w_k.1.0.1: “abc” is not a number"),
     ("blocked", "1.x", "blocked: cannot read “1.x”"),
     ("pin", "p" * (4 * 1024 * 1024 + 1), "pin: the pinned state is too large; unpin it"),
@@ -135,8 +142,8 @@ def test_braces_and_markup_in_a_message_stay_as_typed() -> None:
     ("   ", "W row 1, column 2: enter a number"),
     ("abc", "W row 1, column 2: “abc” is not a number"),
     ("1,5", "W row 1, column 2: “1,5” is not a number"),
-    ("nan", "W row 1, column 2: enter a finite number between −1000 and 1000"),
-    ("-Infinity", "W row 1, column 2: enter a finite number between −1000 and 1000"),
+    ("nan", "W row 1, column 2: “nan” is not a number"),
+    ("-Infinity", "W row 1, column 2: “-Infinity” is not a number"),
     ("1e999", "W row 1, column 2: enter a finite number between −1000 and 1000"),
     ("1000.5", "W row 1, column 2: enter a finite number between −1000 and 1000"),
 ])
@@ -216,6 +223,143 @@ def test_numbers_are_ascii_digits_and_odd_text_gets_our_message(name: str, value
     assert (e.field, e.message) == (name, message)
 
 
+# --- numbers: one grammar everywhere the form reads one ---------------------------------------------
+
+# The page's grammar for a number, written out here on its own: ASCII digits, a sign (the minus sign the
+# page prints too), a decimal point, an exponent, spaces or tabs around.
+STRICT_NUMBER = re.compile(r"[ \t]*[+\-−]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+\-−]?[0-9]+)?[ \t]*")
+# What Python's float() reads besides: underscores, other scripts' digits, nan and inf, other spaces.
+FLOAT_ONLY = ["1_0", "1_000.5", "1e1_0", "\u0661\u0662", "\u06f1\u06f2", "\uff11\uff12", "\u0967", "nan", "NaN",
+              "-inf", "Infinity", "1\u00a0", "\u20031", "1\r", "\x0c1", "1\n"]
+
+
+@pytest.mark.parametrize("text", FLOAT_ONLY)
+def test_what_only_float_reads_is_not_a_number_in_any_cell(text: str) -> None:
+    float(text)  # Python reads it, the page does not
+    with pytest.raises(ValueError):
+        read_number(text)
+    assert not is_number(text)
+    for form in ({"w-0-0": "1", "w-0-1": text}, {"grid-w": f"1 {text}"}):
+        with pytest.raises(FormError) as e:
+            read_matrix(form, "w", 1, 2, "W")
+        assert e.value.field == "w-0-1" and e.value.message.endswith("is not a number"), e.value.message
+
+
+@pytest.mark.parametrize(("name", "value", "message"), [
+    ("seed", "1_0", f"seed: enter a whole number from 0 to {settings.max_seed}"),
+    ("d_model", "1_6", f"d_model: enter a whole number from 1 to {settings.max_d_model}"),
+    ("decimals", "\u0662", "decimals: enter a whole number from 1 to 4"),
+    ("temperature", "1_0", "temperature: choose a value from 0.05 to 20"),
+    ("temperature", "\uff11", "temperature: choose a value from 0.05 to 20"),
+    ("edits", "w_q.0.0.0=1_0", "edits: w_q.0.0.0: “1_0” is not a number"),
+    ("x-1-0", "1_0", "X row 2, column 1: “1_0” is not a number"),
+    ("x-0-1", "\u0661\u0662", "X row 1, column 2: “\u0661\u0662” is not a number"),
+])
+def test_a_setting_or_cell_spelled_only_as_float_reads_it_is_refused_naming_it(name: str, value: str,
+                                                                                message: str) -> None:
+    e = error_of({**BASE, name: value})
+    assert (e.field, e.message) == (name, message)
+
+
+def test_a_joined_grid_with_an_underscore_names_the_cell() -> None:
+    e = error_of({**BASE, "grid-x": "1 2;3 4_0"})
+    assert (e.field, e.message) == ("x-1-1", "X row 2, column 2: “4_0” is not a number")
+
+
+def test_the_minus_sign_the_page_prints_reads_as_minus() -> None:
+    assert read_number("−0.5") == -0.5 and read_number("1e−3") == 0.001 and read_number(" +2 ") == 2.0
+    sc, _ = read_form({**BASE, "x-0-0": "−1.5", "edits": "w_q.0.0.0=−2"})
+    assert sc.x[0, 0] == -1.5 and sc.edits[("w_q", 0, 0, 0)] == -2.0
+    assert read_matrix({"grid-w": "−1 2;3 −4e−1"}, "w", 2, 2, "W").tolist() == [[-1.0, 2.0], [3.0, -0.4]]
+    assert is_number("−0.25")
+
+
+NUMBER_TEXT = st.from_regex(STRICT_NUMBER, fullmatch=True)
+ANY_TEXT = st.text(st.sampled_from("0123456789+-−.eE _\t\n\r\u00a0\u0661\uff11naifINFxy,"), max_size=12) | st.text()
+
+
+@hsettings(max_examples=500, deadline=None)
+@given(NUMBER_TEXT)
+def test_the_reader_agrees_with_float_on_the_grammar(text: str) -> None:
+    want = float(text.replace("−", "-"))
+    if abs(want) == float("inf"):  # past float's range: not a finite number
+        with pytest.raises(ValueError):
+            read_number(text)
+    else:
+        assert read_number(text) == want and is_number(text)
+
+
+@hsettings(max_examples=1000, deadline=None)
+@given(ANY_TEXT)
+def test_the_reader_takes_the_grammar_and_nothing_else(text: str) -> None:
+    try:
+        got: float | None = read_number(text)
+    except ValueError:
+        got = None
+    if STRICT_NUMBER.fullmatch(text) is None:
+        assert got is None
+    elif got is not None:
+        assert got == float(text.replace("−", "-"))
+    # A grid reads each cell as read_number does, one by one or joined (a cell's text never holds " " or ";"
+    # when joined: those split it).
+    bounded = got is not None and abs(got) <= settings.max_abs_value
+    cells = {"w-0-0": text, "w-0-1": "0"}
+    spellings = [cells] + ([{"grid-w": f"{text} 0"}] if not any(c in text for c in " ;") else [])
+    for form in spellings:
+        try:
+            assert read_matrix(form, "w", 1, 2, "W").tolist() == [[got, 0.0]] and bounded
+        except FormError as e:
+            assert not bounded and e.field == "w-0-0"
+
+
+# --- tokens: text a student can see ----------------------------------------------------------------
+
+# Each with the character the message must name: controls (NUL, ESC, a newline), the right-to-left
+# override, a zero width space, a byte order mark, a line separator, a tag character, and a joiner
+# standing alone or at an end (inside a word it stays).
+HIDDEN_TOKENS = [("a\x00b", "U+0000"), ("\x1b[31mred", "U+001B"), ("two\nlines", "U+000A"), ("\u202eevil", "U+202E"),
+                 ("zero\u200bwidth", "U+200B"), ("\ufeffbom", "U+FEFF"), ("a\u2028b", "U+2028"),
+                 ("flag\U000e0067", "U+E0067"), ("\u200d", "U+200D"), ("word\u200c", "U+200C"),
+                 ("a\u200c\u200db", "U+200C")]
+# Joiners inside a word: Persian's zero width non-joiner, an emoji sequence, a Devanagari conjunct.
+JOINED_WORDS = ["\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645", "\U0001f469\u200d\U0001f4bb",
+                "\u0915\u094d\u200d\u0937", "\u2764\ufe0f\u200d\U0001f525"]
+
+
+@pytest.mark.parametrize(("text", "code"), HIDDEN_TOKENS)
+def test_a_token_with_a_control_or_invisible_character_is_refused_naming_it(text: str, code: str) -> None:
+    e = error_of({**BASE, "token-1": text})
+    assert e.field == "token-1" and e.message.startswith("token 2: remove the ") and code in e.message, e.message
+    e = error_of({**BASE, "cross": "on", "ctoken-0": "src", "ctoken-1": text, "c-0-0": "1", "c-0-1": "1",
+                  "c-1-0": "1", "c-1-1": "1"})
+    assert e.field == "ctoken-1" and e.message.startswith("source token 2: remove the ") and code in e.message
+
+
+@pytest.mark.parametrize("text", JOINED_WORDS)
+def test_joiners_inside_a_word_are_kept(text: str) -> None:
+    assert read_fields({**BASE, "token-1": text}).tokens == ("a", text)
+
+
+def refused_by_category(text: str) -> bool:
+    """The rule read straight from Unicode's categories, character by character."""
+    def hidden(k: int) -> bool:
+        return unicodedata.category(text[k]) in ("Cc", "Cf", "Zl", "Zp")
+    return any(hidden(k) and not (text[k] in "\u200c\u200d" and 0 < k < len(text) - 1 and not hidden(k - 1)
+                                  and not hidden(k + 1)) for k in range(len(text)))
+
+
+TOKEN_TEXT = st.text(st.sampled_from("ab \x00\x1b\t\n\u200b\u200c\u200d\u202e\u2028\ufeff\u0645\U0001f469\U000e0067"),
+                     max_size=8) | st.text(max_size=12)
+
+
+@hsettings(max_examples=1000, deadline=None)
+@given(TOKEN_TEXT)
+def test_a_token_is_refused_by_its_categories_and_the_schemas_pattern_says_the_same(text: str) -> None:
+    refused = hidden_character(text) is not None
+    assert refused == refused_by_category(text)
+    assert refused == (re.fullmatch(token_pattern(), text) is None)
+
+
 def test_a_missing_shape_says_to_reload() -> None:
     e = error_of({k: v for k, v in BASE.items() if k != "shape"})
     assert (e.field, e.message) == ("shape", "shape: the form is incomplete; reload the page")
@@ -278,7 +422,7 @@ def test_a_cell_of_a_joined_grid_is_refused_or_read_exactly_as_alone(text: str) 
     cells = {**W, "w-1-0": text}
     one_by_one = _outcome(cells)
     assert _outcome(join_grids(cells)) == one_by_one
-    if text in ("", "abc", "1,5", "nan", "-Infinity", "1e999", "1000.5", "١٢", "0x10"):
+    if text in ("", "abc", "1,5", "nan", "-Infinity", "1e999", "1000.5", "١٢", "0x10", "1_000"):
         assert one_by_one[0] == "w-1-0"  # refused, naming the cell
 
 

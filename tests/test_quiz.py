@@ -84,8 +84,9 @@ def test_check_judges_against_the_pipelines_value() -> None:
     assert close.verdict == "close" and close.value == value and close.error == pytest.approx(0.9 * tol)
     assert check(f"{value - 2 * tol}", "softmax.0.1.2", run, stack, 3).verdict == "near"
     assert check(f"{value + (NEAR + 0.1) * tol}", "softmax.0.1.2", run, stack, 3).verdict == "off"
-    for bad in ("", "abc", "nan", "inf"):
+    for bad in ("", "abc", "nan", "inf", "0_5", "\u0660.\u0665"):  # 0_5 and ٠.٥ are what float() alone reads
         assert check(bad, "softmax.0.1.2", run, stack, 3).verdict == "nan"
+    assert check(f"{-value:.4f}".replace("-", "−"), "softmax.0.1.2", run, stack, 3).guess == -round(value, 4)
     assert check("0.5", "softmax.0.7.2", run, stack, 3) is None  # no such cell
     assert check("0.5", "softmax.3.0.0", run, stack, 3) is None  # no such head
 
@@ -98,6 +99,8 @@ def test_read_form_reveals_only_a_cell_predicted_with_a_number() -> None:
     assert view.quiz and view.revealed == {"softmax.0.2.1"} and view.inspect == "softmax.0.2.1"
     _, view = read_form({**base, "guess": "three"})
     assert view.revealed == frozenset() and view.guess == "three" and view.inspect == ""
+    _, view = read_form({**base, "guess": "0_3"})
+    assert view.revealed == frozenset() and view.guess == "0_3" and view.inspect == ""
     _, view = read_form({**base, "guess": "0.3", "quiz": ""})  # no quiz, nothing to reveal
     assert not view.quiz and view.revealed == frozenset()
     _, view = read_form({**base, "action": "reveal_all", "revealed": "softmax.0.0.0"})

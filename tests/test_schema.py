@@ -67,7 +67,8 @@ def test_every_operation_conforms_to_the_schema(case: schemathesis.Case) -> None
 
 VALUE = st.one_of(st.floats(-bounds.max_abs_value, bounds.max_abs_value, allow_nan=False),
                   st.sampled_from([-bounds.max_abs_value, bounds.max_abs_value, 0.0]))
-TOKEN = st.text(max_size=bounds.max_token_chars)
+# Tokens a student can see (app.form: no control, invisible formatting or line break characters).
+TOKEN = st.text(st.characters(exclude_categories=["Cc", "Cf", "Zl", "Zp", "Cs"]), max_size=bounds.max_token_chars)
 
 
 def matrix(rows: int, cols: int) -> st.SearchStrategy[list[list[float]]]:
@@ -218,6 +219,9 @@ INVALID = [
     ("huge_d_ff", {**BASE, "blocks": 1, "d_ff": 10**9}, "d_ff"),
     ("zero_window", {**BASE, "mask": "local", "window": 0}, "window"),
     ("tokens_do_not_match_x", {**BASE, "tokens": ["a"]}, "tokens"),
+    ("nul_in_a_token", {**BASE, "tokens": ["a", "b\x00"]}, "tokens[1]"),
+    ("rtl_override_in_a_source_token", {**BASE, "context": {"tokens": ["\u202ex", "y"], "x": [[1.0, 2.0], [3.0, 4.0]]}},
+     "context.tokens[0]"),
     ("nan_target", {**BASE, "loss": {"kind": "mse", "target": [[1.0, math.nan], [0.0, 0.0]]}}, "loss.target[0][1]"),
 ]
 TRAIN_INVALID = [

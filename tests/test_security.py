@@ -5,15 +5,16 @@ and error messages."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
 from fastapi.testclient import TestClient
 
 from app.permalink import state_query
-from app.pin import decode_pin
+from app.pin import decode_pin, encode_pin
 from app.presets import PRESETS
 from app.scenario import from_preset
 from app.security import DOCS_POLICY, PAGE_POLICY
@@ -192,6 +193,35 @@ def test_evil_tokens_in_the_api_come_back_as_json_strings(client: TestClient) ->
     r = client.post("/api/attention", json={"tokens": EVIL[:2], "x": [[1.0, 0.0], [0.0, 1.0]]})
     assert r.status_code == 200 and r.headers["content-type"] == "application/json"
     assert r.json()["tokens"] == EVIL[:2]
+
+
+# A NUL, a terminal's escape and the right-to-left override: escaped, each still garbles the page or a
+# terminal it is copied into (the override reverses the text after it, up to the end of its line).
+HIDDEN = [("a\x00b", "control character U+0000"), ("\x1b[2Jwiped", "control character U+001B"),
+          ("\u202eevil", "invisible character U+202E (right-to-left override)")]
+
+
+@pytest.mark.parametrize(("token", "what"), HIDDEN)
+def test_a_token_with_a_hidden_character_is_a_422_naming_it_everywhere(client: TestClient, token: str,
+                                                                       what: str) -> None:
+    """The page (with and without JavaScript), the JSON API, a permalink and a pinned state alike."""
+    fields = form_fields(client.get("/?preset=three-token").text)
+    message = f"token 3: remove the {what} from it"
+    for r in (client.post("/stages", data={**fields, "token-2": token}, headers=HTMX),
+              client.post("/", data={**fields, "token-2": token})):
+        assert r.status_code == 422 and message in r.text, r.text[-2000:]
+    api = client.post("/api/attention", json={"tokens": ["a", token], "x": [[1.0], [2.0]]})
+    assert api.status_code == 422
+    assert [(e["field"], e["msg"]) for e in api.json()["detail"]] == [("tokens[1]", f"tokens[1]: remove the {what} "
+                                                                                    "from it")]
+    source = {"tokens": ["a"], "x": [[1.0]], "context": {"tokens": ["b", token], "x": [[1.0], [2.0]]}}
+    assert [e["field"] for e in client.post("/api/attention", json=source).json()["detail"]] == ["context.tokens[1]"]
+    sc, view = from_preset("three-token")
+    link = client.get("/?" + urlencode({**dict(state_query(sc, view)), "token-2": token}))
+    assert link.status_code == 422 and message in link.text
+    pin = encode_pin(replace(sc, tokens=(*sc.tokens[:2], token)))
+    pinned = client.post("/stages", data={**fields, "pin": pin}, headers=HTMX)
+    assert pinned.status_code == 422 and f"pin: the pinned state is not valid ({message}); unpin it" in pinned.text
 
 
 def test_evil_view_fields_are_ignored_or_refused(client: TestClient) -> None:
