@@ -199,6 +199,12 @@ def hidden_character(text: str) -> str | None:
     return None
 
 
+def visible(text: str) -> str:
+    """The token without the characters hidden_character names (every joiner too): what a page
+    without JavaScript computes with while the typed token stays in its input, marked."""
+    return text if text.isprintable() else "".join(c for c in text if not _hidden(c))
+
+
 @functools.cache
 def token_pattern() -> str:
     """hidden_character's rule as a regular expression, for the API's schema: visible characters, a

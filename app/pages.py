@@ -24,7 +24,7 @@ from starlette.concurrency import run_in_threadpool
 from app import classroom
 from app.compression import MINIMUM_SIZE, compress, preferred_encoding
 from app.config import settings
-from app.form import DECIMALS, EDITABLE, FormError, expand_grids, is_index
+from app.form import DECIMALS, EDITABLE, FormError, expand_grids, is_index, visible
 from app.lanes import LaneBusy, LaneTimeout
 from app.learn_charts import short_number
 from app.learning import STEP_ACTIONS, fit, preset_learning, read_learning, reset, train_page
@@ -450,7 +450,7 @@ def _lenient_read(fields: dict[str, str]) -> tuple[Scenario, View]:
             elif "-" in e.field and not e.field.startswith(("token-", "ctoken-")):
                 patched[e.field] = "0"  # a grid cell, bad or missing
             elif e.field in patched and e.field.startswith(("token-", "ctoken-")):
-                patched[e.field] = patched[e.field][: settings.max_token_chars]
+                patched[e.field] = visible(patched[e.field])[: settings.max_token_chars]
             else:
                 patched.pop(e.field, None)
     return preset_page(fields.get("preset") if fields.get("preset") in PRESETS else DEFAULT_PRESET)
