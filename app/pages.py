@@ -227,8 +227,7 @@ async def _handle(request: Request, work: Callable[[Request, dict[str, str], cla
     if lesson is not None:
         fields = classroom.class_fields(fields)
     response = await _off_loop(fields, lambda: work(request, fields, lesson))
-    await classroom.teacher_edit(request, lesson)
-    return response
+    return await classroom.teacher_edit(request, lesson, fields) or response
 
 
 def _update(request: Request, fields: dict[str, str], lesson: classroom.Lesson | None = None) -> Response:
