@@ -7,9 +7,17 @@ a 429 for honest use. Event delivery and Redis faults, which need real servers, 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import re
+import signal
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from urllib.parse import parse_qsl, urlsplit
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -18,6 +26,10 @@ from app.main import create_app
 from app.pages import preset_page
 from app.permalink import state_query
 from app.rooms import CODE_ALPHABET
+from bench.classroom import start_class
+from tests.redis_server import RedisServer, find_redis_server, redis_server
+from tests.servers import LOOPBACK, free_port, running, tail
+from tests.test_class_redis import event_stream, next_event, shown_stage, step
 
 PRESET = "three-token"
 HTMX = {"HX-Request": "true"}
@@ -266,3 +278,201 @@ def test_the_teacher_key_is_never_in_the_page_and_posts_need_the_cookie(app) -> 
     assert stranger.post(f"/class/{code}/teacher-link").status_code == 403
     plain = teacher.post(f"/class/{code}/teacher-link")  # without JavaScript: a page with the link
     assert plain.status_code == 200 and key in plain.text and "Back to the class" in plain.text
+
+
+# --- with real servers: streams per address, delivery (5), Redis faults (6) ------------------------
+
+FOLLOWERS, PREDICTIONS, JOINS = 30, 40, 10
+STEP_SECONDS = 3.0  # every follower has the teacher's step by then
+FAST_503_SECONDS = 3.0  # any class route answers within this while Redis is frozen
+
+
+@contextmanager
+def class_server(redis_url: str = "", **env: str) -> Iterator[str]:
+    """``python -m app.serve`` with one worker, rooms in memory or in Redis: its base URL."""
+    from tests.test_class_redis import serve_env
+
+    port = free_port()
+    with tempfile.TemporaryFile() as log, running(["-m", "app.serve"], port=port, stdout=log, log=lambda: tail(log),
+                                                  env={**serve_env(port, redis_url=redis_url), **env}):
+        yield f"http://{LOOPBACK}:{port}"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_one_address_holds_only_its_share_of_a_workers_streams(anyio_backend: str) -> None:
+    """1,000 event streams from one address took every stream of the worker."""
+    with class_server(ATTENTION_CLASS_MAX_STREAMS="6", ATTENTION_CLASS_STREAMS_PER_ADDRESS="2") as base:
+        async with httpx.AsyncClient(base_url=base) as teacher, httpx.AsyncClient(base_url=base) as one, \
+                httpx.AsyncClient(base_url=base, transport=httpx.AsyncHTTPTransport(local_address="127.0.0.2")) as two:
+            lesson = await start_class(teacher)
+            async with event_stream(one, lesson.code), event_stream(one, lesson.code):
+                r = await one.get(f"/class/{lesson.code}/events")
+                assert r.status_code == 429 and "2 event streams" in r.text
+                async with event_stream(two, lesson.code) as other:  # another address: its own share
+                    assert await next_event(other) == ("state", 1)
+
+
+def raw_request(base: str, method: str, path: str, client: httpx.AsyncClient | None = None,
+                data: dict[str, str] | None = None, headers: dict[str, str] | None = None) -> bytes:
+    """An HTTP/1.1 request as bytes, with ``client``'s cookies for ``path``: sent with others at once."""
+    request = httpx.Request(method, base + path, data=data, headers={**(headers or {}), "Connection": "close"})
+    if client is not None:
+        client.cookies.set_cookie_header(request)
+    lines = [f"{method} {path} HTTP/1.1", *(f"{k}: {v}" for k, v in request.headers.items())]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + request.read()
+
+
+async def send_at_once(base: str, requests: list[bytes]) -> list[int]:
+    """Every request on its own connection, all written in one go (so the server reads them in one turn
+    of its loop, as when a class acts at once); their status codes."""
+    host, port = base.removeprefix("http://").split(":")
+    connections = [await asyncio.open_connection(host, int(port)) for _ in requests]
+    for (_, writer), request in zip(connections, requests, strict=True):
+        writer.write(request)
+    statuses = []
+    for reader, writer in connections:
+        head = await asyncio.wait_for(reader.readline(), 20)
+        statuses.append(int(head.split()[1]))
+        writer.close()
+    return statuses
+
+
+async def _burst(base: str) -> None:
+    """A class of FOLLOWERS following by their streams; the teacher's step sent with PREDICTIONS
+    predictions and JOINS joins at once; every follower must have the step within STEP_SECONDS."""
+    async with contextlib.AsyncExitStack() as stack:
+        client = lambda: stack.enter_async_context(httpx.AsyncClient(base_url=base, timeout=20))  # noqa: E731
+        teacher = await client()
+        lesson = await start_class(teacher)
+        await step(teacher, lesson, "softmax", quiz="on")  # version 2
+        predictors = [await client() for _ in range(PREDICTIONS)]
+        followers = await client()
+        for c in (*predictors, followers):
+            assert (await c.get(f"/class/{lesson.code}")).status_code == 200
+        streams = [await stack.enter_async_context(event_stream(followers, lesson.code)) for _ in range(FOLLOWERS)]
+        assert [await next_event(s) for s in streams] == [("state", 2)] * FOLLOWERS
+
+        code = lesson.code
+        burst = [raw_request(base, "POST", f"/class/{code}/predict", predictors[i], {
+            "guess_matrix": "softmax", "guess_row": str(1 + i % 3), "guess_col": str(1 + i % 2), "guess": "0.2"}, HTMX)
+            for i in range(PREDICTIONS)]
+        burst += [raw_request(base, "GET", f"/class/{code}") for _ in range(JOINS)]
+        # The step in the middle: whichever order the server takes them in, 25 events come after it.
+        burst.insert(len(burst) // 2, raw_request(base, "POST", "/stages", teacher, {
+            **lesson.form, "goto": "softmax", "quiz": "on", "decimals": "2"}, HTMX))
+        assert await send_at_once(base, burst) == [200] * len(burst)
+
+        async def has_step(s) -> bool:  # noqa: ANN001
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(STEP_SECONDS):
+                    while await next_event(s, STEP_SECONDS) != ("state", 3):
+                        pass
+                    return True
+            return False
+
+        missed = (await asyncio.gather(*(has_step(s) for s in streams))).count(False)
+        assert missed == 0, f"{missed} of {FOLLOWERS} followers missed the teacher's step"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_every_follower_gets_the_step_beside_a_burst_in_memory(anyio_backend: str) -> None:
+    """Each stream kept 8 events: a step sent with 40 predictions and 10 joins left all 30 followers
+    on the old stage (memory: 10 trials in 10)."""
+    with class_server() as base:
+        await _burst(base)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_every_follower_gets_the_step_beside_a_burst_with_redis(anyio_backend: str, redis_db: RedisServer
+                                                                     ) -> None:
+    """The same with the class in Redis, its events through the worker's subscription (4–6 trials in 10)."""
+    with class_server(redis_db.url()) as base:
+        await _burst(base)
+
+
+@contextmanager
+def own_redis() -> Iterator[RedisServer]:
+    """A redis-server for this test alone: it is frozen (SIGSTOP), so not the session's."""
+    binary = find_redis_server()
+    if binary is None:
+        pytest.skip("redis-server not found")
+    with redis_server(binary) as server:
+        yield server
+
+
+@contextmanager
+def frozen(server: RedisServer) -> Iterator[None]:
+    """Redis stopped by SIGSTOP (it keeps its port: connections are accepted, nothing is answered),
+    and resumed by SIGCONT whatever happens."""
+    os.kill(server.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(server.pid, signal.SIGCONT)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_frozen_redis_gets_a_fast_503_on_every_class_route(anyio_backend: str) -> None:
+    """No socket timeout: edits, pages, streams and POST /class hung past 15 s; /healthz said ok."""
+    with own_redis() as redis, class_server(redis.url()) as base:
+        async with httpx.AsyncClient(base_url=base, timeout=8) as teacher, \
+                httpx.AsyncClient(base_url=base, timeout=8) as student:
+            lesson = await start_class(teacher)
+            assert (await student.get(f"/class/{lesson.code}")).status_code == 200
+            assert (await teacher.get("/readyz")).status_code == 200
+            code = lesson.code
+            requests = {
+                "page": lambda: student.get(f"/class/{code}"),
+                "workspace": lambda: student.get(f"/class/{code}/workspace", headers=HTMX),
+                "events": lambda: student.get(f"/class/{code}/events"),
+                "join": lambda: student.get("/class", params={"code": code}),
+                "edit": lambda: teacher.post("/stages", data={**lesson.form, "goto": "softmax"}, headers=HTMX),
+                "teach": lambda: teacher.get(f"/class/{code}/teach"),
+                "start": lambda: teacher.post("/class", data={**lesson.form, "action": "start_class"}),
+                "results": lambda: teacher.post(f"/class/{code}/results", headers=HTMX),
+                "readyz": lambda: teacher.get("/readyz"),
+            }
+            with frozen(redis):
+                for name, send in requests.items():
+                    began = time.monotonic()
+                    r = await send()
+                    took = time.monotonic() - began
+                    assert r.status_code == 503 and r.headers.get("retry-after"), (name, r.status_code, r.text[:200])
+                    assert took <= FAST_503_SECONDS, (name, took)
+                began = time.monotonic()
+                assert (await teacher.get("/healthz")).status_code == 200  # liveness needs no store
+                assert time.monotonic() - began < 0.5
+            for _ in range(50):  # Redis back: the class goes on where it was
+                if (await teacher.get("/readyz")).status_code == 200:
+                    break
+                await asyncio.sleep(0.1)
+            r = await student.get(f"/class/{code}/workspace", headers=HTMX)
+            assert r.status_code == 200 and shown_stage(r.text) == "x"  # the edit that got 503 never landed
+            await step(teacher, lesson, "qkv")
+            assert shown_stage((await student.get(f"/class/{code}/workspace", headers=HTMX)).text) == "qkv"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_change_sent_to_a_frozen_redis_is_not_applied_when_it_resumes(anyio_backend: str) -> None:
+    """An edit the teacher gave up on was applied 40 s later, when Redis came back."""
+    from app.rooms import RedisRooms
+
+    with own_redis() as redis:
+        store = RedisRooms(redis.url(), timeout=0.5, max_rooms=4, max_students=4, max_streams=4, idle_seconds=60)
+        try:
+            code, key = await store.create("stage=x", "fp")
+            assert await store.teach(code, key, "stage=x&decimals=2", "fp", deadline=time.time() + 5) == 2
+            with frozen(redis):
+                with pytest.raises(store.errors):  # the store gives up within its timeout …
+                    await store.teach(code, key, "stage=softmax", "fp", deadline=time.time() + 0.3)
+                await asyncio.sleep(0.5)  # … past the change's deadline, while Redis still holds the command
+            await asyncio.sleep(0.3)
+            room = await store.get(code)
+            assert (room.state, room.version) == ("stage=x&decimals=2", 2)  # Redis ran it, found it late, dropped it
+        finally:
+            await store.close()
