@@ -449,14 +449,12 @@ async def _count_failure(request: Request) -> bool:
 
 
 async def _failed_join(request: Request, code: str) -> HTMLResponse:
+    """A code naming no class: counted, then 404 (or 429 when that was one too many)."""
     if not await _count_failure(request):
         response = _too_many(request)
-    else:
-        response = _notice(request, 404, "No class with this code",
-                           "Check the code on the teacher's screen and type it again (letters and digits, as KQ7-M4P).",
-                           code)
-    _set_client(request, response)
-    return response
+        _set_client(request, response)
+        return response
+    return await _notice_failed(request, code)
 
 
 def _too_many(request: Request) -> HTMLResponse:
