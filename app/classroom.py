@@ -1,7 +1,10 @@
 """Teach a live class: the teacher's page drives a room, the students' pages follow it.
 
 - POST /class                   start a class from the page's state: 303 to the teacher's link
-- GET  /class/{code}/teach      the teacher's page (``?key=``): every edit there changes the room
+- GET  /class/{code}/teach      the teacher's page (``?key=`` moves the key into a cookie): every edit
+                                there changes the room
+- POST /class/{code}/teach      the teacher's menu: the class moves to a preset
+- POST /class/{code}/teacher-link  the teacher link with its key, shown when the teacher asks for it
 - GET  /class?code=…            the join form's answer: 303 to the class's page
 - GET  /class/{code}            a student's page, showing what the teacher shows
 - GET  /class/{code}/events     server-sent events: "state" when the teacher changes something,
@@ -12,7 +15,12 @@
 
 The teacher's own edits go through the page's usual routes (app.pages), which call ``teacher_edit``
 after a good edit: the state is kept in the room and its streams told. Only the teacher key changes
-a room; students are anonymous ids in a cookie scoped to the class's path.
+a room, and it is read from an HttpOnly cookie, never from the page; students are anonymous ids in a
+cookie scoped to the class's path.
+
+Fair shares: a browser is known by a random id in a cookie (``attention_client``) and by its address;
+codes naming no class are limited per browser and (a class's worth higher) per address, on every
+class route; seats, rooms and event streams per address are bounded by the store (app.rooms).
 """
 
 from __future__ import annotations
@@ -21,9 +29,13 @@ import asyncio
 import functools
 import hashlib
 import re
-from collections.abc import AsyncIterator, Iterable, Mapping
+import secrets
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
+from typing import TypeVar
 from urllib.parse import parse_qsl, urlencode
 
 import numpy as np
@@ -31,7 +43,9 @@ import segno
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from markupsafe import Markup
+from starlette.concurrency import run_in_threadpool
 
+from app.byte_cache import ByteCache, deep_size
 from app.class_charts import predictions_svg
 from app.config import Settings, settings
 from app.form import ON, FormError
@@ -39,17 +53,19 @@ from app.learning import loss_and_gradients
 from app.permalink import state_query
 from app.presets import PRESETS
 from app.quiz import LABELS, hidden_cells, owner, stage_results
-from app.rooms import Room, Rooms, RoomsFull, normal_code, spoken_code
+from app.rooms import Room, Rooms, RoomsFull, ShareUsed, normal_code, spoken_code
 from app.scenario import VIEW_FIELDS, Scenario, View
 
 router = APIRouter()
+T = TypeVar("T")
 
 STUDENT_COOKIE = "attention_student"  # a student's anonymous id, for the class's path only
-TEACHER_COOKIE = "attention_teacher"  # the teacher's key, for the class's path only
+TEACHER_COOKIE = "attention_teacher_"  # + the code: the teacher's key, for the app's paths (its edits post to /)
+CLIENT_COOKIE = "attention_client"  # a browser's random id: its share of failed codes and predictions
 KEEPALIVE_SECONDS = 15.0  # a comment line on an idle stream, so proxies keep it open
 RETRY_MS = 2000  # how soon a browser reconnects a dropped stream
 REF_RE = re.compile(r"^[a-z_0-9]{1,20}\.\d{1,3}\.\d{1,4}\.\d{1,4}$")
-CACHED_ROOMS = 256  # parsed room states and rendered workspaces kept per worker
+CLIENT_RE = re.compile(r"^[A-Za-z0-9_-]{16,32}$")
 
 
 def rooms(request: Request) -> Rooms:
@@ -65,6 +81,38 @@ def client_address(request: Request) -> str:
     return request.client.host if request.client else "unknown"
 
 
+def client_id(request: Request, *, new: bool = False) -> str:
+    """The browser's id from its cookie ("" without one, or with a forged one); with ``new``, one
+    made for this browser (its response sets the cookie)."""
+    found = request.cookies.get(CLIENT_COOKIE, "")
+    if CLIENT_RE.match(found):
+        return found
+    made = getattr(request.state, "new_client", "")
+    if new and not made:
+        made = request.state.new_client = secrets.token_urlsafe(16)
+    return made
+
+
+def _root(request: Request) -> str:
+    return request.scope.get("root_path", "") or "/"
+
+
+def _set_client(request: Request, response: Response) -> None:
+    """Give a browser its id once (a student who mistyped a code keeps their own count of tries)."""
+    if not CLIENT_RE.match(request.cookies.get(CLIENT_COOKIE, "")):
+        response.set_cookie(CLIENT_COOKIE, client_id(request, new=True), max_age=conf(request).class_idle_minutes * 60,
+                            path=_root(request), httponly=True, samesite="lax", secure=request.url.scheme == "https")
+
+
+def teacher_key(request: Request, code: str) -> str:
+    return request.cookies.get(TEACHER_COOKIE + code, "") if code else ""
+
+
+async def heavy(work: Callable[[], T]) -> T:
+    """A room's run or render, once per change per worker: off the event loop."""
+    return await run_in_threadpool(work)
+
+
 # --- what a room shows --------------------------------------------------------------------------
 
 
@@ -73,6 +121,19 @@ def room_state(sc: Scenario, view: View) -> str:
     but not presenter mode (a phone is not a projector), nor the teacher's last checked guess."""
     view = replace(view, present=False, guess="", guess_ref="")
     return urlencode(state_query(sc, view))
+
+
+class StateTooLarge(FormError):
+    """A room's state over its byte budget: its largest field named (a pinned or hidden state, typically)."""
+
+
+def check_state(state: str, budget: int) -> None:
+    """Refuse a state over ``budget`` bytes before it is stored or sent to anyone."""
+    if len(state) <= budget:
+        return
+    name, value = max(parse_qsl(state, keep_blank_values=True), key=lambda kv: len(kv[1]), default=("state", ""))
+    raise StateTooLarge(name, f"{name}: the class's state would be {len(state):,} bytes, over its {budget:,}; "
+                              f"this field alone is {len(value):,}. Reload the preset or make it smaller.")
 
 
 def fingerprint(state: str) -> str:
@@ -103,28 +164,53 @@ class Shown:
 
 
 # By room, version and state: a code given again after its room expired starts at version 1 again.
-_shown: dict[tuple[str, int, str], Shown] = {}
-_rendered: dict[tuple[str, int, str, str], str] = {}
-_rendering: dict[tuple[str, int, str, str], asyncio.Future[str]] = {}  # renders under way: the same key waits
+# Bounded by bytes (settings.class_cache_bytes, class_render_cache_bytes): a run can be 35 MB.
+_shown: ByteCache[Shown] = ByteCache(settings.class_cache_bytes)
+_rendered: ByteCache[str] = ByteCache(settings.class_render_cache_bytes)
+_rendering: dict[tuple, asyncio.Future[str]] = {}  # renders under way: the same key waits
 
 
-def _remember(cache: dict, key: tuple, value: object) -> None:
-    if len(cache) >= CACHED_ROOMS:
-        cache.pop(next(iter(cache)))
-    cache[key] = value
-
-
-def shown(room: Room) -> Shown:
+def _read_room(state: str) -> Shown:
     from app.pages import read_page
 
+    pairs = dict(parse_qsl(state, keep_blank_values=True))
+    sc, view = read_page(pairs)
+    found = Shown(sc, view, pairs)
+    found.run()
+    return found
+
+
+async def shown(room: Room) -> Shown:
+    """The room's state read and run, once per change per worker (off the event loop)."""
     key = (room.code, room.version, room.state)
     found = _shown.get(key)
     if found is None:
-        pairs = dict(parse_qsl(room.state, keep_blank_values=True))
-        sc, view = read_page(pairs)
-        found = Shown(sc, view, pairs)
-        _remember(_shown, key, found)
+        found = await heavy(functools.partial(_read_room, room.state))
+        _shown.put(key, found, deep_size(found))
     return found
+
+
+async def rendered(key: tuple, render: Callable[[], str]) -> str:
+    """``render()`` once per key per worker, however many ask at once; kept within the byte budget."""
+    html = _rendered.get(key)
+    pending = _rendering.get(key)
+    if html is None and pending is not None:  # the class's other requests for this change wait for its one render
+        try:
+            html = await asyncio.shield(pending)
+        except asyncio.CancelledError:
+            if not pending.cancelled():
+                raise  # this request itself was cancelled, not the render it waited for
+    if html is None:
+        _rendering[key] = rendering = asyncio.get_running_loop().create_future()
+        try:
+            html = await heavy(render)
+            _rendered.put(key, html, sys.getsizeof(html))
+            rendering.set_result(html)
+        finally:
+            rendering.cancel()  # when it failed: the waiting requests render it themselves
+            if _rendering.get(key) is rendering:
+                del _rendering[key]
+    return html
 
 
 # --- the class's predictions ---------------------------------------------------------------------
@@ -197,7 +283,6 @@ class Lesson:
     predictions: dict[str, list[float]] = field(default_factory=dict)  # the room's, by cell ref
     fingerprint: str = ""  # the scenario they are about
     join_url: str = ""
-    teacher_url: str = ""  # the teacher link, with the key: to teach from another device
     qr: Markup = Markup("")
     message: str = ""  # a student's last prediction, acknowledged
 
@@ -216,7 +301,7 @@ def class_urls(request: Request, code: str) -> SimpleNamespace:
 
     return SimpleNamespace(page=path("class_page"), teach=path("teach_page"), events=path("class_events"),
                            workspace=path("class_workspace"), predict=path("class_predict"),
-                           results=path("class_results"), mine=path("class_mine"))
+                           results=path("class_results"), mine=path("class_mine"), teacher_link=path("teacher_link"))
 
 
 def qr_svg(url: str) -> Markup:
@@ -269,16 +354,17 @@ def finish(lesson: Lesson | None, sc: Scenario, view: View, sh: Shown | None = N
 
 
 async def page_lesson(request: Request, fields: Mapping[str, str]) -> Lesson | None:
-    """For a post from a page in a class (``class_code``): the teacher's lesson when the key is right,
-    a student's otherwise; None outside a class. Nothing here changes the room."""
+    """For a post from a page in a class (``class_code``): the teacher's lesson when the teacher's
+    cookie holds the key, a student's otherwise; None outside a class. Nothing here changes the room."""
     code = normal_code(fields.get("class_code", ""))
     if not code:
         return None
+    request.state.class_deadline = time.time() + conf(request).class_write_seconds  # a late change is dropped
     store = rooms(request)
     room = await store.get(code)
     if room is None:
         return None
-    key = fields.get("class_key", "")
+    key = teacher_key(request, code)
     quiz = fields.get("quiz", "").lower() in ON  # without a quiz on the page, no prediction is shown
     if key and await store.is_teacher(code, key):
         return await lesson_for(request, room, "teacher", key=key, quiz=quiz)
@@ -294,14 +380,24 @@ def class_fields(fields: Mapping[str, str]) -> dict[str, str]:
     return {**fields, "revealed": f"{revealed} {ref}".strip()}
 
 
-async def teacher_edit(request: Request, lesson: Lesson | None) -> None:
+async def teacher_edit(request: Request, lesson: Lesson | None, fields: dict[str, str]) -> Response | None:
     """After a good edit on the teacher's page (app.pages keeps its state in ``request.state.shown``):
-    the room shows it, and its students are told."""
+    the room shows it, and its students are told. A state over its byte budget is not kept: the 422
+    naming its largest field replaces the page's answer. A change that cannot reach the store before
+    the request's deadline raises StoreUnavailable (503), and is never applied later."""
+    from app.pages import _error_response
+
     done = getattr(request.state, "shown", None)
     if lesson is None or not lesson.teacher or done is None:
-        return
+        return None
     state = room_state(*done)
-    await rooms(request).teach(lesson.code, lesson.key, state, fingerprint(state))
+    try:
+        check_state(state, conf(request).class_max_state_bytes)
+    except StateTooLarge as e:
+        return _error_response(request, fields, e, lesson)
+    deadline = getattr(request.state, "class_deadline", 0.0)
+    await rooms(request).teach(lesson.code, lesson.key, state, fingerprint(state), deadline=deadline)
+    return None
 
 
 # --- the routes ----------------------------------------------------------------------------------
@@ -313,32 +409,79 @@ def _page(request: Request, template: str, ctx: dict, status: int = 200, headers
     return _respond(request, template, ctx, status=status, headers=headers)
 
 
-def _notice(request: Request, status: int, title: str, message: str, code: str = "") -> HTMLResponse:
+def _notice(request: Request, status: int, title: str, message: str, code: str = "", back: str = "",
+            extra: Markup | None = None) -> HTMLResponse:
     """A short page (or, for htmx, the message alone) for a class that cannot be shown."""
     headers = {"Retry-After": "60"} if status in (429, 503) else None
-    return _page(request, "class_notice.html", {"title": title, "message": message, "code": code},
-                 status=status, headers=headers)
+    return _page(request, "class_notice.html", {"title": title, "message": message, "code": code, "back": back,
+                                                "extra": extra or ""}, status=status, headers=headers)
+
+
+# --- codes naming no class: counted per browser and per address, on every class route ------------
+
+
+def _failure_buckets(request: Request) -> list[tuple[str, int]]:
+    c = conf(request)
+    found = [(f"fail-address:{client_address(request)}", c.class_failures_per_address)]
+    if client_id(request):
+        found.append((f"fail-client:{client_id(request)}", c.class_failures_per_client))
+    return found
 
 
 async def _too_many_failures(request: Request) -> bool:
-    """An address that named too many codes without a room this minute gets 429, even for a right one."""
-    limit = conf(request).class_joins_per_minute
-    return not await rooms(request).allow(f"join-fail:{client_address(request)}", limit, peek=True)
+    """A browser or an address that named too many codes without a class this minute gets 429, even
+    for a right one: a guess that hits cannot be told from one that misses."""
+    store = rooms(request)
+    for bucket, limit in _failure_buckets(request):
+        if not await store.allow(bucket, limit, peek=True):
+            return True
+    return False
+
+
+async def _count_failure(request: Request) -> bool:
+    """Count a code naming no class (a browser without an id gets one); False when that was one too many."""
+    client_id(request, new=True)
+    store = rooms(request)
+    allowed = True
+    for bucket, limit in _failure_buckets(request):
+        allowed = await store.allow(bucket, limit) and allowed
+    return allowed
 
 
 async def _failed_join(request: Request, code: str) -> HTMLResponse:
-    store = rooms(request)
-    if not await store.allow(f"join-fail:{client_address(request)}", conf(request).class_joins_per_minute):
-        return _too_many(request)
-    return _notice(request, 404, "No class with this code",
-                   "Check the code on the teacher's screen and type it again (letters and digits, as KQ7-M4P).",
-                   code)
+    """A code naming no class: counted, then 404 (or 429 when that was one too many)."""
+    if not await _count_failure(request):
+        response = _too_many(request)
+        _set_client(request, response)
+        return response
+    return await _notice_failed(request, code)
 
 
 def _too_many(request: Request) -> HTMLResponse:
+    c = conf(request)
     return _notice(request, 429, "Too many tries",
-                   f"More than {conf(request).class_joins_per_minute} codes without a class this minute: "
-                   "wait a minute, then type the code again.")
+                   f"More than {c.class_failures_per_client} codes without a class this minute from this browser "
+                   f"(or {c.class_failures_per_address} from this network): wait a minute, then type the code again.")
+
+
+async def _open_room(request: Request, code: str) -> Room | int:
+    """The room a class route names, or why not: 429 over the failures' limit, 404 for no room (a
+    failure counted). A student or the teacher of the room, known by their cookie, is never refused."""
+    store = rooms(request)
+    normal = normal_code(code)
+    room = await store.get(normal) if normal else None
+    if room is not None:
+        student = request.cookies.get(STUDENT_COOKIE, "")
+        if student and await store.is_student(normal, student):
+            return room
+        key = teacher_key(request, normal)
+        if key and await store.is_teacher(normal, key):
+            return room
+    if await _too_many_failures(request):
+        return 429
+    if room is None:
+        return 404 if await _count_failure(request) else 429
+    return room
 
 
 @router.post("/class", name="start_class", include_in_schema=False)
@@ -348,15 +491,17 @@ async def start_class(request: Request) -> Response:
 
     fields = await posted_fields(request)
     store = rooms(request)
-    if not await store.allow(f"start:{client_address(request)}", conf(request).class_joins_per_minute):
-        return _too_many(request)
     try:
         sc, view = read_page(fields)
+        state = room_state(sc, view)
+        check_state(state, conf(request).class_max_state_bytes)
     except FormError as e:
         return _error_response(request, fields, e)
-    state = room_state(sc, view)
     try:
-        code, key = await store.create(state, fingerprint(state))
+        code, key = await store.create(state, fingerprint(state), owner=client_address(request))
+    except ShareUsed as e:
+        return _notice(request, 429, "No more classes from this network", f"{e}: they close after "
+                       f"{conf(request).class_idle_minutes} minutes unused.")
     except RoomsFull as e:
         return _notice(request, 503, "No room for another class", f"{e}: try again later.")
     url = f"{request.url_for('teach_page', code=code).path}?{urlencode({'key': key})}"
@@ -375,43 +520,92 @@ async def join_class(request: Request, code: str = "") -> Response:
     return RedirectResponse(request.url_for("class_page", code=normal).path, status_code=303)
 
 
+def _not_teacher(request: Request) -> HTMLResponse:
+    return _notice(request, 403, "This teacher link does not open a class",
+                   f"The class has ended (rooms close after {conf(request).class_idle_minutes} minutes unused), or "
+                   "the link is not whole. Start a new class from the page.")
+
+
 @router.get("/class/{code}/teach", name="teach_page", response_class=HTMLResponse, include_in_schema=False)
-async def teach_page(request: Request, code: str, key: str = "", preset: str = "") -> Response:
-    """The teacher's page: the room's state, or a preset chosen from the menu (which the room then
-    shows). The teacher link's key moves into a cookie for the class's path at once, so the address
-    a projector shows holds no secret, and a reload keeps the class."""
-    from app.pages import _workspace_context, preset_page
+async def teach_page(request: Request, code: str, key: str = "") -> Response:
+    """The teacher's page: the room's state. The teacher link's key moves into an HttpOnly cookie at
+    once, so the address a projector shows holds no secret, and a reload keeps the class. A GET
+    never changes the room (the preset menu posts)."""
+    from app.pages import _workspace_context
 
     store = rooms(request)
     normal = normal_code(code)
     given = key
-    key = key or request.cookies.get(TEACHER_COOKIE, "")
+    key = key or teacher_key(request, normal)
     if not normal or not await store.is_teacher(normal, key):
-        return _notice(request, 403, "This teacher link does not open a class",
-                       "The class has ended (rooms close after "
-                       f"{conf(request).class_idle_minutes} minutes unused), or the link is not whole. Start a new "
-                       "class from the page.")
+        if await _too_many_failures(request) or not await _count_failure(request):
+            return _too_many(request)
+        return _not_teacher(request)
     if given:
-        url = request.url_for("teach_page", code=normal).path + (f"?{urlencode({'preset': preset})}" if preset else "")
-        response: Response = RedirectResponse(url, status_code=303)
-        response.set_cookie(TEACHER_COOKIE, key, max_age=conf(request).class_idle_minutes * 60,
-                            path=request.url_for("class_page", code=normal).path, httponly=True, samesite="lax",
-                            secure=request.url.scheme == "https")
+        response: Response = RedirectResponse(request.url_for("teach_page", code=normal).path, status_code=303)
+        response.set_cookie(TEACHER_COOKIE + normal, key, max_age=conf(request).class_idle_minutes * 60,
+                            path=_root(request), httponly=True, samesite="lax", secure=request.url.scheme == "https")
         return response
-    if preset in PRESETS:  # then back to the plain address: a reload must not load the preset again
-        sc, view = preset_page(preset)
-        state = room_state(sc, view)
-        await store.teach(normal, key, state, fingerprint(state))
-        return RedirectResponse(request.url_for("teach_page", code=normal).path, status_code=303)
     room = await store.get(normal)
     if room is None:
         return _notice(request, 403, "This class has ended", "Start a new class from the page.")
-    sh = shown(room)
-    ctx = _workspace_context(sh.sc, sh.view)
-    lesson = finish(await lesson_for(request, room, "teacher", key=key), sh.sc, sh.view, sh)
-    lesson.teacher_url = f"{request.url_for('teach_page', code=normal)}?{urlencode({'key': key})}"
-    ctx["classroom"] = lesson
-    return _page(request, "index.html", ctx, headers={"Cache-Control": "no-store"})
+    sh = await shown(room)
+    lesson = await lesson_for(request, room, "teacher", key=key)
+
+    def render() -> HTMLResponse:
+        ctx = _workspace_context(sh.sc, sh.view)
+        ctx["classroom"] = finish(lesson, sh.sc, sh.view, sh)
+        return _page(request, "index.html", ctx, headers={"Cache-Control": "no-store"})
+
+    return await heavy(render)
+
+
+@router.post("/class/{code}/teach", name="teach_preset", include_in_schema=False)
+async def teach_preset(request: Request, code: str) -> Response:
+    """The teacher's menu: the class moves to a preset, then back to the teacher's page."""
+    from app.pages import posted_fields, preset_page
+
+    store = rooms(request)
+    normal = normal_code(code)
+    key = teacher_key(request, normal)
+    if not normal or not await store.is_teacher(normal, key):
+        return _not_teacher(request)
+    preset = (await posted_fields(request)).get("preset", "")
+    if preset not in PRESETS:
+        return _notice(request, 422, "No such scenario", "preset: choose one of the menu's scenarios.",
+                       back=request.url_for("teach_page", code=normal).path)
+    sc, view = preset_page(preset)
+    state = room_state(sc, view)
+    deadline = time.time() + conf(request).class_write_seconds
+    await store.teach(normal, key, state, fingerprint(state), deadline=deadline)
+    url = request.url_for("teach_page", code=normal).path
+    if request.headers.get("HX-Request") == "true":
+        return Response(status_code=204, headers={"HX-Redirect": url})
+    return RedirectResponse(url, status_code=303)
+
+
+@router.post("/class/{code}/teacher-link", name="teacher_link", response_class=HTMLResponse,
+             include_in_schema=False)
+async def teacher_link(request: Request, code: str) -> Response:
+    """The teacher link, with the key, shown only when the teacher asks for it (to teach from
+    another device): never in the page itself, where a projector or a screenshot would show it."""
+    from app.pages import _respond
+
+    normal = normal_code(code)
+    key = teacher_key(request, normal)
+    if not normal or not await rooms(request).is_teacher(normal, key):
+        return _not_teacher(request)
+    url = f"{request.url_for('teach_page', code=normal)}?{urlencode({'key': key})}"
+    headers = {"Cache-Control": "no-store"}
+    if request.headers.get("HX-Request") == "true":
+        return _respond(request, "partials/class_teacher_link.html", {"teacher_url": url}, headers=headers)
+    response = _notice(request, 200, "Teacher link", "To teach this class from another device, open this link there. "
+                       "It holds the class's key: do not project or share it.",
+                       back=request.url_for("teach_page", code=normal).path, extra=Markup(
+                           '<p><input type="text" readonly value="{}" aria-label="Teacher link" class="teacher-url">'
+                           "</p>").format(url))
+    response.headers.update(headers)
+    return response
 
 
 async def _student(request: Request, code: str) -> tuple[str, Response | None]:
@@ -421,7 +615,10 @@ async def _student(request: Request, code: str) -> tuple[str, Response | None]:
     if student and await store.is_student(code, student):
         return student, None
     try:
-        new = await store.join(code)
+        new = await store.join(code, client_address(request))
+    except ShareUsed as e:
+        return "", _notice(request, 429, "No more seats from this network",
+                           f"{e}. Ask the teacher to start another class for the others.")
     except RoomsFull as e:
         return "", _notice(request, 503, "This class is full", f"{e}. Ask the teacher to start another.")
     if new is None:
@@ -432,24 +629,38 @@ async def _student(request: Request, code: str) -> tuple[str, Response | None]:
 @router.get("/class/{code}", name="class_page", response_class=HTMLResponse, include_in_schema=False)
 async def class_page(request: Request, code: str) -> Response:
     """A student's page: what the teacher shows now, following each change (with JavaScript), or
-    brought up to date by *Sync with the teacher* (without)."""
+    brought up to date by *Sync with the teacher* (without). Rendered once per change per worker."""
     from app.pages import _workspace_context
 
-    if await _too_many_failures(request):
+    room = await _open_room(request, code)
+    if room == 429:
         return _too_many(request)
-    store = rooms(request)
-    normal = normal_code(code)
-    room = await store.get(normal) if normal else None
-    if room is None:
-        return await _failed_join(request, code[:20])
-    student, refused = await _student(request, normal)
+    if not isinstance(room, Room):
+        return await _notice_failed(request, code[:20])
+    student, refused = await _student(request, room.code)
     if refused is not None:
         return refused
-    sh = shown(room)
-    ctx = _workspace_context(sh.sc, sh.view)
-    ctx["classroom"] = finish(await lesson_for(request, room, "student"), sh.sc, sh.view, sh)
-    response = _page(request, "index.html", ctx, headers={"Cache-Control": "no-store"})
-    _set_student(request, response, normal, student)
+    lesson = await lesson_for(request, room, "student")
+    sh = await shown(room)
+
+    def render() -> str:
+        ctx = _workspace_context(sh.sc, sh.view)
+        ctx["classroom"] = finish(lesson, sh.sc, sh.view, sh)
+        return _page(request, "index.html", ctx).body.decode()
+
+    html = await rendered((room.code, room.version, room.state, "page", _root(request)), render)
+    response = HTMLResponse(html, headers={"Cache-Control": "no-store", "Vary": "HX-Request"})
+    _set_student(request, response, room.code, student)
+    _set_client(request, response)
+    return response
+
+
+async def _notice_failed(request: Request, code: str) -> HTMLResponse:
+    """The 404 for a code naming no class (the failure already counted)."""
+    response = _notice(request, 404, "No class with this code",
+                       "Check the code on the teacher's screen and type it again (letters and digits, as KQ7-M4P).",
+                       code)
+    _set_client(request, response)
     return response
 
 
@@ -461,27 +672,35 @@ def _set_student(request: Request, response: Response, code: str, student: str) 
 
 @router.get("/class/{code}/events", name="class_events", include_in_schema=False)
 async def class_events(request: Request, code: str) -> Response:
-    """The room's events as server-sent events. The first tells the current version at once; a
-    comment every KEEPALIVE_SECONDS keeps proxies from closing the stream, and a room that has gone
-    says "closed" and ends it."""
+    """The room's events as server-sent events. The first tells the current version at once (with
+    its ``id:``, so a reconnected stream starts from the room as it is); a comment every
+    KEEPALIVE_SECONDS keeps proxies from closing the stream, and a room that has gone says "closed"
+    and ends it. A store that stops answering says "unreachable" and ends it too."""
     store = rooms(request)
-    normal = normal_code(code)
-    if not normal or await store.get(normal) is None:
-        return Response("no class with this code", status_code=404, media_type="text/plain")
-    if store.fanout.open >= store.fanout.max_streams:
-        return Response(f"this worker has its {store.fanout.max_streams} event streams open", status_code=503,
-                        media_type="text/plain", headers={"Retry-After": "10"})
+    room = await _open_room(request, code)
+    if not isinstance(room, Room):
+        text = "too many codes without a class: wait a minute" if room == 429 else "no class with this code"
+        return Response(text, status_code=room, media_type="text/plain",
+                        headers={"Retry-After": "60"} if room == 429 else None)
+    normal, address = room.code, client_address(request)
+    fanout = store.fanout
+    if fanout.open >= fanout.max_streams or fanout.by_address[address] >= fanout.per_address:
+        share = fanout.by_address[address] >= fanout.per_address
+        text = (f"this address has {fanout.per_address} event streams open on this worker" if share
+                else f"this worker has its {fanout.max_streams} event streams open")
+        return Response(text, status_code=429 if share else 503, media_type="text/plain",
+                        headers={"Retry-After": "10"})
 
     async def events() -> AsyncIterator[bytes]:
         # The stream is registered here, in the body, so it is always let go when the body ends:
         # at a disconnect Starlette cancels this generator inside the ``async with``.
         try:
-            async with store.listen(normal) as queue:
+            async with store.listen(normal, address) as queue:
                 room = await store.get(normal)
                 if room is None:
                     yield b"event: closed\ndata: 0\n\n"
                     return
-                yield f"retry: {RETRY_MS}\nevent: state\ndata: {room.version}\n\n".encode()
+                yield f"retry: {RETRY_MS}\nid: {room.version}\nevent: state\ndata: {room.version}\n\n".encode()
                 while True:
                     try:
                         event = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
@@ -491,9 +710,13 @@ async def class_events(request: Request, code: str) -> Response:
                             return
                         yield b": keep-alive\n\n"
                         continue
+                    if event.kind == "state":
+                        yield f"id: {event.version}\n".encode()
                     yield f"event: {event.kind}\ndata: {event.version} {event.count}\n\n".encode()
         except RoomsFull:  # another stream took the last place since the check above
             yield b"event: closed\ndata: 0\n\n"
+        except store.errors:  # the store stopped answering: the page says so, and tries again later
+            yield b"event: unreachable\ndata: 0\n\n"
 
     return StreamingResponse(events(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
@@ -504,57 +727,49 @@ async def class_workspace(request: Request, code: str) -> Response:
     """What a following student swaps in after a "state" event: rendered once per change per worker."""
     from app.pages import _link, _workspace_context, page_urls, templates
 
-    store = rooms(request)
-    normal = normal_code(code)
-    room = await store.get(normal) if normal else None
-    if room is None:
+    room = await _open_room(request, code)
+    if room == 429:
+        return _too_many(request)
+    if not isinstance(room, Room):
         return _notice(request, 404, "This class has ended", "The teacher's room is closed.")
-    key = (normal, room.version, room.state, page_urls(request).index)
-    html = _rendered.get(key)
-    pending = _rendering.get(key)
-    if html is None and pending is not None:  # the class's other requests for this change wait for its one render
-        try:
-            html = await asyncio.shield(pending)
-        except asyncio.CancelledError:
-            if not pending.cancelled():
-                raise  # this request itself was cancelled, not the render it waited for
-    if html is None:
-        _rendering[key] = rendering = asyncio.get_running_loop().create_future()
-        try:
-            sh = shown(room)
-            ctx = _workspace_context(sh.sc, sh.view)
-            _link(request, ctx, sh.sc, sh.view)
-            ctx["classroom"] = finish(await lesson_for(request, room, "student"), sh.sc, sh.view, sh)
-            ctx["urls"] = page_urls(request)
-            html = templates.get_template("partials/workspace.html").render({**ctx, "request": request})
-            _remember(_rendered, key, html)
-            rendering.set_result(html)
-        finally:
-            rendering.cancel()  # when it failed: the waiting requests render it themselves
-            if _rendering.get(key) is rendering:
-                del _rendering[key]
+    urls = page_urls(request)
+    sh = await shown(room)
+    lesson = await lesson_for(request, room, "student")
+
+    def render() -> str:
+        ctx = _workspace_context(sh.sc, sh.view)
+        _link(request, ctx, sh.sc, sh.view)
+        ctx["classroom"] = finish(lesson, sh.sc, sh.view, sh)
+        ctx["urls"] = urls
+        return templates.get_template("partials/workspace.html").render({**ctx, "request": request})
+
+    html = await rendered((room.code, room.version, room.state, "workspace", urls.index), render)
     return HTMLResponse(html, headers={"Cache-Control": "no-store", "Vary": "HX-Request"})
 
 
 @router.post("/class/{code}/predict", name="class_predict", response_class=HTMLResponse, include_in_schema=False)
 async def class_predict(request: Request, code: str) -> Response:
     """A student's prediction of a hidden cell of the teacher's quiz: one per student per cell,
-    changeable until the teacher reveals it."""
+    changeable until the teacher reveals it. Limited per student and per browser (a browser that
+    joins again keeps its count)."""
     from app.pages import posted_fields
 
     store = rooms(request)
-    normal = normal_code(code)
-    room = await store.get(normal) if normal else None
-    if room is None:
+    room = await _open_room(request, code)
+    if room == 429:
+        return _feedback(request, 429, "Too many codes without a class this minute: wait a minute.")
+    if not isinstance(room, Room):
         return _feedback(request, 404, "This class has ended.", back="")
+    normal = room.code
     student = request.cookies.get(STUDENT_COOKIE, "")
     if not student or not await store.is_student(normal, student):
         return _feedback(request, 403, "Open the class's page again to join it, then send your prediction.")
-    if not await store.allow(f"predict:{normal}:{student}", conf(request).class_predictions_per_minute):
-        return _feedback(request, 429, f"More than {conf(request).class_predictions_per_minute} predictions this "
-                                       "minute: wait a moment, then send it again.")
+    limit = conf(request).class_predictions_per_minute
+    who = client_id(request) or student
+    if not await store.allow(f"predict:{normal}:{who}", limit):
+        return _feedback(request, 429, f"More than {limit} predictions this minute: wait a moment, then send it again.")
     fields = await posted_fields(request)
-    sh = shown(room)
+    sh = await shown(room)
     try:
         ref, value, label = prediction(sh, fields)
     except FormError as e:
@@ -611,20 +826,20 @@ def prediction(sh: Shown, fields: Mapping[str, str]) -> tuple[str, float, str]:
 
 @router.post("/class/{code}/results", name="class_results", response_class=HTMLResponse, include_in_schema=False)
 async def class_results(request: Request, code: str) -> Response:
-    """The teacher's live view of the predictions (the key in the form): how many answered, a
+    """The teacher's live view of the predictions (the teacher's cookie): how many answered, a
     histogram per predicted cell against its value, and *Reveal to the class*."""
-    from app.pages import _respond, posted_fields
+    from app.pages import _respond
 
-    fields = await posted_fields(request)
     store = rooms(request)
     normal = normal_code(code)
-    if not normal or not await store.is_teacher(normal, fields.get("class_key", "")):
+    key = teacher_key(request, normal)
+    if not normal or not await store.is_teacher(normal, key):
         return Response("not this class's teacher", status_code=403, media_type="text/plain")
     room = await store.get(normal)
     if room is None:
         return Response("this class has ended", status_code=404, media_type="text/plain")
-    sh = shown(room)
-    lesson = finish(await lesson_for(request, room, "teacher", key=fields["class_key"]), sh.sc, sh.view, sh)
+    sh = await shown(room)
+    lesson = finish(await lesson_for(request, room, "teacher", key=key), sh.sc, sh.view, sh)
     return _respond(request, "partials/class_results.html", {"classroom": lesson, "view": sh.view})
 
 
@@ -636,14 +851,17 @@ async def class_mine(request: Request, code: str) -> Response:
     from app.quiz import check
 
     store = rooms(request)
-    normal = normal_code(code)
-    room = await store.get(normal) if normal else None
+    room = await _open_room(request, code)
+    if room == 429:
+        return _too_many(request)
+    if not isinstance(room, Room):
+        return Response("no class with this code", status_code=404, media_type="text/plain")
     student = request.cookies.get(STUDENT_COOKIE, "")
     feedback, view = [], None
-    if room is not None and student and await store.is_student(normal, student):
-        sh = shown(room)
+    if student and await store.is_student(room.code, student):
+        sh = await shown(room)
         view = sh.view
-        mine = await store.mine(normal, student)
+        mine = await store.mine(room.code, student)
         run, stack, grads = sh.run()
         for ref in on_stage(sh, mine, teacher=False) if view.quiz else ():
             found = check(repr(mine[ref]), ref, run, stack, view.decimals, grads)
@@ -651,3 +869,14 @@ async def class_mine(request: Request, code: str) -> Response:
                 feedback.append(found)
     return _respond(request, "partials/class_mine.html", {"feedback": feedback, "view": view},
                     headers={"Cache-Control": "no-store"})
+
+
+@router.get("/readyz", name="readyz", include_in_schema=False)
+async def readyz(request: Request) -> Response:
+    """Whether this worker can serve a class: its store answers (Redis within its timeout). /healthz
+    stays the cheap liveness check, answered without the store."""
+    problem = await rooms(request).ready()
+    if problem:
+        return Response(f"not ready: {problem}", status_code=503, media_type="text/plain",
+                        headers={"Retry-After": "5", "Cache-Control": "no-store"})
+    return Response("ready", media_type="text/plain", headers={"Cache-Control": "no-store"})

@@ -78,9 +78,25 @@ class Settings(BaseSettings):
     class_max_rooms: int = Field(default=200, ge=1)  # rooms alive on the server (or sharing one Redis)
     class_max_students: int = Field(default=500, ge=1)  # anonymous students per room
     class_max_streams: int = Field(default=1000, ge=1)  # open event streams per worker process
-    class_predictions_per_minute: int = Field(default=30, ge=1)  # per student
-    class_joins_per_minute: int = Field(default=10, ge=1)  # codes naming no room, per address; then 429
     class_idle_minutes: int = Field(default=240, ge=1)  # a room unused this long is gone
+    # Fair shares (README, "Live class"): a client is its cookie and its address together; a school's NAT puts a
+    # whole class behind one address, so each address allowance is a class's worth, a cookie's one student's.
+    class_predictions_per_minute: int = Field(default=30, ge=1)  # per student (and per browser, across re-joins)
+    class_failures_per_client: int = Field(default=10, ge=1)  # codes naming no class per minute, per browser
+    class_failures_per_address: int = Field(default=60, ge=1)  # … and per address; past either, 429
+    class_seats_per_address: int = Field(default=100, ge=1)  # seats of one class taken from one address
+    class_streams_per_address: int = Field(default=250, ge=1)  # event streams one address holds per worker
+    class_rooms_per_address: int = Field(default=20, ge=1)  # classes alive started from one address
+    # Memory by bytes: a room's state (the teacher's page as a query string) at most this, else 413 naming its
+    # largest field; each worker keeps computed runs and rendered pages of rooms up to these budgets.
+    class_max_state_bytes: int = Field(default=1024 * 1024, ge=1024)
+    class_cache_bytes: int = Field(default=64 * 1024 * 1024, ge=0)  # rooms' computed runs, per worker
+    class_render_cache_bytes: int = Field(default=32 * 1024 * 1024, ge=0)  # rooms' rendered pages, per worker
+    # Redis faults: every command (and connecting, and waiting for a pooled connection) gives up after this, so a
+    # class's request answers 503 within a few seconds when Redis is frozen or gone; a teacher's change that has
+    # not reached Redis within class_write_seconds of its request is dropped, never applied late.
+    redis_timeout_seconds: float = Field(default=1.0, gt=0)
+    class_write_seconds: float = Field(default=2.0, gt=0)
 
     @model_validator(mode="after")
     def _default_workers(self) -> Settings:

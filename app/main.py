@@ -21,8 +21,8 @@ from app import api, classroom, export, pages
 from app.compression import MIDDLEWARE_OPTIONS
 from app.config import Settings, settings
 from app.lanes import Lanes
-from app.rooms import make_rooms
-from app.security import SecurityHeadersMiddleware, docs_router
+from app.rooms import StoreUnavailable, make_rooms
+from app.security import SameOriginMiddleware, SecurityHeadersMiddleware, docs_router
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
 server_log = logging.getLogger("uvicorn.error")  # the server's own log, beside its access lines
@@ -146,9 +146,10 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 
 async def store_unavailable(request: Request, exc: Exception) -> PlainTextResponse:
-    """Redis does not answer (down, restarting): a class's request says so, never a bare 500."""
-    return PlainTextResponse("The class's storage (Redis) does not answer: try again in a moment.",
-                             status_code=503, headers={"Retry-After": "5"})
+    """Redis does not answer (down, frozen, restarting) or took a change too late: a class's request
+    says so within the store's timeout, never a bare 500 nor a hang."""
+    return PlainTextResponse("The class's storage (Redis) does not answer: try again in a moment. A change you "
+                             "made just now did not reach the class.", status_code=503, headers={"Retry-After": "5"})
 
 
 def create_app(config: Settings = settings) -> FastAPI:
@@ -161,6 +162,7 @@ def create_app(config: Settings = settings) -> FastAPI:
         redoc_url=None,
     )
     app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(StoreUnavailable, store_unavailable)
     app.state.lanes = Lanes(config.heavy_requests, config.heavy_operations, config.heavy_processes,
                             config.heavy_waiting, config.heavy_seconds)
     app.state.config = config
@@ -173,6 +175,7 @@ def create_app(config: Settings = settings) -> FastAPI:
         app.add_exception_handler(RedisTimeoutError, store_unavailable)
     app.add_middleware(CompressMiddleware, **MIDDLEWARE_OPTIONS)  # zstd, Brotli or gzip (app.compression)
     app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes, timeout=config.body_timeout_seconds)
+    app.add_middleware(SameOriginMiddleware)  # before the body is read: a cross-site post costs nothing
     app.add_middleware(SecurityHeadersMiddleware)  # outside the body limit: its 413 gets them too
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.include_router(api.router)

@@ -279,8 +279,7 @@ async def _handle(request: Request, work: PageWork) -> Response:
     if rendered.shown is not None:
         request.state.shown = rendered.shown
     response = respond(rendered)
-    await classroom.teacher_edit(request, lesson)
-    return response
+    return await classroom.teacher_edit(request, lesson, fields) or response
 
 
 async def run_page(request: Request, work: PageWork, fields: dict[str, str],

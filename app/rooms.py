@@ -10,7 +10,9 @@ names, nothing personal. Two stores keep rooms behind one interface:
 
 Codes are six characters from an alphabet without look-alikes (``KQ7-M4P`` read aloud); with
 ``class_max_rooms`` rooms alive, a guess names one with odds of about one in a million, and failed
-guesses are limited per address. The teacher key is a 32-byte secret; the store keeps its SHA-256.
+guesses are limited per browser and per address. The teacher key is a 32-byte secret; the store keeps
+its SHA-256. Addresses are kept only as a short SHA-256, to count one address's share of seats, rooms
+and streams.
 """
 
 from __future__ import annotations
@@ -22,21 +24,36 @@ import hmac
 import secrets
 import time
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import orjson
+from limits import RateLimitItemPerSecond
+from limits.aio.storage import MemoryStorage, RedisStorage
+from limits.aio.strategies import MovingWindowRateLimiter
 
 CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: easy to read aloud and to type
 CODE_LENGTH = 6  # 31⁶ ≈ 8.9 × 10⁸ codes
-STREAM_QUEUE = 8  # events waiting for one slow stream; beyond, the oldest go (only the latest state counts)
 REDIS_CONNECTIONS = 50  # per worker, its subscription included: Redis answers in well under a millisecond
-REDIS_WAIT_SECONDS = 10.0  # a command waits this long for a free connection, then fails
 SUBSCRIBE_SECONDS = 2.0  # how long a new stream waits for Redis to confirm its room's subscription
 
 
 class RoomsFull(Exception):
     """A bound of the settings is reached (rooms per server, students per room, streams per worker)."""
+
+
+class ShareUsed(RoomsFull):
+    """One address has its share (of a class's seats, of the server's rooms, of a worker's streams)."""
+
+
+class StoreUnavailable(Exception):
+    """The store did not take a change in time (a frozen Redis): it was dropped, not applied late."""
+
+
+def address_hash(address: str) -> str:
+    """An address as the store keeps it: enough to count its share, nothing to read it back."""
+    return hashlib.sha256(address.encode("utf-8", errors="replace")).hexdigest()[:16] if address else ""
 
 
 @dataclass(frozen=True)
@@ -87,55 +104,111 @@ def same_key(key: str, stored_hash: str) -> bool:
     return bool(key) and len(key) <= 128 and hmac.compare_digest(key_hash(key), stored_hash)
 
 
-class Fanout:
-    """This worker's open event streams, by room: each has a small queue that keeps the latest events."""
+class Mailbox:
+    """One stream's events not yet sent: the latest of each kind, so it holds three at most and a burst
+    of predictions or joins can never push out the teacher's step. The step goes first."""
 
-    def __init__(self, max_streams: int) -> None:
+    def __init__(self, address: str = "") -> None:
+        self.address = address
+        self.latest: dict[str, Event] = {}
+        self.ready = asyncio.Event()
+
+    def put(self, event: Event) -> None:
+        kept = self.latest.get(event.kind)
+        if kept is None or event.version >= kept.version:  # an older state never replaces a newer one
+            self.latest[event.kind] = event
+        self.ready.set()
+
+    def get_nowait(self) -> Event:
+        if not self.latest:
+            raise asyncio.QueueEmpty
+        return self.latest.pop("state" if "state" in self.latest else next(iter(self.latest)))
+
+    async def get(self) -> Event:
+        while not self.latest:
+            self.ready.clear()
+            await self.ready.wait()
+        return self.get_nowait()
+
+    def empty(self) -> bool:
+        return not self.latest
+
+    def qsize(self) -> int:
+        return len(self.latest)
+
+
+class Fanout:
+    """This worker's open event streams, by room, each with its mailbox; at most ``max_streams`` in all
+    and ``per_address`` from one address."""
+
+    def __init__(self, max_streams: int, per_address: int | None = None) -> None:
         self.max_streams = max_streams
-        self.queues: dict[str, set[asyncio.Queue[Event]]] = {}
+        self.per_address = per_address or max_streams
+        self.queues: dict[str, set[Mailbox]] = {}
+        self.by_address: Counter[str] = Counter()
         self.open = 0
 
-    def add(self, code: str) -> asyncio.Queue[Event]:
+    def add(self, code: str, address: str = "") -> Mailbox:
         if self.open >= self.max_streams:
             raise RoomsFull(f"this worker has its {self.max_streams} event streams open")
-        queue: asyncio.Queue[Event] = asyncio.Queue(STREAM_QUEUE)
-        self.queues.setdefault(code, set()).add(queue)
+        if address and self.by_address[address] >= self.per_address:
+            raise ShareUsed(f"this address has {self.per_address} event streams open on this worker")
+        box = Mailbox(address)
+        self.queues.setdefault(code, set()).add(box)
         self.open += 1
-        return queue
+        if address:
+            self.by_address[address] += 1
+        return box
 
-    def remove(self, code: str, queue: asyncio.Queue[Event]) -> bool:
+    def remove(self, code: str, box: Mailbox) -> bool:
         """Forget a stream; True when it was the room's last one here."""
         queues = self.queues.get(code)
-        if queues is None or queue not in queues:
+        if queues is None or box not in queues:
             return False
-        queues.discard(queue)
+        queues.discard(box)
         self.open -= 1
+        if box.address:
+            self.by_address[box.address] -= 1
+            if self.by_address[box.address] <= 0:
+                del self.by_address[box.address]
         if not queues:
             del self.queues[code]
             return True
         return False
 
     def deliver(self, code: str, event: Event) -> None:
-        for queue in self.queues.get(code, ()):
-            if queue.full():
-                with contextlib.suppress(asyncio.QueueEmpty):
-                    queue.get_nowait()
-            queue.put_nowait(event)
+        for box in self.queues.get(code, ()):
+            box.put(event)
 
 
 class Rooms(ABC):
     """The interface both stores implement. Every method is a coroutine but ``listen``, an async
-    context manager yielding a queue of the room's events for one stream."""
+    context manager yielding the mailbox of the room's events for one stream. ``errors``: what the
+    store raises when it cannot be reached (the app answers them with 503)."""
 
-    def __init__(self, *, max_rooms: int, max_students: int, max_streams: int, idle_seconds: float) -> None:
+    errors: tuple[type[Exception], ...] = (StoreUnavailable,)
+
+    def __init__(self, *, max_rooms: int, max_students: int, max_streams: int, idle_seconds: float,
+                 seats_per_address: int | None = None, rooms_per_address: int | None = None,
+                 streams_per_address: int | None = None) -> None:
         self.max_rooms = max_rooms
         self.max_students = max_students
         self.idle_seconds = idle_seconds
-        self.fanout = Fanout(max_streams)
+        self.seats_per_address = seats_per_address or max_students
+        self.rooms_per_address = rooms_per_address or max_rooms
+        self.fanout = Fanout(max_streams, streams_per_address)
+        self._limits: dict[tuple[int, int], RateLimitItemPerSecond] = {}
+
+    def _limit(self, limit: int, window: float) -> RateLimitItemPerSecond:
+        item = self._limits.get((limit, int(window)))
+        if item is None:
+            item = self._limits[limit, int(window)] = RateLimitItemPerSecond(limit, max(1, int(window)))
+        return item
 
     @abstractmethod
-    async def create(self, state: str, fingerprint: str) -> tuple[str, str]:
-        """A new room showing ``state``: its code and the teacher's key. RoomsFull at the bound."""
+    async def create(self, state: str, fingerprint: str, owner: str = "") -> tuple[str, str]:
+        """A new room showing ``state``: its code and the teacher's key. RoomsFull at the bound,
+        ShareUsed when ``owner`` (the teacher's address) has its share of rooms alive."""
 
     @abstractmethod
     async def get(self, code: str) -> Room | None:
@@ -146,13 +219,15 @@ class Rooms(ABC):
         """Whether ``key`` is the teacher key of the room of ``code``."""
 
     @abstractmethod
-    async def teach(self, code: str, key: str, state: str, fingerprint: str) -> int | None:
+    async def teach(self, code: str, key: str, state: str, fingerprint: str, deadline: float = 0.0) -> int | None:
         """The teacher shows ``state``: the new version, or None for a wrong key or a gone room.
-        A new fingerprint (another scenario) clears the predictions."""
+        A new fingerprint (another scenario) clears the predictions. Past ``deadline`` (a time.time(),
+        0 for none) the change is not made: StoreUnavailable."""
 
     @abstractmethod
-    async def join(self, code: str) -> str | None:
-        """A new anonymous student id, or None when the room is gone. RoomsFull at the bound."""
+    async def join(self, code: str, address: str = "") -> str | None:
+        """A new anonymous student id, or None when the room is gone. RoomsFull at the bound,
+        ShareUsed when ``address`` has its share of the class's seats."""
 
     @abstractmethod
     async def is_student(self, code: str, student: str) -> bool:
@@ -170,14 +245,22 @@ class Rooms(ABC):
     async def mine(self, code: str, student: str) -> dict[str, float]:
         """One student's predictions, by cell ref."""
 
-    @abstractmethod
     async def allow(self, bucket: str, limit: int, window: float = 60.0, peek: bool = False) -> bool:
-        """Count one use of ``bucket``; False once it had ``limit`` uses in this window. With ``peek``,
-        only whether one more would be allowed, counting nothing."""
+        """Count one use of ``bucket``; False once it had ``limit`` uses in the last ``window``
+        seconds (a moving window, the ``limits`` library's). With ``peek``, only whether one more
+        would be allowed, counting nothing."""
+        item = self._limit(limit, window)
+        if peek:
+            return await self.limiter.test(item, bucket)
+        return await self.limiter.hit(item, bucket)
+
+    async def ready(self) -> str:
+        """"" when the store answers, else what is wrong (for /readyz)."""
+        return ""
 
     @contextlib.asynccontextmanager
-    async def listen(self, code: str) -> AsyncIterator[asyncio.Queue[Event]]:
-        queue = self.fanout.add(code)
+    async def listen(self, code: str, address: str = "") -> AsyncIterator[Mailbox]:
+        queue = self.fanout.add(code, address)
         try:
             await self._subscribed(code)
             yield queue
@@ -206,6 +289,8 @@ class _MemoryRoom:
     key_hash: str
     state: str
     fingerprint: str
+    owner: str = ""  # the teacher's address's hash
+    seats: Counter[str] = field(default_factory=Counter)  # seats given out by address hash
     version: int = 1
     touched: float = field(default_factory=time.monotonic)
     students: set[str] = field(default_factory=set)
@@ -221,7 +306,7 @@ class MemoryRooms(Rooms):
     def __init__(self, **bounds: float) -> None:
         super().__init__(**bounds)  # type: ignore[arg-type]
         self.rooms: dict[str, _MemoryRoom] = {}
-        self.buckets: dict[str, tuple[float, int]] = {}
+        self.limiter = MovingWindowRateLimiter(MemoryStorage())
 
     def _room(self, code: str) -> _MemoryRoom | None:
         room = self.rooms.get(code)
@@ -235,15 +320,18 @@ class MemoryRooms(Rooms):
         for code in [c for c, r in self.rooms.items() if now - r.touched > self.idle_seconds]:
             del self.rooms[code]
 
-    async def create(self, state: str, fingerprint: str) -> tuple[str, str]:
+    async def create(self, state: str, fingerprint: str, owner: str = "") -> tuple[str, str]:
         self._expire()
         if len(self.rooms) >= self.max_rooms:
             raise RoomsFull(f"this server holds its {self.max_rooms} rooms")
+        owner = address_hash(owner)
+        if owner and sum(r.owner == owner for r in self.rooms.values()) >= self.rooms_per_address:
+            raise ShareUsed(f"{self.rooms_per_address} classes started from this address are still open")
         code = new_code()
         while code in self.rooms:
             code = new_code()
         key = secrets.token_urlsafe(32)
-        self.rooms[code] = _MemoryRoom(key_hash(key), state, fingerprint)
+        self.rooms[code] = _MemoryRoom(key_hash(key), state, fingerprint, owner)
         return code, key
 
     async def get(self, code: str) -> Room | None:
@@ -256,10 +344,12 @@ class MemoryRooms(Rooms):
         room = self._room(code)
         return room is not None and same_key(key, room.key_hash)
 
-    async def teach(self, code: str, key: str, state: str, fingerprint: str) -> int | None:
+    async def teach(self, code: str, key: str, state: str, fingerprint: str, deadline: float = 0.0) -> int | None:
         room = self._room(code)
         if room is None or not same_key(key, room.key_hash):
             return None
+        if deadline and time.time() > deadline:
+            raise StoreUnavailable("the change came too late")
         room.touched = time.monotonic()
         if fingerprint != room.fingerprint:
             room.fingerprint = fingerprint
@@ -270,14 +360,19 @@ class MemoryRooms(Rooms):
             self.fanout.deliver(code, Event("state", room.version))
         return room.version
 
-    async def join(self, code: str) -> str | None:
+    async def join(self, code: str, address: str = "") -> str | None:
         room = self._room(code)
         if room is None:
             return None
         if len(room.students) >= self.max_students:
             raise RoomsFull(f"this class has its {self.max_students} students")
+        address = address_hash(address)
+        if address and room.seats[address] >= self.seats_per_address:
+            raise ShareUsed(f"{self.seats_per_address} students of this class joined from this address")
         student = secrets.token_urlsafe(16)
         room.students.add(student)
+        if address:
+            room.seats[address] += 1
         room.touched = time.monotonic()
         self.fanout.deliver(code, Event("joined", room.version, len(room.students)))
         return student
@@ -308,55 +403,100 @@ class MemoryRooms(Rooms):
             return {}
         return {ref: by_student[student] for ref, by_student in room.predictions.items() if student in by_student}
 
-    async def allow(self, bucket: str, limit: int, window: float = 60.0, peek: bool = False) -> bool:
-        now = time.monotonic()
-        start, used = self.buckets.get(bucket, (now, 0))
-        if now - start >= window:
-            start, used = now, 0
-        if peek:
-            return used < limit
-        if len(self.buckets) > 100_000:  # many addresses: forget the finished windows
-            self.buckets = {b: v for b, v in self.buckets.items() if now - v[0] < window}
-        self.buckets[bucket] = (start, used + 1)
-        return used < limit
-
 
 # --- in Redis -----------------------------------------------------------------------------------
 
 PREFIX = "attention:room:"
+OWNER_PREFIX = "attention:owner:"  # by teacher's address hash: the codes of the rooms started from it
 REDIS_RETRIES = 4  # tries again after a lost connection, waiting 0.05 s, 0.1 s, 0.2 s, 0.4 s
+
+# A join checks the room, the class's size and the address's seats and takes a seat in one step:
+# concurrent joins on any number of workers never pass a bound.
+JOIN_SCRIPT = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, 0} end
+if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[2]) then return {-2, 0} end
+if ARGV[3] ~= '' and tonumber(redis.call('HGET', KEYS[3], ARGV[3]) or '0') >= tonumber(ARGV[4]) then
+  return {-3, 0}
+end
+redis.call('SADD', KEYS[2], ARGV[1])
+if ARGV[3] ~= '' then redis.call('HINCRBY', KEYS[3], ARGV[3], 1) end
+for i = 1, 3 do redis.call('EXPIRE', KEYS[i], ARGV[5]) end
+return {redis.call('SCARD', KEYS[2]), tonumber(redis.call('HGET', KEYS[1], 'version'))}
+"""
+
+# The teacher's change, with the key checked and a deadline on Redis's own clock: a change that reaches
+# Redis late (queued while Redis was frozen, long after the teacher gave up) is dropped, never applied.
+TEACH_SCRIPT = """
+local room = redis.call('HMGET', KEYS[1], 'key', 'state', 'version', 'fingerprint')
+if not room[1] or room[1] ~= ARGV[1] then return {0, 0} end
+if tonumber(ARGV[4]) > 0 then
+  local now = redis.call('TIME')
+  if tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) > tonumber(ARGV[4]) then return {-1, 0} end
+end
+if ARGV[3] ~= room[4] then
+  redis.call('HSET', KEYS[1], 'fingerprint', ARGV[3])
+  redis.call('DEL', KEYS[3])
+end
+local version, changed = tonumber(room[3]), 0
+if ARGV[2] ~= room[2] then
+  redis.call('HSET', KEYS[1], 'state', ARGV[2])
+  version, changed = redis.call('HINCRBY', KEYS[1], 'version', 1), 1
+end
+for i = 1, 4 do redis.call('EXPIRE', KEYS[i], ARGV[5]) end
+return {version, changed}
+"""
+
+# The rooms started from one address that are still alive (the gone ones forgotten on the way).
+OWNED_SCRIPT = """
+local alive = 0
+for _, code in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if redis.call('EXISTS', ARGV[1] .. code) == 1 then alive = alive + 1 else redis.call('SREM', KEYS[1], code) end
+end
+return alive
+"""
 
 
 class RedisRooms(Rooms):
     """Rooms in Redis, so any worker of any replica serves any student of a class.
 
     Keys (each expires after the idle time, renewed by every change): ``attention:room:<code>`` a hash
-    of key, state, version and fingerprint; ``…:students`` a set of ids; ``…:predictions`` a hash of
-    "<ref> <student>" → value. Changes are published on ``…:events``; this worker subscribes to the
-    rooms it has streams open for, and passes each event to them.
+    of key, state, version and fingerprint; ``…:students`` a set of ids; ``…:seats`` seats by address
+    hash; ``…:predictions`` a hash of "<ref> <student>" → value; ``attention:owner:<address hash>`` the
+    codes started from an address. Changes are published on ``…:events``; this worker subscribes to the
+    rooms it has streams open for, and passes each event to them. Every command gives up after
+    ``timeout`` seconds (connecting and waiting for a pooled connection too).
     """
 
-    def __init__(self, url: str, **bounds: float) -> None:
+    def __init__(self, url: str, *, timeout: float = 1.0, **bounds: float) -> None:
         super().__init__(**bounds)  # type: ignore[arg-type]
         import redis.asyncio as redis  # only with REDIS_URL set
 
         # A blocking pool: a burst of requests (a whole class joining at once) waits for a connection,
         # where the default pool would fail every command beyond its hundredth at once.
-        # A command on a connection Redis has closed (a restart of Redis) is tried again on a new one.
+        # A command on a connection Redis has closed (a restart of Redis) is tried again on a new one;
+        # a command that timed out is not (Redis is stuck: the request answers 503 at once).
         from redis.asyncio.retry import Retry
         from redis.backoff import ExponentialBackoff
         from redis.exceptions import ConnectionError as RedisConnectionError
         from redis.exceptions import TimeoutError as RedisTimeoutError
 
-        retry = Retry(ExponentialBackoff(cap=1.0, base=0.05), REDIS_RETRIES)
-        pool = redis.BlockingConnectionPool.from_url(url, max_connections=REDIS_CONNECTIONS, timeout=REDIS_WAIT_SECONDS,
+        self.errors = (RedisConnectionError, RedisTimeoutError, StoreUnavailable)
+        retry = Retry(ExponentialBackoff(cap=1.0, base=0.05), REDIS_RETRIES, supported_errors=(RedisConnectionError,))
+        pool = redis.BlockingConnectionPool.from_url(url, max_connections=REDIS_CONNECTIONS, timeout=timeout,
+                                                     socket_timeout=timeout, socket_connect_timeout=timeout,
                                                      decode_responses=True, health_check_interval=30, retry=retry,
-                                                     retry_on_error=[RedisConnectionError, RedisTimeoutError])
+                                                     retry_on_error=[RedisConnectionError])
         self.redis = redis.Redis.from_pool(pool)
         self.pubsub = self.redis.pubsub()
         self.reader: asyncio.Task[None] | None = None
         self.lock = asyncio.Lock()
         self.channels: dict[str, asyncio.Future[None]] = {}  # subscribed here → Redis confirmed it
+        self._join = self.redis.register_script(JOIN_SCRIPT)
+        self._teach = self.redis.register_script(TEACH_SCRIPT)
+        self._owned = self.redis.register_script(OWNED_SCRIPT)
+        # Rate windows in the same Redis, through the same pool (so with the same timeouts).
+        self.limiter = MovingWindowRateLimiter(RedisStorage("async+redis://", implementation="redispy",
+                                                            connection_pool=pool, key_prefix="attention:limit"))
 
     @staticmethod
     def _keys(code: str) -> tuple[str, str, str, str]:
@@ -366,13 +506,23 @@ class RedisRooms(Rooms):
     def _ttl(self) -> int:
         return max(1, int(self.idle_seconds))
 
-    async def create(self, state: str, fingerprint: str) -> tuple[str, str]:
+    async def ready(self) -> str:
+        try:
+            await self.redis.ping()
+        except self.errors as e:
+            return f"Redis does not answer ({type(e).__name__})"
+        return ""
+
+    async def create(self, state: str, fingerprint: str, owner: str = "") -> tuple[str, str]:
         # Rooms alive: a counter of creations that each expires with its room would drift, so count the keys.
         alive = 0
         async for _ in self.redis.scan_iter(match=PREFIX + "?" * CODE_LENGTH, count=1000):
             alive += 1
             if alive >= self.max_rooms:
                 raise RoomsFull(f"this server holds its {self.max_rooms} rooms")
+        owned = OWNER_PREFIX + address_hash(owner) if owner else ""
+        if owned and int(await self._owned(keys=[owned], args=[PREFIX])) >= self.rooms_per_address:
+            raise ShareUsed(f"{self.rooms_per_address} classes started from this address are still open")
         from redis.exceptions import WatchError
 
         key = secrets.token_urlsafe(32)
@@ -388,6 +538,9 @@ class RedisRooms(Rooms):
                 pipe.multi()
                 pipe.hset(room, mapping=fields)
                 pipe.expire(room, self._ttl())
+                if owned:
+                    pipe.sadd(owned, code)
+                    pipe.expire(owned, self._ttl())
                 try:
                     await pipe.execute()
                 except WatchError:  # another worker took this code meanwhile
@@ -416,42 +569,34 @@ class RedisRooms(Rooms):
         stored = await self.redis.hget(self._keys(code)[0], "key") if code else None
         return bool(stored) and same_key(key, stored)
 
-    async def teach(self, code: str, key: str, state: str, fingerprint: str) -> int | None:
+    async def teach(self, code: str, key: str, state: str, fingerprint: str, deadline: float = 0.0) -> int | None:
         room, students, predictions, channel = self._keys(code)
-        data = await self._hash(code)
-        if data is None or not same_key(key, data["key"]):
+        if not code or not key or len(key) > 128:
             return None
-        version = int(data["version"])
-        async with self.redis.pipeline(transaction=True) as pipe:
-            if fingerprint != data["fingerprint"]:
-                pipe.hset(room, "fingerprint", fingerprint)
-                pipe.delete(predictions)
-            if state != data["state"]:
-                pipe.hset(room, "state", state)
-                pipe.hincrby(room, "version", 1)
-            for name in (room, students, predictions):
-                pipe.expire(name, self._ttl())
-            results = await pipe.execute()
-        if state != data["state"]:
-            version = int(results[-4])  # HINCRBY's answer, before the three EXPIREs
-            await self.redis.publish(channel, Event("state", version).encode())
-        return version
+        version, changed = await self._teach(
+            keys=[room, students, predictions, room + ":seats"],
+            args=[key_hash(key), state, fingerprint, int(deadline * 1000), self._ttl()])
+        if int(version) == -1:
+            raise StoreUnavailable("the change reached Redis after its deadline: dropped")
+        if int(version) == 0:
+            return None
+        if int(changed):
+            await self.redis.publish(channel, Event("state", int(version)).encode())
+        return int(version)
 
-    async def join(self, code: str) -> str | None:
-        room, students, _, _ = self._keys(code)
-        if not await self.redis.exists(room):
-            return None
-        if await self.redis.scard(students) >= self.max_students:
-            raise RoomsFull(f"this class has its {self.max_students} students")
+    async def join(self, code: str, address: str = "") -> str | None:
+        room, students, _, channel = self._keys(code)
         student = secrets.token_urlsafe(16)
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.sadd(students, student)
-            pipe.scard(students)
-            pipe.hget(room, "version")
-            pipe.expire(students, self._ttl())
-            pipe.expire(room, self._ttl())
-            _, count, version, *_ = await pipe.execute()
-        await self.redis.publish(self._keys(code)[3], Event("joined", int(version or 0), int(count)).encode())
+        count, version = await self._join(keys=[room, students, room + ":seats"],
+                                          args=[student, self.max_students, address_hash(address),
+                                                self.seats_per_address, self._ttl()])
+        if int(count) == -1:
+            return None
+        if int(count) == -2:
+            raise RoomsFull(f"this class has its {self.max_students} students")
+        if int(count) == -3:
+            raise ShareUsed(f"{self.seats_per_address} students of this class joined from this address")
+        await self.redis.publish(channel, Event("joined", int(version or 0), int(count)).encode())
         return student
 
     async def is_student(self, code: str, student: str) -> bool:
@@ -482,16 +627,6 @@ class RedisRooms(Rooms):
         suffix = f" {student}"
         return {name.removesuffix(suffix): float(value)
                 for name, value in (await self.redis.hgetall(self._keys(code)[2])).items() if name.endswith(suffix)}
-
-    async def allow(self, bucket: str, limit: int, window: float = 60.0, peek: bool = False) -> bool:
-        name = f"attention:limit:{bucket}:{int(time.time() // window)}"
-        if peek:
-            return int(await self.redis.get(name) or 0) < limit
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.incr(name)
-            pipe.expire(name, int(window) + 1)
-            used, _ = await pipe.execute()
-        return int(used) <= limit
 
     async def _subscribed(self, code: str) -> None:
         """Subscribe to the room's channel once per worker, and wait until Redis confirms it: a stream
@@ -551,7 +686,9 @@ class RedisRooms(Rooms):
 
 def make_rooms(config) -> Rooms:  # noqa: ANN001 - app.config.Settings, imported late to keep this module free of it
     bounds = dict(max_rooms=config.class_max_rooms, max_students=config.class_max_students,
-                  max_streams=config.class_max_streams, idle_seconds=config.class_idle_minutes * 60.0)
+                  max_streams=config.class_max_streams, idle_seconds=config.class_idle_minutes * 60.0,
+                  seats_per_address=config.class_seats_per_address, rooms_per_address=config.class_rooms_per_address,
+                  streams_per_address=config.class_streams_per_address)
     if config.redis_url:
-        return RedisRooms(config.redis_url, **bounds)
+        return RedisRooms(config.redis_url, timeout=config.redis_timeout_seconds, **bounds)
     return MemoryRooms(**bounds)

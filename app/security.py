@@ -1,4 +1,5 @@
-"""Security headers on every response, and the API docs served from this app's own files.
+"""Security headers on every response, cross-site posts refused, and the API docs served from this
+app's own files.
 
 The page runs no inline script or style and no eval (htmx is configured with allowEval false and
 includeIndicatorStyles false; heatmap colours are classes), so its policy is strict: everything
@@ -7,6 +8,8 @@ policy with inline styles allowed — still no inline or foreign script.
 """
 
 from __future__ import annotations
+
+from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
@@ -65,6 +68,47 @@ class SecurityHeadersMiddleware:
                                          "headers": [(b"content-type", b"text/plain; charset=utf-8")]})
                 await send_with_headers({"type": "http.response.body", "body": b"Internal Server Error"})
             raise
+
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+CROSS_SITE = "A request from another site cannot change anything here: open the page itself and try again."
+
+
+class SameOriginMiddleware:
+    """Refuse (403) a state-changing request that a browser says comes from another site: its
+    Sec-Fetch-Site is cross-site, or its Origin is not this host. A request with neither header
+    (curl, an API client, a test client) passes: only browsers send them, and browsers cannot be
+    made to leave them out. So a page elsewhere cannot post to the class's routes with a teacher's
+    cookie, nor make a visitor's browser post large forms here."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in SAFE_METHODS or same_origin(scope):
+            await self.app(scope, receive, send)
+            return
+        body = CROSS_SITE.encode()
+        await send({"type": "http.response.start", "status": 403,
+                    "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                                (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+
+def same_origin(scope: Scope) -> bool:
+    """False when the request's headers say a browser sent it from another site."""
+    headers = dict(scope.get("headers", []))
+    site = headers.get(b"sec-fetch-site", b"").decode("latin-1").lower()
+    if site in ("same-origin", "none"):  # every current browser sends it: no need to trust the Host header
+        return True
+    if site in ("cross-site", "same-site"):  # same-site is another origin of the site (a sibling subdomain)
+        return False
+    origin = headers.get(b"origin")  # an older browser: its Origin must name this host
+    if origin is None:
+        return True
+    host = headers.get(b"host", b"").decode("latin-1").lower()
+    netloc = urlsplit(origin.decode("latin-1")).netloc.lower()
+    return bool(host) and netloc == host
 
 
 docs_router = APIRouter()

@@ -51,7 +51,7 @@ GOAL_STUDENTS, MAX_FOLLOW_P95_MS = 300, 1000.0  # README's goal: 300 students fo
 class Teacher:
     code: str
     key: str
-    form: dict[str, str]  # the teacher page's state form as its script posts it (class_code and class_key in it)
+    form: dict[str, str]  # the teacher page's state form as its script posts it (class_code in it; the key is a cookie)
 
 
 async def start_class(client: httpx.AsyncClient, preset: str = DEFAULT_PRESET) -> Teacher:
@@ -64,14 +64,15 @@ async def start_class(client: httpx.AsyncClient, preset: str = DEFAULT_PRESET) -
     r = await client.post("/class", data={**form_fields(r.text), "action": "start_class"}, headers=BROWSER)
     if r.status_code != 303:
         raise RuntimeError(f"POST /class answered {r.status_code}: {r.text[:300]}")
-    r = await client.get(r.headers["location"], headers=BROWSER)  # the teacher link, with its key
+    link = r.headers["location"]
+    r = await client.get(link, headers=BROWSER)  # the teacher link, with its key
     if r.status_code != 303 or "key=" in r.headers["location"]:
         raise RuntimeError(f"the teacher link answered {r.status_code}")
     r = await client.get(r.headers["location"], headers=BROWSER)
     if r.status_code != 200:
         raise RuntimeError(f"the teacher's page answered {r.status_code}")
     form = join_grids(form_fields(r.text))  # as the page's script posts it: each grid one field
-    return Teacher(form["class_code"], form["class_key"], form)
+    return Teacher(form["class_code"], link.rsplit("key=", 1)[1], form)
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,34 @@
 // A page in a live class (app.classroom). A student's page follows the teacher: on each "state"
 // event it fetches the room's workspace, unless the student explores on their own. The teacher's
 // page refreshes the class's predictions as they arrive. Events come from the server as
-// server-sent events (EventSource reconnects by itself). No inline script: CSP-friendly.
+// server-sent events; the server keeps the latest event of each kind for a slow page, and a stream
+// that reconnects starts with the room's version, so a page never stays on an old step. When the
+// class cannot be reached (the server answers 5xx, or not at all) the page says so and tries again.
+// No inline script: CSP-friendly.
 (function () {
   "use strict";
 
   let following = true;
   let version = null; // the room's version this page shows
+  let source = null;
+  let retryMs = 2000; // after a refused stream: doubles up to 30 s while the class cannot be reached
 
   const panel = () => document.getElementById("class-panel");
   const field = (name) => document.querySelector('#state input[name="' + name + '"]');
+
+  function alertText(text) {
+    const a = document.getElementById("class-alert");
+    if (!a) return;
+    a.textContent = text || "";
+    a.hidden = !text;
+  }
+
+  function unreachable() {
+    const p = panel();
+    alertText(p && p.dataset.role === "teacher"
+      ? "The class cannot be reached: your last change may not have reached the students. Trying again…"
+      : "The class cannot be reached. Trying again…");
+  }
 
   function follow(on) {
     const p = panel();
@@ -25,17 +44,18 @@
   }
 
   function fetchResults() {
-    const key = field("class_key");
-    if (!key || !document.getElementById("class-results")) return;
-    window.htmx.ajax("POST", panel().dataset.results,
-      { target: "#class-results", swap: "outerHTML", values: { class_key: key.value } });
+    if (!document.getElementById("class-results")) return;
+    // The teacher's key is in an HttpOnly cookie, sent with this request: never in the page.
+    window.htmx.ajax("POST", panel().dataset.results, { target: "#class-results", swap: "outerHTML" });
   }
 
   function connect(p) {
-    const source = new EventSource(p.dataset.events);
+    source = new EventSource(p.dataset.events);
     source.addEventListener("state", function (ev) {
       const v = parseInt(ev.data, 10);
       const changed = version !== null && v !== version;
+      retryMs = 2000;
+      alertText("");
       // The first event tells the version now: the page may have been rendered just before a change.
       if (p.dataset.role === "student" && following && (changed || (version === null && String(v) !== p.dataset.version))) {
         fetchWorkspace();
@@ -50,8 +70,28 @@
       const n = parseInt(ev.data.split(" ")[1], 10);
       if (count && n >= 0) count.textContent = n + (n === 1 ? " student joined" : " students joined");
     });
-    source.addEventListener("closed", function () { source.close(); });
+    source.addEventListener("closed", function () { source.close(); alertText("This class has ended."); });
+    source.addEventListener("unreachable", function () { unreachable(); });
+    // A refused stream (503 while the store is down) is not retried by the browser: this page does.
+    source.addEventListener("error", function () {
+      if (source.readyState !== EventSource.CLOSED) return;
+      unreachable();
+      window.setTimeout(function () { connect(p); }, retryMs);
+      retryMs = Math.min(retryMs * 2, 30000);
+    });
   }
+
+  // htmx does not swap a 5xx answer, nor one that never came: the class panel says what happened.
+  document.addEventListener("htmx:responseError", function (ev) {
+    if (!panel()) return;
+    const status = ev.detail.xhr ? ev.detail.xhr.status : 0;
+    if (status >= 500) unreachable();
+    else if (status === 413) alertText("That change is too large for the class: it did not reach the students.");
+  });
+  document.addEventListener("htmx:sendError", function () { if (panel()) unreachable(); });
+  document.addEventListener("htmx:afterRequest", function (ev) {
+    if (panel() && ev.detail.successful && source && source.readyState === EventSource.OPEN) alertText("");
+  });
 
   // A student who edits, steps or changes the view on their own page (a post to the page's own
   // routes) explores; inspecting a cell (posted by the page's script from the form itself) keeps

@@ -19,6 +19,8 @@ from app.rooms import (
     RedisRooms,
     Rooms,
     RoomsFull,
+    ShareUsed,
+    StoreUnavailable,
     key_hash,
     new_code,
     normal_code,
@@ -327,8 +329,84 @@ async def test_a_slow_stream_keeps_the_latest_events(rooms: Rooms) -> None:
         kept = []
         while not queue.empty():
             kept.append(queue.get_nowait().version)
-        assert kept and kept[-1] == 21
-        assert len(kept) <= queue.maxsize
+        assert kept == [21]  # only the latest state: a slow stream is told the step it must show
+
+
+async def test_a_step_beside_a_burst_of_predictions_and_joins_is_never_dropped(make_rooms: MakeRooms) -> None:
+    """The teacher's step, then 40 predictions and 10 joins before the stream reads anything: the
+    step is still there, first (a queue of the 8 latest events lost it)."""
+    rooms = make_rooms(max_students=50)
+    code, key = await rooms.create(STATE, FP)
+    students = [await rooms.join(code) for _ in range(4)]
+    async with rooms.listen(code) as queue:
+        await rooms.teach(code, key, "stage=softmax", FP)
+        for i in range(40):
+            await rooms.predict(code, students[i % 4], f"softmax.0.{i % 3}.{i % 5}", 0.1)
+        for _ in range(10):
+            await rooms.join(code)
+        await asyncio.sleep(0.3)  # every event delivered (through Redis too), none read yet
+        kept = []
+        while not queue.empty():
+            kept.append(queue.get_nowait())
+        assert kept[0] == Event("state", 2), kept
+        assert {e.kind for e in kept} == {"state", "predictions", "joined"}
+        assert len(kept) == 3  # the latest of each kind: a stream's pending events are bounded
+        assert [e for e in kept if e.kind == "joined"][0].count == 14
+
+
+async def test_concurrent_joins_never_pass_the_class_size(make_rooms: MakeRooms) -> None:
+    """Two workers' stores, 60 joins at once for 20 seats: exactly 20 students (Redis overshot)."""
+    a, b = make_rooms(max_students=20), make_rooms(max_students=20)
+    if isinstance(a, MemoryRooms):
+        b = a  # one process: one store
+    code, _ = await a.create(STATE, FP)
+
+    async def join(store: Rooms) -> str | None:
+        try:
+            return await store.join(code)
+        except RoomsFull:
+            return None
+
+    joined = await asyncio.gather(*(join(a if i % 2 else b) for i in range(60)))
+    assert sum(s is not None for s in joined) == 20
+    assert (await a.get(code)).students == 20
+
+
+async def test_one_address_takes_its_share_of_seats_and_rooms(make_rooms: MakeRooms) -> None:
+    rooms = make_rooms(max_students=10, seats_per_address=3, max_rooms=10, rooms_per_address=2)
+    code, _ = await rooms.create(STATE, FP, owner="192.0.2.1")
+    assert [await rooms.join(code, "192.0.2.7") is not None for _ in range(3)] == [True] * 3
+    with pytest.raises(ShareUsed, match="3 students of this class joined from this address"):
+        await rooms.join(code, "192.0.2.7")
+    assert await rooms.join(code, "192.0.2.8") is not None  # another address: its own share
+    await rooms.create(STATE, FP, owner="192.0.2.1")
+    with pytest.raises(ShareUsed, match="2 classes started from this address"):
+        await rooms.create(STATE, FP, owner="192.0.2.1")
+    await rooms.create(STATE, FP, owner="192.0.2.2")
+
+
+async def test_streams_per_address_are_bounded(make_rooms: MakeRooms) -> None:
+    rooms = make_rooms(max_streams=6, streams_per_address=2)
+    code, _ = await rooms.create(STATE, FP)
+    async with rooms.listen(code, "192.0.2.1"), rooms.listen(code, "192.0.2.1"):
+        with pytest.raises(ShareUsed, match="2 event streams"):
+            async with rooms.listen(code, "192.0.2.1"):
+                pass
+        async with rooms.listen(code, "192.0.2.2"):
+            assert rooms.fanout.open == 3
+    assert rooms.fanout.by_address == {} and rooms.fanout.open == 0
+
+
+async def test_a_change_past_its_deadline_is_dropped(rooms: Rooms) -> None:
+    """An edit that reaches the store after the teacher gave up (Redis was frozen) is never applied."""
+    import time
+
+    code, key = await rooms.create(STATE, FP)
+    with pytest.raises(StoreUnavailable):
+        await rooms.teach(code, key, "stage=qkv", "fp-2", deadline=time.time() - 1)
+    room = await rooms.get(code)
+    assert (room.state, room.version, room.fingerprint) == (STATE, 1, FP)
+    assert await rooms.teach(code, key, "stage=qkv", FP, deadline=time.time() + 5) == 2
 
 
 async def test_streams_per_worker_are_bounded(make_rooms: MakeRooms) -> None:
