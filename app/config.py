@@ -31,7 +31,7 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"  # the container sets 0.0.0.0, so the class's machines can reach it
     port: int = Field(default=8000, ge=1, le=65535)
     # Worker processes. Default: one per CPU with Redis (REDIS_URL), else one, since the class rooms
-    # (app.rooms) live in the process without Redis; more than one without Redis is refused by app.serve.
+    # (app.classroom.rooms) live in the process without Redis; more than one without Redis is refused by app.serve.
     workers: int | None = Field(default=None, ge=1)
     root_path: str = ""  # the sub-path behind a reverse proxy, such as /attention; empty: served at /
     forwarded_allow_ips: str = "127.0.0.1"  # proxies trusted for X-Forwarded-For/-Proto: IPs or CIDRs, or "*"
@@ -49,22 +49,22 @@ class Settings(BaseSettings):
     max_seed: int = 2**32 - 1
     max_blocks: int = 4  # transformer blocks stacked
     max_d_ff: int = 256  # the FFN's hidden size
-    # Training (POST /api/train): steps × the operations of one forward pass (app.cost: multiply-adds plus
+    # Training (POST /api/train): steps × the operations of one forward pass (app.maths.cost: multiply-adds plus
     # elementwise) at most this. The backward pass and the optimiser cost a small multiple of the forward,
     # so the heaviest request (8 heads of 64 tokens, the additive score) trains in well under a second.
     max_train_steps: int = 500
     max_train_operations: int = 200_000_000
     max_learning_rate: float = 10.0
 
-    # Fairness (app.lanes): a request to the JSON API estimated at more operations than heavy_operations
-    # (app.api.estimated_operations: its forward pass as app.cost counts it, × steps + 1 when training) is
+    # Fairness (app.web.lanes): a request to the JSON API estimated at more operations than heavy_operations
+    # (app.web.api.estimated_operations: its forward pass as app.maths.cost counts it, × steps + 1 when training) is
     # heavy; each worker computes at most heavy_requests heavy requests at once, and the others queue while
     # /healthz, the page and lighter requests go on. At the line: T = 64, d_model = 64 with 1 or 8 heads
     # (1.6–1.7 M, about 15 ms); every request with blocks at d_model = 64 is over it, T = 64, d_model = 16,
     # 8 heads (0.34 M) under it.
     heavy_requests: int = Field(default=1, ge=1)
     heavy_operations: int = Field(default=1_000_000, ge=0)
-    # Heavy pages (app.page_work: a large form or pinned state, the Learn panel, every stage of a large
+    # Heavy pages (app.web.page_work: a large form or pinned state, the Learn panel, every stage of a large
     # scenario) are computed and rendered in worker processes, heavy_processes at once per worker (default:
     # one per CPU); heavy_waiting more wait their turn and the rest get 503 at once; one that runs
     # heavy_seconds is stopped (503).
@@ -72,7 +72,7 @@ class Settings(BaseSettings):
     heavy_waiting: int = Field(default=32, ge=0)
     heavy_seconds: float = Field(default=30.0, gt=0)
 
-    # Live classes (app.rooms, app.classroom). With REDIS_URL set, rooms and their events go through
+    # Live classes (app.classroom.rooms, app.web.classroom). With REDIS_URL set, rooms and their events go through
     # Redis, so several workers and replicas serve one class; without it they live in this process.
     redis_url: str = Field(default="", validation_alias=AliasChoices("redis_url", "REDIS_URL"))
     class_max_rooms: int = Field(default=200, ge=1)  # rooms alive on the server (or sharing one Redis)

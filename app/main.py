@@ -17,12 +17,12 @@ from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette_compress import CompressMiddleware
 
-from app import api, classroom, export, pages
-from app.compression import MIDDLEWARE_OPTIONS
+from app.classroom.rooms import StoreUnavailable, make_rooms
 from app.config import Settings, settings
-from app.lanes import Lanes
-from app.rooms import StoreUnavailable, make_rooms
-from app.security import SameOriginMiddleware, SecurityHeadersMiddleware, docs_router
+from app.web import api, classroom, export, pages
+from app.web.compression import MIDDLEWARE_OPTIONS
+from app.web.lanes import Lanes
+from app.web.security import SameOriginMiddleware, SecurityHeadersMiddleware, docs_router
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
 server_log = logging.getLogger("uvicorn.error")  # the server's own log, beside its access lines
@@ -158,7 +158,7 @@ def create_app(config: Settings = settings) -> FastAPI:
         title="Attention, step by step",
         summary="Every intermediate matrix of multi-head scaled dot-product attention.",
         version="0.1.0",
-        docs_url=None,  # served by app.security from /static, under its own policy
+        docs_url=None,  # served by app.web.security from /static, under its own policy
         redoc_url=None,
     )
     app.add_exception_handler(RequestValidationError, validation_error)
@@ -173,7 +173,7 @@ def create_app(config: Settings = settings) -> FastAPI:
 
         app.add_exception_handler(RedisConnectionError, store_unavailable)
         app.add_exception_handler(RedisTimeoutError, store_unavailable)
-    app.add_middleware(CompressMiddleware, **MIDDLEWARE_OPTIONS)  # zstd, Brotli or gzip (app.compression)
+    app.add_middleware(CompressMiddleware, **MIDDLEWARE_OPTIONS)  # zstd, Brotli or gzip (app.web.compression)
     app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes, timeout=config.body_timeout_seconds)
     app.add_middleware(SameOriginMiddleware)  # before the body is read: a cross-site post costs nothing
     app.add_middleware(SecurityHeadersMiddleware)  # outside the body limit: its 413 gets them too

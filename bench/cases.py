@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import httpx
 import numpy as np
 
-from app.presets import PRESETS
-from app.scenario import read_form
+from app.lesson.presets import PRESETS
+from app.state.scenario import read_form
 from tests.conftest import form_fields, join_grids
 
 BROWSER = {"Accept-Encoding": "gzip, deflate, br, zstd"}  # what Chromium sends

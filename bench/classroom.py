@@ -33,7 +33,7 @@ import httpx
 import numpy as np
 import zstandard
 
-from app.presets import DEFAULT_PRESET
+from app.lesson.presets import DEFAULT_PRESET
 from bench.cases import ATTENTION_STAGES, BROWSER, HTMX
 from tests.conftest import form_fields, join_grids
 from tests.redis_server import find_redis_server, redis_server

@@ -12,9 +12,9 @@ import time
 
 from fastapi.testclient import TestClient
 
+from app.classroom.rooms import CODE_ALPHABET, CODE_LENGTH, MemoryRooms, RedisRooms
 from app.config import Settings
 from app.main import create_app
-from app.rooms import CODE_ALPHABET, CODE_LENGTH, MemoryRooms, RedisRooms
 from tests.redis_server import find_redis_server, redis_server
 
 CALLS = 5000  # allow() calls timed per store
@@ -82,7 +82,7 @@ async def window_costs() -> list[tuple[str, float, float]]:
 
 def shares() -> dict[str, object]:
     """One address against the default settings, through the routes (rooms in memory)."""
-    from tests.test_class_trust import other_codes, preset_fields, start
+    from tests.web.test_class_trust import other_codes, preset_fields, start
 
     config = Settings()
     app = create_app(config)

@@ -31,15 +31,15 @@ import numpy as np
 from fastapi import FastAPI
 from starlette.requests import Request
 
-from app.api import attention_body, run_document
-from app.compression import BROTLI_QUALITY, GZIP_LEVEL, ZSTD_LEVEL, compress
 from app.main import create_app
-from app.numpy_json import dumps
-from app.pages import posted_fields, templates
-from app.pipeline import AttentionRun, run_attention
-from app.render import PanelBuilder, page_context, stage_views
-from app.scenario import read_form
-from app.schemas import AttentionRequest
+from app.maths.attention import AttentionRun, run_attention
+from app.state.scenario import read_form
+from app.view.render import PanelBuilder, page_context, stage_views
+from app.web.api import attention_body, run_document
+from app.web.compression import BROTLI_QUALITY, GZIP_LEVEL, ZSTD_LEVEL, compress
+from app.web.json_encoding import dumps
+from app.web.pages import posted_fields, templates
+from app.web.schemas import AttentionRequest
 from bench.cases import DEFAULT_CASE, EDIT_STAGE, HTMX, Case, api_body, edited, page_state
 from bench.report import GOAL_CASE, table
 from bench.timing import send_raw

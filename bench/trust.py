@@ -31,8 +31,8 @@ from pathlib import Path
 
 import httpx
 
-from app.pin import encode_pin
-from app.scenario import from_preset
+from app.state.pin import encode_pin
+from app.state.scenario import from_preset
 from tests.conftest import form_fields
 from tests.servers import LOOPBACK, free_port, running, tail, uvicorn_args
 

@@ -188,7 +188,7 @@
   }
 
   // Each grid of number inputs (table[data-grid]) goes to the server as one field, grid-<key>: its
-  // rows joined by ";", each row's cells by " " (app.form reads it as it reads the cells one by one).
+  // rows joined by ";", each row's cells by " " (app.state.form reads it as it reads the cells one by one).
   // A d_model 64 page then posts a few dozen fields instead of 20,000. A number input's value is a
   // number or empty, never a space or a ";"; a grid whose cells do not fill a rectangle is sent as is.
   const CELL = /^(.+)-(\d+)-(\d+)$/;

@@ -1,4 +1,4 @@
-// A page in a live class (app.classroom). A student's page follows the teacher: on each "state"
+// A page in a live class (app.web.classroom). A student's page follows the teacher: on each "state"
 // event it fetches the room's workspace, unless the student explores on their own. The teacher's
 // page refreshes the class's predictions as they arrive. Events come from the server as
 // server-sent events; the server keeps the latest event of each kind for a slow page, and a stream

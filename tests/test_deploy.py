@@ -30,7 +30,7 @@ from app.main import create_app
 from tests.browser.conftest import CHROMIUM_ARGS, VIEWPORT, PageLog, _unavailable, find_chromium
 from tests.conftest import form_fields
 from tests.servers import LOOPBACK, free_port, start, stop
-from tests.test_pages import heatmap
+from tests.web.test_pages import heatmap
 
 try:
     from playwright.sync_api import expect, sync_playwright

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from app.config import settings as bounds
 from app.main import create_app
 from tests.conftest import form_fields
-from tests.test_schema import valid_requests
+from tests.web.test_schema import valid_requests
 
 API = "/api/attention"
 JSON = {"content-type": "application/json"}

@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app import api
+from app.lesson.presets import PRESETS
 from app.main import create_app
-from app.presets import PRESETS
-from app.schemas import AttentionRequest
+from app.web import api
+from app.web.schemas import AttentionRequest
 from tests.conftest import form_fields
 from tests.servers import LOOPBACK, free_port, running, tail, uvicorn_args
 

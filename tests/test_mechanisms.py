@@ -16,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 from markupsafe import escape
 
-from app.pipeline import (
+from app.maths.attention import (
     LAYER_NORM_EPS,
     alibi_bias,
     alibi_slopes,
@@ -26,7 +26,7 @@ from app.pipeline import (
     run_attention,
     sinusoidal_encoding,
 )
-from app.scenario import from_preset
+from app.state.scenario import from_preset
 from tests.conftest import form_fields
 
 RNG = np.random.default_rng(7)
@@ -294,8 +294,8 @@ def test_the_mask_grid_shows_each_scaled_score_or_why_it_is_hidden() -> None:
     """Each checkbox cell against a hand check: causal cells are ticked, disabled and say why; a
     padding key likewise; a cell hidden by hand is ticked but can be unticked; every open cell
     shows its scaled score from an independent Q·Kᵀ/√d_k; token text stays text."""
-    from app.render import mask_grid
-    from app.scenario import View
+    from app.state.scenario import View
+    from app.view.render import mask_grid
 
     sc, _ = from_preset("default")
     sc = replace(sc, tokens=("<b>x</b>", *sc.tokens[1:]), mask_mode="causal", padding=frozenset({1}),

@@ -8,8 +8,8 @@ import re
 import pytest
 from fastapi.testclient import TestClient
 
-from app.scenario import View, read_form
-from app.stages import visible_stages
+from app.lesson.stages import visible_stages
+from app.state.scenario import View, read_form
 from tests.conftest import form_fields
 
 HTMX = {"HX-Request": "true"}

@@ -1,4 +1,4 @@
-"""Properties of app.pipeline over every valid input, checked by Hypothesis.
+"""Properties of app.maths.attention over every valid input, checked by Hypothesis.
 
 Valid means what the API accepts: any sizes within app.config's bounds (kept small here, the
 properties do not depend on size), every number finite with |value| <= 1000, any option. The
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from app.config import settings as bounds
-from app.pipeline import (
+from app.maths.attention import (
     ACTIVATIONS,
     ATTENTION_MODES,
     NORM_PLACEMENTS,
@@ -37,7 +37,7 @@ from app.pipeline import (
     softmax_rows,
     weight_shapes,
 )
-from tests.test_pipeline import reference_multihead
+from tests.maths.test_pipeline import reference_multihead
 
 LIMIT = bounds.max_abs_value
 # Any number the API accepts, with its extremes drawn often: products of them are where overflow,

@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.pipeline import (
+from app.lesson.presets import PRESETS
+from app.lesson.stages import BY_KEY, Options, describe
+from app.maths.attention import (
     elu_plus_one,
     gelu,
     gelu_tanh,
@@ -27,9 +29,7 @@ from app.pipeline import (
     sinusoidal_encoding,
     strided_mask,
 )
-from app.presets import PRESETS
-from app.scenario import from_preset
-from app.stages import BY_KEY, Options, describe
+from app.state.scenario import from_preset
 from tests.conftest import form_fields
 
 RNG = np.random.default_rng(11)

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from app.presets import PRESETS
-from app.stages import visible_stages
+from app.lesson.presets import PRESETS
+from app.lesson.stages import visible_stages
 
 try:
     from axe_playwright_python.sync_playwright import Axe

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from app.scenario import from_preset
+from app.state.scenario import from_preset
 from tests.browser.test_page import cell, cells, fmt, heatmap
 
 try:

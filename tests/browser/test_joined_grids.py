@@ -10,9 +10,9 @@ from urllib.parse import parse_qsl
 
 import pytest
 
-from app.form import expand_grids
-from app.presets import PRESETS
-from app.scenario import from_preset
+from app.lesson.presets import PRESETS
+from app.state.form import expand_grids
+from app.state.scenario import from_preset
 from tests.browser.test_page import cell, cells, expected_run, fmt, go_to_stage, heatmap
 
 try:

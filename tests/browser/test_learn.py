@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from app.learning import train_page
-from app.pages import preset_page
+from app.state.learning import train_page
+from app.web.pages import preset_page
 
 try:
     from playwright.sync_api import expect

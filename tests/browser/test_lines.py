@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from app.scenario import from_preset
+from app.state.scenario import from_preset
 
 try:
     from playwright.sync_api import expect

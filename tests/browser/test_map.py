@@ -10,8 +10,8 @@ from urllib.parse import parse_qsl
 
 import pytest
 
-from app.form import expand_grids
-from app.stages import visible_stages
+from app.lesson.stages import visible_stages
+from app.state.form import expand_grids
 
 try:
     from playwright.sync_api import expect

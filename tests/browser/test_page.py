@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pytest
 
-from app.pipeline import AttentionRun
-from app.presets import PRESETS
-from app.scenario import from_preset
-from app.stages import visible_stages
+from app.lesson.presets import PRESETS
+from app.lesson.stages import visible_stages
+from app.maths.attention import AttentionRun
+from app.state.scenario import from_preset
 
 try:
     from playwright.sync_api import expect

@@ -12,9 +12,9 @@ from urllib.parse import urlencode
 
 import pytest
 
-from app.pages import SCENARIO_FORMAT
-from app.permalink import MAX_URL_CHARS, state_query
-from app.scenario import add_token, from_preset, resize
+from app.state.permalink import MAX_URL_CHARS, state_query
+from app.state.scenario import add_token, from_preset, resize
+from app.web.pages import SCENARIO_FORMAT
 from tests.browser.test_mechanisms import goto_stage
 from tests.browser.test_page import heatmap
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from app.stages import visible_stages
+from app.lesson.stages import visible_stages
 
 try:
     from playwright.sync_api import expect

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from app.security import PAGE_POLICY
+from app.web.security import PAGE_POLICY
 
 try:
     from playwright.sync_api import expect

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pytest
 
-from app.scenario import from_preset
+from app.state.scenario import from_preset
 from tests.browser.test_mechanisms import goto_stage
 from tests.browser.test_page import cell, cells, fmt, heatmap
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from app.presets import PRESETS
-from app.stages import visible_stages
+from app.lesson.presets import PRESETS
+from app.lesson.stages import visible_stages
 from tests.browser.conftest import ARTIFACTS, save_screenshot
 
 try:

@@ -22,9 +22,9 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 
-from app.pages import preset_page
-from app.permalink import state_query
-from app.presets import DEFAULT_PRESET
+from app.lesson.presets import DEFAULT_PRESET
+from app.state.permalink import state_query
+from app.web.pages import preset_page
 from tests.container.conftest import (
     ARTIFACTS,
     REPO_ROOT,

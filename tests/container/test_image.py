@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.pipeline import run_attention
+from app.maths.attention import run_attention
 from tests.conftest import form_fields
 from tests.container.conftest import REPO_ROOT, Engine, Running, build, logs, wait_for
-from tests.test_pages import heatmap
+from tests.web.test_pages import heatmap
 
 pytestmark = pytest.mark.container
 

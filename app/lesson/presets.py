@@ -1,0 +1,475 @@
+"""Starting scenarios, each taken from one of the lesson's seed articles.
+
+Where a seed gives numbers, the preset holds exactly those numbers, and tests/lesson/test_presets.py checks
+that the pipeline reproduces the seed's results from them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Preset:
+    key: str
+    title: str
+    source: str  # which seed it comes from
+    summary: str  # one or two sentences shown above the stages
+    tokens: tuple[str, ...]
+    x: tuple[tuple[float, ...], ...]  # (T, d_model)
+    num_heads: int = 1
+    d_k: int | None = None
+    d_v: int | None = None
+    scale: bool = True
+    seed: int = 0
+    decimals: int = 3
+    dim_names: tuple[str, ...] = ()  # column headers for X, when the dimensions mean something
+    head_names: tuple[str, ...] = ()  # one per head, when each head has a designed job ("who", …)
+    weights: dict[str, tuple] = field(default_factory=dict)  # given projections; the rest are seeded
+    mask: str = "none"
+    positional_encoding: str = "none"
+    context_tokens: tuple[str, ...] = ()  # a source sentence: cross-attention
+    context_x: tuple[tuple[float, ...], ...] = ()
+    # The source sentence ticking cross-attention starts from (its embedding C drawn from the seed),
+    # for a preset without context_tokens; none: "src 1" … "src T".
+    source_tokens: tuple[str, ...] = ()
+    stage: str = "x"  # the stage the preset opens on
+    window: int | None = None  # local / strided masks: the window or stride
+    score: str = "dot"
+    attention: str = "softmax"
+    blocks: int = 0  # transformer blocks around attention
+    d_ff: int = 0  # 0: 4·d_model
+    focus: str = ""  # a token whose attention lines are drawn first (seed 000's figure shows bank's)
+    goal: str = ""  # a training goal (app.lesson.goals.GOALS, or "why-scale"): the page opens its Learn panel
+
+    @property
+    def d_model(self) -> int:
+        return len(self.x[0])
+
+    def weight_arrays(self) -> dict[str, np.ndarray]:
+        return {name: np.array(value, dtype=np.float64) for name, value in self.weights.items()}
+
+
+def _identity(n: int) -> tuple[tuple[float, ...], ...]:
+    return tuple(tuple(float(i == j) for j in range(n)) for i in range(n))
+
+
+# Seed 000's demo size: T = 5 tokens, d = 3.
+_DEFAULT_TOKENS = ("the", "cat", "sat", "on", "mat")
+_DEFAULT_X = ((0.2, 0.1, -0.3), (0.9, -0.4, 0.5), (-0.2, 0.8, 0.1), (0.1, 0.3, -0.7), (0.6, -0.1, 0.8))
+
+# Seed 001: "pool beats badminton", attention(A, A, A) with identity projections and no scaling.
+_POOL_A = ((0.5, 0.1, 0.1, 0.2), (0.1, 0.5, 0.2, 0.1), (0.5, 0.1, 0.2, 0.1))
+
+# Seed 003's three-token worked example: X = I₃ so that Q = W_Q, K = W_K and V = W_V are the
+# article's matrices; d_k = 2. W_O copies the head's two columns into the first two of d_model = 3.
+_S003_Q = ((1.0, 0.0), (0.0, 1.0), (1.0, 1.0))
+_S003_K = ((1.0, 1.0), (0.0, 1.0), (1.0, 0.0))
+_S003_V = ((1.0, 0.0), (0.0, 1.0), (0.0, 0.0))
+
+# Sixteen tokens for the sparse patterns: with T = 16 a stride of √T = 4 is visibly sparse.
+_SPARSE_TOKENS = ("the", "quick", "brown", "fox", "jumps", "over", "the", "lazy",
+                  "dog", "while", "the", "old", "cat", "sleeps", "on", "mats")
+_SPARSE_X = tuple(tuple(round(math.sin(1.7 * i + 0.9 * j), 2) for j in range(4)) for i in range(16))
+
+# Seed 000's homonym "bank", with its three heads: who, when and where. Every dimension has a name
+# and every weight is 0, 1 or 4, so each head's W_Q and W_K read as "who asks for what":
+#   who   (d_k columns: person, action): verbs and places ask for a person; a person asks for an action.
+#   when  (columns: action, time):      people and places ask for a verb's action and time (is lying, needed).
+#   where (columns: outdoors, money):   a place asks "outdoors or money?"; keys offer those two.
+# W_V = W_K: each head carries the dimensions it matched on, and W_O writes them back where they came
+# from, so bank's output takes on outdoors by the river and money next to money.
+_BANK_DIMS = ("person", "action", "time", "outdoors", "money", "place")
+_BANK_HEADS = ("who", "when", "where")
+_BANK = (0.0, 0.0, 0.0, 0.3, 0.3, 1.0)  # a place, halfway between outdoors and money
+_THE = (0.0, 0.0, 0.0, 0.0, 0.0, 0.1)
+_BANK_W_K = (
+    # rows: person, action, time, outdoors, money, place → (who: person, action)
+    ((1.0, 0.0), (0.0, 1.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0)),
+    # → (when: action, time)
+    ((0.0, 0.0), (1.0, 0.0), (0.0, 1.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0)),
+    # → (where: outdoors, money)
+    ((0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (1.0, 0.0), (0.0, 1.0), (0.0, 0.0)),
+)
+_BANK_WEIGHTS = {
+    "w_q": (  # rows: person, action, time, outdoors, money, place
+        # who: a person asks for an action; an action or a place asks for a person.
+        ((0.0, 4.0), (4.0, 0.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (4.0, 0.0)),
+        # when: a person or a place asks for an action and a time.
+        ((4.0, 4.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (4.0, 4.0)),
+        # where: a place asks for outdoors and for money.
+        ((0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (4.0, 4.0)),
+    ),
+    "w_k": _BANK_W_K,
+    "w_v": _BANK_W_K,
+    # concat = (who: person, action | when: action, time | where: outdoors, money) → d_model
+    "w_o": (
+        (1.0, 0.0, 0.0, 0.0, 0.0, 0.0),
+        (0.0, 1.0, 0.0, 0.0, 0.0, 0.0),
+        (0.0, 1.0, 0.0, 0.0, 0.0, 0.0),
+        (0.0, 0.0, 1.0, 0.0, 0.0, 0.0),
+        (0.0, 0.0, 0.0, 1.0, 0.0, 0.0),
+        (0.0, 0.0, 0.0, 0.0, 1.0, 0.0),
+    ),
+}
+
+# Seed 003's alignment table: translating "The cat sat on the mat" into French, each French word
+# attends most to its English counterpart. One dimension per meaning, and an early/late dimension
+# that tells the two articles apart; queries are 4× their embedding, keys and values the embedding.
+_ALIGN_DIMS = ("article", "cat", "sit", "on", "mat", "early/late")
+_EN = ("The", "cat", "sat", "on", "the", "mat")
+_EN_X = (
+    (1.0, 0.0, 0.0, 0.0, 0.0, 0.5),
+    (0.0, 1.0, 0.0, 0.0, 0.0, 0.5),
+    (0.0, 0.0, 1.0, 0.0, 0.0, 0.5),
+    (0.0, 0.0, 0.0, 1.0, 0.0, -0.5),
+    (1.0, 0.0, 0.0, 0.0, 0.0, -0.5),
+    (0.0, 0.0, 0.0, 0.0, 1.0, -0.5),
+)
+_FR = ("Le", "chat", "assis", "sur", "le", "tapis")
+# Seed 003's French sentence as the source for the presets on "the cat sat on mat": ticking
+# cross-attention there gives S = 6 source tokens against T = 5 queries.
+_DEFAULT_SOURCE = _FR
+_ALIGN_WEIGHTS = {
+    "w_q": (tuple(tuple(4.0 * v for v in row) for row in _identity(6)),),
+    "w_k": (_identity(6),),
+    "w_v": (_identity(6),),
+    "w_o": _identity(6),
+}
+
+# Seed 003: without positions, "dog bites man" and "man bites dog" are the same set of tokens.
+_DOG = (0.9, 0.1, -0.3, 0.4)
+_BITES = (-0.2, 0.8, 0.5, -0.1)
+_MAN = (0.3, -0.4, 0.7, 0.6)
+
+PRESETS: dict[str, Preset] = {
+    p.key: p
+    for p in (
+        Preset(
+            key="default",
+            title="Five tokens, d = 3",
+            source="Seed 000: the demo size, $T = 5$ tokens and $d = 3$ dimensions",
+            summary=(
+                "Five tokens with three-dimensional embeddings and random projections from seed 0. "
+                "Edit any number and watch every later stage follow."
+            ),
+            tokens=_DEFAULT_TOKENS,
+            x=_DEFAULT_X,
+            source_tokens=_DEFAULT_SOURCE,
+        ),
+        Preset(
+            key="pool",
+            title="pool beats badminton",
+            source="Seed 001: self-attention as attention(A, A, A)",
+            summary=(
+                r"No learned weights yet: $W_Q = W_K = W_V = W_O = I$ and no scaling, so the scores are "
+                r"$A A^{\top}$. pool is more similar to badminton (0.30) than to beats (0.14), so badminton "
+                "adds more to pool's output."
+            ),
+            tokens=("pool", "beats", "badminton"),
+            x=_POOL_A,
+            scale=False,
+            decimals=2,
+            dim_names=("sports", "dim 2", "dim 3", "dim 4"),
+            weights={
+                "w_q": (_identity(4),),
+                "w_k": (_identity(4),),
+                "w_v": (_identity(4),),
+                "w_o": _identity(4),
+            },
+        ),
+        Preset(
+            key="three-token",
+            title="Three-token worked example",
+            source="Seed 003: worked example, $d_k = 2$",
+            summary=(
+                "$X$ is the identity, so $Q$, $K$ and $V$ are exactly the article's matrices. Token 3's query "
+                "[1, 1] matches key 1 [1, 1] best, so it puts the most weight (0.503) on key 1."
+            ),
+            tokens=("token 1", "token 2", "token 3"),
+            x=_identity(3),
+            d_k=2,
+            weights={
+                "w_q": (_S003_Q,),
+                "w_k": (_S003_K,),
+                "w_v": (_S003_V,),
+                "w_o": ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0)),
+            },
+        ),
+        Preset(
+            key="bank-river",
+            title="bank ①: by the river",
+            source="Seed 000: the homonym bank, first sentence, with the who, when and where heads",
+            summary=(
+                "Three heads, each looking for one relationship. The lines below the weights are seed "
+                "000's figure: bank attends to Sherry in head 1 (who), to 'lying' in head 2 (when), and "
+                "to 'river' in head 3 (where), so bank's final output leans to outdoors, not money. "
+                "Compare with bank ②."
+            ),
+            tokens=("Sherry", "is", "lying", "on", "the", "river", "bank"),
+            x=(
+                (1.0, 0.0, 0.0, 0.0, 0.0, 0.0),
+                (0.0, 0.2, 1.0, 0.0, 0.0, 0.0),
+                (0.0, 1.0, 0.5, 0.2, 0.0, 0.0),
+                (0.0, 0.0, 0.0, 0.2, 0.0, 0.5),
+                _THE,
+                (0.0, 0.0, 0.0, 1.0, 0.0, 0.5),
+                _BANK,
+            ),
+            num_heads=3,
+            d_k=2,
+            dim_names=_BANK_DIMS,
+            head_names=_BANK_HEADS,
+            weights=_BANK_WEIGHTS,
+            stage="softmax",  # seed 000's figure: the attention lines
+            focus="bank",
+        ),
+        Preset(
+            key="bank-money",
+            title="bank ②: money",
+            source="Seed 000: the homonym bank, second sentence, with the who, when and where heads",
+            summary=(
+                "The same bank embedding and the same weights as bank ①, in another sentence. In the "
+                "lines below the weights, head 3 (where) now sends bank to 'money' (and some to "
+                "'transfer'), head 1 (who) finds Ryan and head 2 (when) 'needed', and bank's final "
+                "output leans to money."
+            ),
+            tokens=("Ryan", "needed", "to", "transfer", "money", "to", "the", "bank"),
+            x=(
+                (1.0, 0.0, 0.0, 0.0, 0.0, 0.0),
+                (0.0, 0.5, 1.0, 0.0, 0.0, 0.0),
+                (0.0, 0.0, 0.0, 0.0, 0.0, 0.2),
+                (0.0, 1.0, 0.0, 0.0, 0.5, 0.0),
+                (0.0, 0.0, 0.0, 0.0, 1.0, 0.0),
+                (0.0, 0.0, 0.0, 0.0, 0.0, 0.2),
+                _THE,
+                _BANK,
+            ),
+            num_heads=3,
+            d_k=2,
+            dim_names=_BANK_DIMS,
+            head_names=_BANK_HEADS,
+            weights=_BANK_WEIGHTS,
+            stage="softmax",  # seed 000's figure: the attention lines
+            focus="bank",
+        ),
+        Preset(
+            key="translate",
+            title="Cross-attention: The cat sat on the mat → Le chat assis sur le tapis",
+            source="Seed 003: the alignment table of a translation",
+            summary=(
+                "Queries come from the French sentence, keys and values from the English one, so the "
+                "weights form a 6×6 alignment table: each French word attends most to its English "
+                "counterpart, le to the second 'the', not the first."
+            ),
+            tokens=_FR,
+            x=_EN_X,  # the French words carry their English counterparts' meanings
+            context_tokens=_EN,
+            context_x=_EN_X,
+            dim_names=_ALIGN_DIMS,
+            weights=_ALIGN_WEIGHTS,
+            stage="softmax",
+            decimals=2,
+        ),
+        Preset(
+            key="dog-bites-man",
+            title="dog bites man (positions)",
+            source="Seed 003: why attention needs positional encodings",
+            summary=(
+                "With no positional encoding, the outputs of 'dog bites man' are exactly those of "
+                "'man bites dog' with the rows swapped: attention sees a set. Switch positions to "
+                "sinusoidal and compare the two presets' outputs again."
+            ),
+            tokens=("dog", "bites", "man"),
+            x=(_DOG, _BITES, _MAN),
+            stage="multihead",
+        ),
+        Preset(
+            key="man-bites-dog",
+            title="man bites dog (positions)",
+            source="Seed 003: why attention needs positional encodings",
+            summary=(
+                "The same three embeddings in the other order. Without positions, each token's output "
+                "row equals its row in 'dog bites man'; with sinusoidal PE, they differ."
+            ),
+            tokens=("man", "bites", "dog"),
+            x=(_MAN, _BITES, _DOG),
+            stage="multihead",
+        ),
+        Preset(
+            key="causal",
+            title="Causal mask: a decoder cannot peek",
+            source="Seeds 001, 003, 004: masked attention",
+            summary=(
+                r"GPT-style decoders hide every later token: query $i$ sees keys $1, \ldots, i$ only. The weights "
+                "above the diagonal are exactly 0. Tick cells in the Mask stage to hide more."
+            ),
+            tokens=_DEFAULT_TOKENS,
+            x=_DEFAULT_X,
+            source_tokens=_DEFAULT_SOURCE,
+            mask="causal",
+            stage="mask",
+        ),
+        Preset(
+            key="positions",
+            title="Sinusoidal positional encoding, 4 dimensions",
+            source="Seed 003: worked example of the PE matrix",
+            summary=(
+                r"Zero embeddings, so $X$ is exactly the PE matrix of seed 003: $\sin(pos)$, $\cos(pos)$, "
+                r"$\sin(pos/100)$, $\cos(pos/100)$ for positions 0–2."
+            ),
+            tokens=("pos 0", "pos 1", "pos 2"),
+            x=((0.0, 0.0, 0.0, 0.0),) * 3,
+            positional_encoding="sinusoidal",
+        ),
+        Preset(
+            key="additive",
+            title="Older score functions: Bahdanau (additive) and Luong (general)",
+            source="Seed 003: from Bahdanau's small network to the dot product",
+            summary=(
+                r"Seed 003's three tokens, scored by Bahdanau's small network $v_a \cdot \tanh(q_i W_1 + k_j W_2)$ "
+                "instead of a dot product. Select a score to see each tanh; switch the score to "
+                "general (Luong) or dot in Mechanisms to compare."
+            ),
+            tokens=("token 1", "token 2", "token 3"),
+            x=_identity(3),
+            d_k=2,
+            weights={"w_q": (_S003_Q,), "w_k": (_S003_K,), "w_v": (_S003_V,),
+                     "w_o": ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0))},
+            score="additive",
+            stage="scores",
+        ),
+        Preset(
+            key="sparse",
+            title="Sparse attention: a strided pattern on 16 tokens",
+            source=r"Seed 003: the variants table (sparse attention, $O(n\sqrt{n})$)",
+            summary=(
+                r"With a stride of $4 = \sqrt{16}$, each query sees its 3 neighbours on each side and every "
+                r"4th token: about $2\sqrt{T}$ keys instead of $T$. Switch the mask to a local window to compare, "
+                "and open the Cost panel to see what it saves as $T$ grows."
+            ),
+            tokens=_SPARSE_TOKENS,
+            x=_SPARSE_X,
+            mask="strided",
+            window=4,
+            stage="mask",
+        ),
+        Preset(
+            key="linear",
+            title="Linear attention (φ = elu + 1) against softmax",
+            source="Seed 003: the variants table (linear attention, $O(n d^2)$)",
+            summary=(
+                r"Each head's output comes from $\varphi(Q) \big(\varphi(K)^{\top} V\big)$, a $d_k \times d_v$ summary "
+                r"built once, instead of a $T \times T$ weight matrix. The Output stage shows the result, "
+                "softmax's, and their difference; the Softmax stage shows the weights linear attention implies."
+            ),
+            tokens=_DEFAULT_TOKENS,
+            x=_DEFAULT_X,
+            source_tokens=_DEFAULT_SOURCE,
+            attention="linear",
+            stage="output",
+        ),
+        Preset(
+            key="block",
+            title="Transformer blocks: Add & Norm, FFN, Add & Norm, stacked twice",
+            source="Seeds 002, 003: the transformer block",
+            summary=(
+                r"Multi-head attention, then $\text{LayerNorm}(X + \text{MultiHead}(X))$, a position-wise FFN with "
+                r"$d_{\text{ff}} = 12$, and $\text{LayerNorm}(H + \text{FFN}(H))$: steps 8–10. The second block "
+                "takes the first one's output; choose it with “show block”. Try pre-norm in Transformer block."
+            ),
+            tokens=_DEFAULT_TOKENS,
+            x=_DEFAULT_X,
+            source_tokens=_DEFAULT_SOURCE,
+            blocks=2,
+            stage="addnorm1",
+        ),
+    )
+}
+
+# --- training goals: the Learn panel trains them (app.lesson.goals, app.state.learning) ----------------------------
+# Each starts from weights drawn from its seed (no designed weights): the point is to watch them learned.
+
+PREVIOUS_TOKEN_SEED = 5
+PREVIOUS_TOKENS = ("the", "cat", "sat", "on", "the", "mat")
+
+
+def previous_token_x() -> tuple[tuple[float, ...], ...]:
+    """Seed 003's sentence, d_model = 8; the repeated "the" has one embedding, drawn like the weights."""
+    words = sorted(set(PREVIOUS_TOKENS), key=PREVIOUS_TOKENS.index)
+    rng = np.random.default_rng(PREVIOUS_TOKEN_SEED)
+    embedding = np.round(rng.normal(0.0, 0.5, (len(words), 8)), 2)  # (words, d_model)
+    return tuple(tuple(embedding[words.index(w)].tolist()) for w in PREVIOUS_TOKENS)
+
+
+WHY_SCALE_SEED = 2
+WHY_SCALE_TOKENS = ("the", "cat", "sat", "on", "the", "mat")
+WHY_SCALE_D_MODEL = 16  # what matters is d_k: small embeddings keep the page light
+WHY_SCALE_D_K = 64  # one head with queries and keys of 64: seed 003's "with d_k = 64, the standard deviation is 8"
+WHY_SCALE_D_V = 16
+
+
+def why_scale_x() -> tuple[tuple[float, ...], ...]:
+    """X ~ N(0, 1), rounded to two decimals (a page input shows it exactly): (T, d_model)."""
+    x = np.random.default_rng(WHY_SCALE_SEED).normal(0.0, 1.0, (len(WHY_SCALE_TOKENS), WHY_SCALE_D_MODEL))
+    return tuple(tuple(row) for row in np.round(x, 2).tolist())
+
+
+_translate = PRESETS["translate"]
+_bank = PRESETS["bank-river"]
+PRESETS.update({p.key: p for p in (
+    Preset(
+        key="learn-translate",
+        title="Learn: the alignment table of a translation",
+        source="Seed 003: the alignment table, learned",
+        summary=(
+            r"Random $W_Q$ and $W_K$ (seed 3), and a goal: seed 003's alignment table, Le → The 0.70 … "
+            "tapis → mat 0.75. Press “100 steps” in the Learn panel and watch the lines find each French "
+            "word's English counterpart; the backward stages after Heads show the gradients that move them."
+        ),
+        tokens=_translate.tokens, x=_translate.x, context_tokens=_translate.context_tokens,
+        context_x=_translate.context_x, dim_names=_translate.dim_names, seed=3, stage="softmax", decimals=2,
+        goal="translate",
+    ),
+    Preset(
+        key="learn-bank",
+        title="Learn: a where head for bank",
+        source="Seed 000: the homonym bank, learned",
+        summary=(
+            "One head with random weights, trained on both bank sentences at once: bank should attend to "
+            "river in ① (on screen) and to money in ②. Train it in the Learn panel; the panel draws ②'s "
+            "lines as the same weights see them."
+        ),
+        tokens=_bank.tokens, x=_bank.x, d_k=2, dim_names=_bank.dim_names, stage="softmax", focus="bank",
+        goal="bank",
+    ),
+    Preset(
+        key="learn-previous-token",
+        title="Learn: a previous-token head (causal mask, RoPE)",
+        source="Seeds 001, 003, 004: masked attention and positions, learned",
+        summary=(
+            "Every token should attend to the one before it. The causal mask hides the future and RoPE "
+            "lets the scores depend on the offset between positions, so one head can learn it from "
+            "random weights (seed 5)."
+        ),
+        tokens=PREVIOUS_TOKENS, x=previous_token_x(), seed=PREVIOUS_TOKEN_SEED, mask="causal",
+        positional_encoding="rope", stage="softmax", goal="previous-token",
+    ),
+    Preset(
+        key="why-scale",
+        title="Learn: why divide by √dₖ",
+        source=r"Seeds 003, 004: large scores saturate the softmax, and learning stalls",
+        summary=(
+            r"$d_k = 64$: scores of standard deviation 8 without $\div \sqrt{d_k}$. The Learn panel shows the "
+            r"same start and goal trained twice, with and without $\div \sqrt{d_k}$: the unscaled run's "
+            r"gradient $\partial L / \partial \text{Scores}$ collapses and its loss stalls."
+        ),
+        tokens=WHY_SCALE_TOKENS, x=why_scale_x(), d_k=WHY_SCALE_D_K, d_v=WHY_SCALE_D_V, seed=WHY_SCALE_SEED,
+        stage="softmax", decimals=2,
+        goal="why-scale",
+    ),
+)})
+DEFAULT_PRESET = "default"

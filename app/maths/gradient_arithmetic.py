@@ -1,0 +1,451 @@
+"""The arithmetic behind one cell of a gradient, with the run's actual numbers, for the cell inspector.
+
+The backward pass (app.maths.backward) goes from the loss to the weights; each gradient cell here is rebuilt
+from the gradient of the stage after it and the forward's values, by the chain rule, term by term:
+
+    ∂L/∂MultiHead_ij = 2·(MultiHead_ij − target_ij) / (T·d_model)             (mean squared error)
+    ∂L/∂Output_ij    = Σ_c ∂L/∂MultiHead_ic · (W_O)_{h·d_v+j, c}                (one head's rows of W_O)
+    ∂L/∂A_ij         = Σ_d ∂L/∂Output_id · V_jd   (− t_ij / (T·A_ij) for the attention loss on A)
+    ∂L/∂Scaled_ij    = A_ij · (∂L/∂A_ij − Σ_k A_ik · ∂L/∂A_ik)                  (the softmax backward)
+    ∂L/∂Scores_ij    = ∂L/∂Scaled_ij / (√d_k·τ)
+    ∂L/∂Q_id = Σ_j ∂L/∂Scores_ij · K_jd,   ∂L/∂K_jd = Σ_i ∂L/∂Scores_ij · Q_id,
+    ∂L/∂V_jd = Σ_i A_ij · ∂L/∂Output_id
+    ∂L/∂(W_Q)_ab = Σ_i X_ia · ∂L/∂Q_ib   (C for W_K and W_V in cross-attention)
+    ∂L/∂(W_O)_rc = Σ_i Concat_ir · ∂L/∂MultiHead_ic
+
+A hidden key's weight is the constant exp(−∞) = 0, so its ∂L/∂A, ∂L/∂Scaled and ∂L/∂Scores are 0.
+RoPE adds a rotation back (∂L/∂Q = Rᵀ·∂L/∂Q̃); the general and additive scores an extra product.
+Pure NumPy, like app.maths.arithmetic: a test checks that the written-out terms add up to app.maths.backward's numbers.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.maths.arithmetic import CellRef, Term
+from app.maths.attention import AttentionRun
+from app.maths.backward import Gradients
+
+GRADIENT_CELLS = ("g_final", "g_output", "g_softmax", "g_scaled", "g_scores", "g_q", "g_k", "g_v",
+                  "g_w_q", "g_w_k", "g_w_v", "g_w_o")
+# Their owner is the run, not a head: the reference's second number is always 0.
+RUN_GRADIENTS = ("g_final", "g_w_o")
+HEAD_GRADIENTS = ("g_output", "g_softmax", "g_scaled", "g_scores", "g_q", "g_k", "g_v")
+GRADIENT_REF_RE = re.compile(rf"({'|'.join(GRADIENT_CELLS)})\.([0-9]+)\.([0-9]+)\.([0-9]+)")  # ASCII digits only
+HIDDEN_KEY = "hidden key: a constant, gradient 0"
+
+
+@dataclass(frozen=True)
+class Indexed:
+    """One entry of a matrix in a formula: ``name`` ("A", "W_O", "∂Scores" for ∂L/∂Scores, …) at
+    (row, col), each a number counted from 1 or the letter of the index summed over."""
+
+    name: str
+    row: str
+    col: str
+
+
+@dataclass(frozen=True)
+class LossTerm:
+    """The attention loss's own term on A: ∂/∂A_ij of −(1/T)·Σ t·log A is −t_ij / (T·A_ij), 0 where t_ij = 0."""
+
+    target: float  # t_ij
+    weight: float  # A_ij
+    count: int  # T
+    value: float
+
+
+@dataclass(frozen=True)
+class LossGradient:
+    """∂L/∂MultiHead_ij, where the backward pass starts: 2·(MultiHead_ij − target_ij) / (T·d_model)
+    for the mean squared error, 0 for the attention loss (it is on a head's weights, not the output)."""
+
+    kind = "grad_loss"
+    ref: CellRef
+    title: str
+    loss: str  # "mse" or "attention"
+    output: float | None  # MultiHead_ij (mse only)
+    target: float | None  # target_ij (mse only)
+    count: int  # T·d_model, the number of entries the mean is over
+    result: float
+    head: int | None = None  # the attention loss's head
+
+
+@dataclass(frozen=True)
+class GradientSum:
+    """``of`` = Σ_index left·right (+ the attention loss's term), written term by term."""
+
+    kind = "grad_sum"
+    ref: CellRef
+    title: str
+    of: Indexed  # the gradient entry being explained
+    index: str  # the letter summed over
+    left: Indexed
+    right: Indexed
+    terms: tuple[Term, ...]
+    total: float  # Σ products (+ direct)
+    direct: LossTerm | None = None
+    # Where an operand comes from when the page does not show it: prose with $…$ maths, written here
+    # (never a token), for app.view.typeset.prose.
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class SoftmaxBackwardEntry:
+    token: str
+    weight: float  # A_ik
+    grad: float  # ∂L/∂A_ik
+    product: float  # A_ik · ∂L/∂A_ik
+    selected: bool
+    hidden: bool = False  # a hidden key: A_ik = 0 and ∂L/∂A_ik = 0
+
+
+@dataclass(frozen=True)
+class SoftmaxBackward:
+    """∂L/∂Scaled_ij = A_ij·(∂L/∂A_ij − Σ_k A_ik·∂L/∂A_ik): the gradient on A times the softmax's
+    Jacobian diag(A_i) − A_i·A_iᵀ, with the row sum written out key by key."""
+
+    kind = "grad_softmax"
+    ref: CellRef
+    title: str
+    entries: tuple[SoftmaxBackwardEntry, ...]
+    row_sum: float  # Σ_k A_ik · ∂L/∂A_ik
+    weight: float  # A_ij
+    grad: float  # ∂L/∂A_ij
+    result: float
+    target: float | None = None  # t_ij when the attention loss is on this head: then result = (A_ij − t_ij)/T
+    count: int = 0  # T, with ``target``
+
+
+@dataclass(frozen=True)
+class GradientDivision:
+    """∂L/∂Scores_ij = ∂L/∂Scaled_ij / (√d_k·τ): the scaling divides the gradient as it divided the score."""
+
+    kind = "grad_division"
+    ref: CellRef
+    title: str
+    grad: float  # ∂L/∂Scaled_ij
+    divisor: float
+    divisor_text: str
+    result: float
+    bias: bool = False  # ALiBi's bias was added: a constant, it passes the gradient on unchanged
+
+
+@dataclass(frozen=True)
+class RopeGradient:
+    """∂L/∂Q through RoPE's rotation (or ∂L/∂K): the gradient on the rotated pair, turned back by −α.
+
+    ∂L/∂Q_{i,2p} = ∂L/∂Q̃_{i,2p}·cos α + ∂L/∂Q̃_{i,2p+1}·sin α,
+    ∂L/∂Q_{i,2p+1} = −∂L/∂Q̃_{i,2p}·sin α + ∂L/∂Q̃_{i,2p+1}·cos α,   α = pos·θ_p, θ_p = 10000^(−2p/d_k).
+    An odd last dimension is not rotated: its gradient is passed on as it is.
+    """
+
+    kind = "grad_rope"
+    ref: CellRef
+    title: str
+    rotated: tuple[GradientSum, ...]  # ∂L/∂Q̃ at (2p, 2p+1), or at the one unrotated last dimension
+    first: bool  # the cell is the pair's first member (2p)
+    position: int  # pos, counted from 0 as RoPE turns: the first token is not turned
+    pair: int  # p, counted from 0
+    theta: float  # θ_p
+    angle: float  # α = pos·θ_p (0 for an unrotated dimension)
+    d_k: int
+    result: float
+
+    @property
+    def paired(self) -> bool:
+        return len(self.rotated) == 2
+
+    @property
+    def cos(self) -> float:
+        return math.cos(self.angle)
+
+    @property
+    def sin(self) -> float:
+        return math.sin(self.angle)
+
+
+@dataclass(frozen=True)
+class HiddenKey:
+    """A hidden key's ∂L/∂A, ∂L/∂Scaled or ∂L/∂Scores: the weight is the constant exp(−∞) = 0."""
+
+    kind = "grad_hidden"
+    ref: CellRef
+    title: str
+    reason: str  # plain text, naming the tokens
+    query_token: str
+    key_token: str
+    result: float = 0.0
+
+
+@dataclass(frozen=True)
+class GradientNote:
+    """A gradient whose arithmetic is not a short sum (linear attention's ∂L/∂Q, ∂L/∂K): its value and why."""
+
+    kind = "grad_note"
+    ref: CellRef
+    title: str
+    reason: str  # prose with $…$ maths, written here (never a token)
+    result: float
+
+
+GradientExplanation = (LossGradient | GradientSum | SoftmaxBackward | GradientDivision | RopeGradient | HiddenKey
+                       | GradientNote)
+
+
+def gradient_matrix(grads: Gradients, matrix: str, owner: int) -> np.ndarray:
+    """The whole gradient a reference points into; ValueError when the run has no such gradient
+    (linear attention has no ∂L/∂A, ∂L/∂Scaled, ∂L/∂Scores) or no such head."""
+    if matrix not in GRADIENT_CELLS:
+        raise ValueError(f"{matrix!r} is not a gradient: one of {', '.join(GRADIENT_CELLS)}")
+    if matrix in RUN_GRADIENTS:
+        if owner != 0:
+            raise ValueError(f"{matrix} belongs to the whole run: its owner is 0, not {owner}")
+        return grads.output if matrix == "g_final" else grads.weights.w_o  # (T, d_model), (h·d_v, d_model)
+    if not 0 <= owner < len(grads.heads):
+        raise ValueError(f"head {owner} does not exist: the run has heads 0 to {len(grads.heads) - 1}")
+    if matrix in HEAD_GRADIENTS:
+        value = getattr(grads.heads[owner], matrix.removeprefix("g_"))
+        if value is None:
+            raise ValueError(f"{matrix} does not exist in this run: linear attention has no softmax weights")
+        return value
+    return getattr(grads.weights, matrix.removeprefix("g_"))[owner]  # (d_model, d_k) or (d_model, d_v)
+
+
+def parse_gradient_ref(text: str, grads: Gradients) -> CellRef | None:
+    """A reference "<matrix>.<owner>.<row>.<col>" (0-based) that names a real gradient cell, or None."""
+    m = GRADIENT_REF_RE.fullmatch(text or "")  # fullmatch: "$" alone would let a trailing newline through
+    if not m:
+        return None
+    ref = CellRef(m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4)))
+    try:
+        rows, cols = gradient_matrix(grads, ref.matrix, ref.head).shape
+    except ValueError:
+        return None
+    return ref if ref.row < rows and ref.col < cols else None
+
+
+def _terms(left: np.ndarray, right: np.ndarray, labels: list[str]) -> tuple[tuple[Term, ...], float]:
+    products = left * right  # (n,)
+    terms = tuple(Term(float(a), float(b), float(p), lab)
+                  for a, b, p, lab in zip(left.tolist(), right.tolist(), products.tolist(), labels, strict=True))
+    return terms, float(products.sum())
+
+
+def _sum(ref: CellRef, title: str, of: Indexed, index: str, left: Indexed, right: Indexed,
+         left_values: np.ndarray, right_values: np.ndarray, labels: list[str], *,
+         direct: LossTerm | None = None, note: str = "") -> GradientSum:
+    terms, total = _terms(left_values, right_values, labels)
+    return GradientSum(ref, title, of, index, left, right, terms,
+                       total + (0.0 if direct is None else direct.value), direct, note)
+
+
+def _attention_target(run: AttentionRun, loss_spec: Mapping, head: int) -> np.ndarray | None:
+    """t (T, S) when the loss is the attention loss on this head, else None."""
+    if loss_spec.get("kind") != "attention" or int(loss_spec["head"]) != head:
+        return None
+    return np.asarray(loss_spec["target"], dtype=np.float64)  # (T, S)
+
+
+def _loss_term(target: np.ndarray | None, a: np.ndarray, i: int, j: int) -> LossTerm | None:
+    """−t_ij/(T·A_ij), dividing by the smallest positive float where A_ij underflowed, as app.maths.backward does."""
+    if target is None:
+        return None
+    t, w, count = float(target[i, j]), float(a[i, j]), a.shape[0]
+    value = -t / (count * max(w, float(np.finfo(np.float64).tiny))) if t > 0 else 0.0
+    return LossTerm(t, w, count, value)
+
+
+def _hidden(run: AttentionRun, i: int, j: int) -> bool:
+    return run.mask is not None and bool(run.mask[i, j])
+
+
+def _divisor_text(run: AttentionRun) -> str:
+    text = f"√{run.d_k} ≈ {math.sqrt(run.d_k):.3f}" if run.scales else (
+        "1 (additive scores are not scaled)" if run.score == "additive" else "1 (÷√d_k is off)")
+    if run.temperature != 1.0:
+        text += f" × τ {run.temperature:g} = {run.scale_factor:.3f}"
+    return text
+
+
+def _rope_theta(d_k: int, pair: int) -> float:
+    """θ_p = 10000^(−2p/d_k), the pair's angle per position, as app.maths.attention.rope_rotate turns it."""
+    return float(np.power(10000.0, -2.0 * pair / d_k))
+
+
+def _score_gradient(run: AttentionRun, grads: Gradients, ref: CellRef, title: str, which: str, row: int, col: int,
+                    tokens: list[str], keys: list[str]) -> GradientSum:
+    """∂L/∂Q̃_{row,col} (which = "q") or ∂L/∂K̃_{row,col} ("k"): the gradient on what the score compared,
+    before any rotation back. Q̃, K̃ are Q, K themselves without RoPE."""
+    h = ref.head
+    head, g = run.heads[h], grads.heads[h]
+    rope = head.q_rot is not None
+    q_s = head.q if head.q_rot is None else head.q_rot  # (T, d_k)
+    k_s = head.k if head.k_rot is None else head.k_rot  # (S, d_k)
+    qn, kn = ("Q_rot", "K_rot") if rope else ("Q", "K")
+    q_tex, k_tex = (r"\tilde{Q}", r"\tilde{K}") if rope else ("Q", "K")
+    of = Indexed(f"∂{qn if which == 'q' else kn}", str(row + 1), str(col + 1))
+    d_scores = g.scores  # (T, S)
+    dims = [f"k{e + 1}" for e in range(run.d_k)]
+    if run.score == "dot":
+        if which == "q":  # ∂L/∂Q̃_id = Σ_j ∂L/∂Scores_ij · K̃_jd
+            return _sum(ref, title, of, "j", Indexed("∂Scores", str(row + 1), "j"), Indexed(kn, "j", str(col + 1)),
+                        d_scores[row], k_s[:, col], keys)
+        # ∂L/∂K̃_jd = Σ_i ∂L/∂Scores_ij · Q̃_id
+        return _sum(ref, title, of, "i", Indexed("∂Scores", "i", str(row + 1)), Indexed(qn, "i", str(col + 1)),
+                    d_scores[:, row], q_s[:, col], tokens)
+    if run.score == "general":
+        w_a = run.weights.w_a[h]  # (d_k, d_k)
+        qw = f"{qn}W_a"
+        if which == "q":  # scores = (Q̃·W_a)·K̃ᵀ: ∂L/∂Q̃_id = Σ_e ∂L/∂(Q̃W_a)_ie · (W_a)_de
+            d_q_w = d_scores @ k_s  # (T, d_k) ∂L/∂(Q̃·W_a) = ∂L/∂Scores·K̃
+            note = (rf"$\partial L / \partial ({q_tex} W_a) = \partial L / \partial \text{{Scores}} \cdot {k_tex}$, "
+                    r"as $\partial L / \partial Q$ would be for the dot score.")
+            return _sum(ref, title, of, "e", Indexed(f"∂{qw}", str(row + 1), "e"), Indexed("W_a", str(col + 1), "e"),
+                        d_q_w[row], w_a[col], dims, note=note)
+        # ∂L/∂K̃_jd = Σ_i ∂L/∂Scores_ij · (Q̃W_a)_id
+        return _sum(ref, title, of, "i", Indexed("∂Scores", "i", str(row + 1)), Indexed(qw, "i", str(col + 1)),
+                    d_scores[:, row], head.q_w[:, col], tokens)
+    # additive: scores_ij = Σ_a (v_a)_a·tanh((Q̃W₁)_ia + (K̃W₂)_ja)
+    hidden = np.tanh(head.q_1[:, None, :] + head.k_2[None, :, :])  # (T, S, d_a)
+    d_pre = d_scores[..., None] * run.weights.v_a[h] * (1.0 - hidden**2)  # (T, S, d_a)
+    units = [f"a{a + 1}" for a in range(run.d_a)]
+    tanh = r" \, (v_a)_a \, (1 - \tanh^2(\ldots))$, as $\tanh' = 1 - \tanh^2$."
+    if which == "q":  # ∂L/∂Q̃_id = Σ_a ∂L/∂(Q̃W₁)_ia · (W₁)_da
+        note = (rf"$\partial L / \partial ({q_tex} W_1)_{{i,a}} = \sum_j \partial L / \partial \text{{Scores}}_{{i,j}}"
+                + tanh)
+        return _sum(ref, title, of, "a", Indexed(f"∂{qn}W_1", str(row + 1), "a"), Indexed("W_1", str(col + 1), "a"),
+                    d_pre[row].sum(axis=0), run.weights.w_1[h][col], units, note=note)
+    note = rf"$\partial L / \partial ({k_tex} W_2)_{{j,a}} = \sum_i \partial L / \partial \text{{Scores}}_{{i,j}}{tanh}"
+    return _sum(ref, title, of, "a", Indexed(f"∂{kn}W_2", str(row + 1), "a"), Indexed("W_2", str(col + 1), "a"),
+                d_pre[:, row].sum(axis=0), run.weights.w_2[h][col], units, note=note)
+
+
+def _query_or_key_gradient(run: AttentionRun, grads: Gradients, ref: CellRef, title: str,
+                           tokens: list[str], keys: list[str]) -> GradientExplanation:
+    which = ref.matrix.removeprefix("g_")  # "q" or "k"
+    i, d = ref.row, ref.col
+    if run.attention == "linear":
+        value = float(getattr(grads.heads[ref.head], which)[i, d])
+        name = "Q" if which == "q" else "K"
+        rope = ", then RoPE's rotation back" if run.positional_encoding == "rope" else ""
+        return GradientNote(ref, title, rf"Linear attention: ${name}$ reaches the output only through "
+                            rf"$\varphi({name}) = \text{{elu}}({name}) + 1$, the summary $\varphi(K)^\top V$ and the "
+                            rf"normaliser $z$, so $\partial L / \partial {name} = \varphi'({name}) \odot \partial L / "
+                            rf"\partial \varphi({name})${rope}: not one sum of products.", value)
+    if run.positional_encoding != "rope":
+        return _score_gradient(run, grads, ref, title, which, i, d, tokens, keys)
+    d_k = run.d_k
+    pair = d // 2
+    if 2 * pair + 1 >= d_k:  # an odd last dimension: RoPE leaves it as it is
+        inner = _score_gradient(run, grads, ref, title, which, i, d, tokens, keys)
+        return RopeGradient(ref, title, (inner,), True, i, pair, 0.0, 0.0, d_k, inner.total)
+    even = _score_gradient(run, grads, ref, title, which, i, 2 * pair, tokens, keys)
+    odd = _score_gradient(run, grads, ref, title, which, i, 2 * pair + 1, tokens, keys)
+    theta = _rope_theta(d_k, pair)
+    angle = i * theta
+    cos, sin = math.cos(angle), math.sin(angle)
+    first = d % 2 == 0
+    # Rᵀ: the rotation by −α
+    result = even.total * cos + odd.total * sin if first else -even.total * sin + odd.total * cos
+    return RopeGradient(ref, title, (even, odd), first, i, pair, theta, angle, d_k, result)
+
+
+def explain_gradient(run: AttentionRun, grads: Gradients, loss_spec: Mapping, ref: CellRef, tokens: list[str],
+                     key_tokens: list[str] | None, dims: list[str]) -> GradientExplanation:
+    """The explanation of one gradient cell; ``ref`` comes from parse_gradient_ref, so it is in range.
+
+    ``grads`` is loss_and_gradients(run, loss_spec)'s; ``key_tokens`` name the keys (the source sentence
+    in cross-attention; ``tokens`` when None); ``dims`` name the d_model columns.
+    """
+    keys = tokens if key_tokens is None else key_tokens
+    i, j, h = ref.row, ref.col, ref.head
+    hn = f" (head {h + 1})" if run.num_heads > 1 else ""
+    d_v = run.d_v
+
+    if ref.matrix == "g_final":
+        title = f"∂L/∂MultiHead, row {i + 1} ({tokens[i]}), column {j + 1} ({dims[j]})"
+        count = run.output.size
+        if loss_spec.get("kind") == "mse":
+            output, target = float(run.output[i, j]), float(np.asarray(loss_spec["target"], dtype=np.float64)[i, j])
+            return LossGradient(ref, title, "mse", output, target, count, 2.0 * (output - target) / count)
+        return LossGradient(ref, title, "attention", None, None, count, 0.0, int(loss_spec["head"]))
+
+    if ref.matrix == "g_w_o":
+        owner, v_col = divmod(i, d_v)
+        title = f"∂L/∂W_O, row {i + 1} (head {owner + 1}, v{v_col + 1}), column {j + 1} ({dims[j]})"
+        return _sum(ref, title, Indexed("∂W_O", str(i + 1), str(j + 1)), "i", Indexed("Concat", "i", str(i + 1)),
+                    Indexed("∂MultiHead", "i", str(j + 1)), run.concat[:, i], grads.output[:, j], tokens)
+
+    if ref.matrix in ("g_w_q", "g_w_k", "g_w_v"):
+        name = ref.matrix.removeprefix("g_w_")  # q, k, v
+        big = name.upper()
+        source, src = (run.x, "X") if name == "q" or run.context is None else (run.context, "C")
+        row_tokens = tokens if name == "q" else keys
+        letter = "i" if name == "q" else "j"
+        title = f"∂L/∂W_{big}, row {i + 1} ({dims[i]}), column {j + 1} ({name}{j + 1}){hn}"
+        rope = name != "v" and run.positional_encoding == "rope"
+        note = (rf"$\partial L / \partial {big}$ is on ${big}$ as projected, before RoPE turned it: the rotated "
+                "gradient turned back." if rope else "")
+        return _sum(ref, title, Indexed(f"∂W_{big}", str(i + 1), str(j + 1)), letter,
+                    Indexed(src, letter, str(i + 1)), Indexed(f"∂{big}", letter, str(j + 1)),
+                    source[:, i], getattr(grads.heads[h], name)[:, j], row_tokens, note=note)
+
+    head, g = run.heads[h], grads.heads[h]
+    if ref.matrix == "g_output":
+        title = f"∂L/∂Output of query {i + 1} ({tokens[i]}), column {j + 1} (v{j + 1}){hn}"
+        r = h * d_v + j  # this head's column j is row r of W_O
+        return _sum(ref, title, Indexed("∂Output", str(i + 1), str(j + 1)), "c",
+                    Indexed("∂MultiHead", str(i + 1), "c"), Indexed("W_O", str(r + 1), "c"),
+                    grads.output[i], run.weights.w_o[r], dims)
+
+    if ref.matrix == "g_v":
+        title = f"∂L/∂V, key {i + 1} ({keys[i]}), column {j + 1} (v{j + 1}){hn}"
+        linear = head.linear is not None
+        a = head.linear.weights if linear else head.softmax  # (T, S)
+        note = (r"$A^{\text{lin}}_{i,j} = \varphi(q_i) \cdot \varphi(k_j) / z_i$: the weights linear attention "
+                "implies." if linear else "")
+        return _sum(ref, title, Indexed("∂V", str(i + 1), str(j + 1)), "i", Indexed("A_lin" if linear else "A", "i",
+                    str(i + 1)), Indexed("∂Output", "i", str(j + 1)), a[:, i], g.output[:, j], tokens, note=note)
+
+    if ref.matrix in ("g_q", "g_k"):
+        row = tokens[i] if ref.matrix == "g_q" else keys[i]
+        what = "query" if ref.matrix == "g_q" else "key"
+        title = f"∂L/∂{ref.matrix[-1].upper()}, {what} {i + 1} ({row}), column {j + 1} ({ref.matrix[-1]}{j + 1}){hn}"
+        return _query_or_key_gradient(run, grads, ref, title, tokens, keys)
+
+    # g_softmax, g_scaled, g_scores: softmax attention only (parse_gradient_ref refuses them otherwise)
+    name = {"g_softmax": "A", "g_scaled": "Scaled", "g_scores": "Scores"}[ref.matrix]
+    title = f"∂L/∂{name} of query {i + 1} ({tokens[i]}) for key {j + 1} ({keys[j]}){hn}"
+    if _hidden(run, i, j):
+        return HiddenKey(ref, title, f"{HIDDEN_KEY[0].upper()}{HIDDEN_KEY[1:]}. Key {j + 1} ({keys[j]}) is hidden "
+                         f"from query {i + 1} ({tokens[i]}), so its weight is exp(−∞) = 0 whatever the score: "
+                         "nothing before the mask can change it.", tokens[i], keys[j])
+    a = head.softmax  # (T, S)
+    if ref.matrix == "g_softmax":
+        direct = _loss_term(_attention_target(run, loss_spec, h), a, i, j)
+        return _sum(ref, title, Indexed("∂A", str(i + 1), str(j + 1)), "d", Indexed("∂Output", str(i + 1), "d"),
+                    Indexed("V", str(j + 1), "d"), g.output[i], head.v[j], [f"v{e + 1}" for e in range(d_v)],
+                    direct=direct)
+    if ref.matrix == "g_scaled":
+        d_a = g.softmax  # (T, S)
+        products = a[i] * d_a[i]  # (S,)
+        row_sum = float(products.sum())
+        hidden = run.mask[i] if run.mask is not None else np.zeros(a.shape[1], dtype=bool)
+        entries = tuple(
+            SoftmaxBackwardEntry(tok, float(w), float(dw), float(p), k == j, bool(hid))
+            for k, (tok, w, dw, p, hid) in enumerate(zip(keys, a[i].tolist(), d_a[i].tolist(), products.tolist(),
+                                                         hidden.tolist(), strict=True))
+        )
+        target = _attention_target(run, loss_spec, h)
+        weight, grad = float(a[i, j]), float(d_a[i, j])
+        return SoftmaxBackward(ref, title, entries, row_sum, weight, grad, weight * (grad - row_sum),
+                               None if target is None else float(target[i, j]), a.shape[0])
+    # g_scores
+    return GradientDivision(ref, title, float(g.scaled[i, j]), run.scale_factor, _divisor_text(run),
+                            float(g.scaled[i, j]) / run.scale_factor, head.bias is not None)
