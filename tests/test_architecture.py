@@ -1,0 +1,150 @@
+"""The import contract (docs/architecture.md): app's packages are layers, and an import only ever points
+down; no two modules import each other, however indirectly; and an import inside a function body says
+why in a comment on its line. Read from the source with ``ast``, nothing is imported."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+APP = Path(__file__).resolve().parents[1] / "app"
+# Bottom to top. config is read by every layer; main (the factory) and serve (the entry) sit on top.
+LAYERS = ("config", "maths", "lesson", "state", "view", "classroom", "web", "main", "serve")
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str  # the importing module, dotted (app.web.pages)
+    target: str  # the imported module of app, dotted
+    line: int
+    local: bool  # inside a function body
+    commented: bool  # a comment on its line says why
+
+
+def module_name(root: Path, path: Path) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(root: Path) -> list[Import]:
+    """Every import of one of app's modules by one of app's modules."""
+    modules = {module_name(root, p) for p in root.rglob("*.py")}
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        source, text = module_name(root, path), path.read_text()
+        lines = text.splitlines()
+        tree = ast.parse(text)
+        local_nodes = {id(n) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+                       for n in ast.walk(f) if isinstance(n, ast.Import | ast.ImportFrom)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                # `from app.web import pages` names a module; `from app.view.heatmap import legend` a name in one
+                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                           for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            for target in targets:
+                if target in modules and target != source:
+                    found.append(Import(source, target, node.lineno, id(node) in local_nodes,
+                                        "#" in lines[node.lineno - 1]))
+    return found
+
+
+def layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "app"
+
+
+def upward(found: list[Import]) -> list[str]:
+    return [f"{i.source}:{i.line} imports {i.target} ({layer(i.source)} → {layer(i.target)})" for i in found
+            if layer(i.source) in LAYERS and layer(i.target) in LAYERS
+            and LAYERS.index(layer(i.target)) > LAYERS.index(layer(i.source))]
+
+
+def cycles(found: list[Import]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    graph: dict[str, set[str]] = {}
+    for i in found:
+        graph.setdefault(i.source, set()).add(i.target)
+        graph.setdefault(i.target, set())
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return groups
+
+
+def test_every_module_lives_in_a_layer() -> None:
+    top = sorted(p.stem for p in APP.glob("*.py") if p.stem != "__init__")
+    assert top == ["config", "main", "serve"]  # the factory, the settings and the server entry
+    assert sorted(p.name for p in APP.iterdir() if p.is_dir() and p.name != "__pycache__") == sorted(
+        set(LAYERS) - {"config", "main", "serve"})
+
+
+def test_imports_point_down_only() -> None:
+    assert upward(imports(APP)) == []
+
+
+# --- the checks themselves fail on a house that breaks the contract ------------------------------
+
+
+@pytest.fixture
+def house(tmp_path: Path) -> Path:
+    root = tmp_path / "app"
+    for package in ("maths", "view", "web"):
+        (root / package).mkdir(parents=True)
+        (root / package / "__init__.py").write_text("")
+    (root / "__init__.py").write_text("")
+    (root / "maths" / "attention.py").write_text("import numpy as np\n")
+    (root / "view" / "heatmap.py").write_text("from app.maths.attention import np\n")
+    (root / "web" / "pages.py").write_text("from app.view import heatmap\n")
+    return root
+
+
+def test_the_contract_holds_for_a_house_that_keeps_it(house: Path) -> None:
+    found = imports(house)
+    assert {(i.source, i.target) for i in found} == {("app.view.heatmap", "app.maths.attention"),
+                                                    ("app.web.pages", "app.view.heatmap")}
+    assert upward(found) == [] and cycles(found) == []
+
+
+def test_an_upward_import_is_caught(house: Path) -> None:
+    (house / "maths" / "attention.py").write_text("import numpy as np\nfrom app.view.heatmap import legend\n")
+    assert upward(imports(house)) == ["app.maths.attention:2 imports app.view.heatmap (maths → view)"]
+
+
+def test_a_cycle_and_a_silent_local_import_are_caught(house: Path) -> None:
+    (house / "web" / "api.py").write_text("from app.web import pages\n")
+    (house / "web" / "pages.py").write_text("def f():\n    from app.web import api\n")
+    found = imports(house)
+    assert cycles(found) == [["app.web.api", "app.web.pages"]]
+    assert [(i.source, i.local, i.commented) for i in found if i.source == "app.web.pages"] == [
+        ("app.web.pages", True, False)]
