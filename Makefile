@@ -42,7 +42,7 @@ lock: | $(BIN)/python
 	$(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --quiet \
 		--extra test -o $(TEST_LOCK)
 
-# The other ATTENTION_* settings (README, "Configuration") come from the environment.
+# The other ATTENTION_* settings (docs/configuration.md) come from the environment.
 run: $(VENV)/.installed
 	ATTENTION_HOST=$(HOST) ATTENTION_PORT=$(PORT) $(BIN)/python -m app.serve
 
@@ -84,9 +84,9 @@ container-engine:
 test-container: $(VENV)/.installed-test container-engine
 	$(BIN)/python -m pytest -m container tests/container
 
-# Figures for reading, not assertions: writes bench/RESULTS.md and README's Performance block.
+# Figures for reading, not assertions: writes bench/RESULTS.md and docs/performance.md's block.
 bench: $(VENV)/.installed-test services
-	$(BIN)/python -m bench --readme README.md
+	$(BIN)/python -m bench --docs docs/performance.md
 
 # A few seconds, only to prove the bench still runs (tests/test_bench.py does the same).
 bench-quick: $(VENV)/.installed-test

@@ -36,10 +36,11 @@ class Settings(BaseSettings):
     root_path: str = ""  # the sub-path behind a reverse proxy, such as /attention; empty: served at /
     forwarded_allow_ips: str = "127.0.0.1"  # proxies trusted for X-Forwarded-For/-Proto: IPs or CIDRs, or "*"
     # A request's whole body must arrive within this many seconds of the app starting to read it, else 408:
-    # a page's largest form (300 KB) then needs 10 KB/s. Headers have no timeout in uvicorn (README, Slow clients).
+    # a page's largest form (300 KB) then needs 10 KB/s. Headers have no timeout in uvicorn
+    # (docs/classroom.md, Slow clients).
     body_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
 
-    # Input bounds: the only place they are stated. The API schema, the page form and README follow.
+    # Input bounds: the only place they are stated. The API schema, the page form and docs/api.md follow.
     max_tokens: int = 64  # T (and later S) at most
     max_d_model: int = 64
     max_heads: int = 8
@@ -79,7 +80,7 @@ class Settings(BaseSettings):
     class_max_students: int = Field(default=500, ge=1)  # anonymous students per room
     class_max_streams: int = Field(default=1000, ge=1)  # open event streams per worker process
     class_idle_minutes: int = Field(default=240, ge=1)  # a room unused this long is gone
-    # Fair shares (README, "Live class"): a client is its cookie and its address together; a school's NAT puts a
+    # Fair shares (docs/classroom.md): a client is its cookie and its address together; a school's NAT puts a
     # whole class behind one address, so each address allowance is a class's worth, a cookie's one student's.
     class_predictions_per_minute: int = Field(default=30, ge=1)  # per student (and per browser, across re-joins)
     class_failures_per_client: int = Field(default=10, ge=1)  # codes naming no class per minute, per browser

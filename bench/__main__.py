@@ -1,7 +1,7 @@
 """``python -m bench``: measure, print the tables, and write bench/RESULTS.md.
 
     python -m bench                       # everything (a few minutes); writes bench/RESULTS.md
-    python -m bench --readme README.md    # … and README's block between the bench markers
+    python -m bench --docs docs/performance.md    # … and that page's block between the bench markers
     python -m bench --quick               # a few seconds, to prove it runs; writes only with --out
 """
 
@@ -37,7 +37,7 @@ from bench.cases import (
 )
 from bench.classroom import GOAL_STUDENTS, run_follow
 from bench.load import REPO_ROOT, run_class_load
-from bench.report import GOAL_CASE, Results, markdown, update_readme
+from bench.report import GOAL_CASE, Results, markdown, update_docs
 from bench.timing import FULL, QUICK, Budget, first_page, measure
 from tests.redis_server import find_redis_server
 
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a few seconds, only to prove the bench runs")
     parser.add_argument("--out", type=Path, help=f"the results file (default {RESULTS.relative_to(REPO_ROOT)}; "
                                                  "none with --quick)")
-    parser.add_argument("--readme", type=Path, help="also rewrite this README's block between the bench markers")
+    parser.add_argument("--docs", type=Path, help="also rewrite this page's block between the bench markers")
     parser.add_argument("--no-load", action="store_true",
                         help="skip the class load and the class following its teacher")
     parser.add_argument("--no-redis", action="store_true", help="the class following its teacher in memory only, "
@@ -136,9 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     if out:
         out.write_text(text)
         log(f"wrote {out}")
-    if args.readme:
-        log(f"updated {args.readme}" if update_readme(args.readme, results) else
-            f"{args.readme} has no bench markers: left as it is")
+    if args.docs:
+        log(f"updated {args.docs}" if update_docs(args.docs, results) else
+            f"{args.docs} has no bench markers: left as it is")
     return 0
 
 

@@ -44,7 +44,8 @@ PAUSE_S = 0.5  # between a step's last workspace and the next step: a teacher ta
 STEP_TIMEOUT_S = 10.0  # a student without the step's workspace by then has missed it
 CONNECT_TIMEOUT_S = 60.0  # the whole class joined and listening by then
 STREAM_ENCODINGS = {"Accept-Encoding": "gzip, deflate, br"}  # as a browser without zstd: this client decodes these
-GOAL_STUDENTS, MAX_FOLLOW_P95_MS = 300, 1000.0  # README's goal: 300 students follow a step within 1 s (p95)
+# docs/performance.md's goal: 300 students follow a step within 1 s (p95)
+GOAL_STUDENTS, MAX_FOLLOW_P95_MS = 300, 1000.0
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The measurements as markdown: tables, the goals marked met or not met, and README's block."""
+"""The measurements as markdown: tables, the goals marked met or not met, and docs/performance.md's block."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ MAX_FRAGMENT_KB = 100.0  # an edit's fragment at 64 × 64, on the wire
 MAX_FIRST_PAGE_KB = 60.0  # page + htmx + CSS + JS, compressed
 CLASS_SIZE, MAX_CLASS_P95_MS = 200, 50.0
 GOAL_CASE = Case(64, 64, 8)
-README_BEGIN, README_END = "<!-- bench:begin -->", "<!-- bench:end -->"
+DOCS_BEGIN, DOCS_END = "<!-- bench:begin -->", "<!-- bench:end -->"
 
 Measured = list[tuple[Case, dict[str, Timing]]]
 
@@ -365,7 +365,7 @@ def goals_table(results: Results) -> str:
 
 
 def summary(results: Results) -> str:
-    """What README shows: the goals, the cost per request and the class load."""
+    """What docs/performance.md shows: the goals, the cost per request and the class load."""
     parts = [goals_table(results)]
     if results.cases:
         parts.append(cost_table(results.cases))
@@ -384,7 +384,7 @@ def markdown(results: Results) -> str:
     """The whole results file."""
     parts = [
         "# Benchmark results",
-        "Written by `make bench` (`python -m bench`); README's Performance section shows the goals, the "
+        "Written by `make bench` (`python -m bench`); docs/performance.md shows the goals, the "
         "cost table and the class load from the same run. Times are medians of in-process requests "
         "(httpx's ASGI transport, the whole middleware stack, compression included), each case interleaved "
         "with GET /healthz so that the ratios compare requests made at the same moment; ratios matter, "
@@ -418,7 +418,7 @@ def markdown(results: Results) -> str:
                   "byte saved* is the time over the bytes it saves; a link that moves a byte in more time than "
                   "that (8 ns at 1 Gbit/s, 80 ns at 100 Mbit/s) is slower than the compression, so it pays on "
                   "links slower than *pays below*. The app sends zstd 1, else Brotli 1, else gzip 1 "
-                  "(README, *Compression*).", compression_table(results.compression)]
+                  "(docs/performance.md, *Compression*).", compression_table(results.compression)]
     if results.load:
         seconds = results.load[0].seconds
         parts += ["## Class load (one uvicorn worker on 127.0.0.1)",
@@ -454,12 +454,12 @@ def markdown(results: Results) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def update_readme(path: Path, results: Results) -> bool:
-    """Replace the block between README's bench markers with the summary; False if there is none."""
+def update_docs(path: Path, results: Results) -> bool:
+    """Replace the block between the page's bench markers with the summary; False if there is none."""
     text = path.read_text()
-    begin, end = text.find(README_BEGIN), text.find(README_END)
+    begin, end = text.find(DOCS_BEGIN), text.find(DOCS_END)
     if begin < 0 or end < begin:
         return False
-    block = f"{README_BEGIN}\n{results.environment}\n\n{summary(results)}\n{README_END}"
-    path.write_text(text[:begin] + block + text[end + len(README_END):])
+    block = f"{DOCS_BEGIN}\n{results.environment}\n\n{summary(results)}\n{DOCS_END}"
+    path.write_text(text[:begin] + block + text[end + len(DOCS_END):])
     return True

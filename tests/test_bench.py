@@ -14,7 +14,7 @@ import pytest
 from bench.cases import Case, edited
 from bench.classroom import follow_class
 from bench.load import class_load
-from bench.report import README_BEGIN, README_END, Results, goals, table
+from bench.report import DOCS_BEGIN, DOCS_END, Results, goals, table
 from bench.timing import fit_quadratic, quadratic_takes_over
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -38,12 +38,12 @@ def tables(markdown: str) -> list[list[list[str]]]:
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], str, str]:
-    """`python -m bench --quick` once: its output, the results file and a README it updated."""
+    """`python -m bench --quick` once: its output, the results file and a docs page it updated."""
     tmp = tmp_path_factory.mktemp("bench")
     readme = tmp / "README.md"
-    readme.write_text(f"# Title\n\nbefore\n\n{README_BEGIN}\nold figures\n{README_END}\n\nafter\n")
+    readme.write_text(f"# Title\n\nbefore\n\n{DOCS_BEGIN}\nold figures\n{DOCS_END}\n\nafter\n")
     out = tmp / "RESULTS.md"
-    proc = subprocess.run([sys.executable, "-m", "bench", "--quick", "--out", str(out), "--readme", str(readme)],
+    proc = subprocess.run([sys.executable, "-m", "bench", "--quick", "--out", str(out), "--docs", str(readme)],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc, out.read_text(), readme.read_text()
@@ -98,12 +98,12 @@ def test_quick_bench_tables_are_well_formed(quick_run: tuple[subprocess.Complete
         assert row[11] == "0"  # no errors, no student missed a step
 
 
-def test_quick_bench_rewrites_only_readmes_block(quick_run: tuple[subprocess.CompletedProcess[str], str, str]) -> None:
+def test_quick_bench_rewrites_only_the_docs_block(quick_run: tuple[subprocess.CompletedProcess[str], str, str]) -> None:
     _, _, readme = quick_run
-    assert readme.startswith("# Title\n\nbefore\n\n" + README_BEGIN)
-    assert readme.endswith(README_END + "\n\nafter\n")
+    assert readme.startswith("# Title\n\nbefore\n\n" + DOCS_BEGIN)
+    assert readme.endswith(DOCS_END + "\n\nafter\n")
     assert "old figures" not in readme
-    block = readme.split(README_BEGIN)[1].split(README_END)[0]
+    block = readme.split(DOCS_BEGIN)[1].split(DOCS_END)[0]
     assert "| goal |" in block and "| students |" in block
     assert "| POST /api/attention |" in block and "| heavy clients |" in block
     assert "| students | store |" in block

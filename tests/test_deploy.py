@@ -439,15 +439,15 @@ def test_chromium_edits_and_steps_under_the_sub_path(proxied: Callable[..., Reve
 
 
 def readme_configuration() -> dict[str, str]:
-    """README's Configuration table: variable → its default cell."""
-    readme = (REPO_ROOT / "README.md").read_text()
+    """docs/configuration.md's table: variable → its default cell."""
+    readme = (REPO_ROOT / "docs" / "configuration.md").read_text()
     section = readme.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
     rows = re.findall(r"^\| `((?:ATTENTION_)?[A-Z_]+)` \| ([^|]*) \|", section, re.M)
-    assert rows, "no Configuration table in README"
+    assert rows, "no Configuration table in docs/configuration.md"
     return dict(rows)
 
 
-def test_every_setting_is_in_the_readme_with_its_default(clean_env: pytest.MonkeyPatch) -> None:
+def test_every_setting_is_in_the_docs_with_its_default(clean_env: pytest.MonkeyPatch) -> None:
     documented = readme_configuration()
     defaults = Settings()
 

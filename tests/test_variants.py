@@ -72,7 +72,7 @@ def test_additive_score_is_a_one_layer_network_per_pair_and_is_not_scaled() -> N
 def test_the_score_functions_are_written_in_one_orientation_everywhere(client: TestClient) -> None:
     """q_i and k_j are rows, as the code computes (Q·W₁)_ia + (K·W₂)_ja: q_i·W₁, never W₁q or W₁ᵀq."""
     schema = client.get("/openapi.json").text
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    readme = "".join(p.read_text() for p in (Path(__file__).resolve().parent.parent / "docs").glob("*.md"))
     sources = [schema, readme, PRESETS["additive"].summary,
                *(" ".join(describe(BY_KEY["scores"], Options(score=score))) for score in ("general", "additive"))]
     column_forms = ("W₁q", "W₁ᵀq", "W_1 q", "W_1^{\\top} q", "qᵀ·W", "q_i^{\\top} W_a", "v_aᵀ", "v_a^{\\top}")

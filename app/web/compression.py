@@ -2,7 +2,7 @@
 
 starlette-compress compresses every response over MINIMUM_SIZE bytes (the page, its fragments, the
 static files, errors): zstd for a client that accepts it, else Brotli, else gzip, at the levels
-below, chosen for the CPU they spend per byte they save (README, "Compression"). A streamed
+below, chosen for the CPU they spend per byte they save (docs/performance.md, "Compression"). A streamed
 text/event-stream response is flushed message by message. The JSON API compresses its own answer in
 its worker thread (``compressed``) with the same choice, because compressing megabytes on the event
 loop would hold up every other request meanwhile; the middleware leaves an encoded response as it is.

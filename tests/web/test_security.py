@@ -238,9 +238,9 @@ def test_evil_view_fields_are_ignored_or_refused(client: TestClient) -> None:
         assert "<img" not in r.text and "<script>alert" not in r.text, name
 
 
-def test_readme_security_section_lists_the_headers_sent(client: TestClient) -> None:
-    """README's Security table is what the server sends, header by header."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+def test_the_security_docs_list_the_headers_sent(client: TestClient) -> None:
+    """docs/security.md's table is what the server sends, header by header."""
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
     section = readme.split("\n## Security\n", 1)[1].split("\n## ", 1)[0]
     table = dict(re.findall(r"^\s*\| ([A-Z][\w-]+) \| `([^`]+)` \|$", section, re.MULTILINE))
     sent = client.get("/").headers
