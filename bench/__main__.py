@@ -35,9 +35,10 @@ from bench.cases import (
     edit_requests,
     stage_requests,
 )
-from bench.classroom import GOAL_STUDENTS, run_follow
+from bench.classroom import run_follow
 from bench.load import REPO_ROOT, run_class_load
 from bench.report import GOAL_CASE, Results, markdown, update_docs
+from bench.results import GOAL_STUDENTS
 from bench.timing import FULL, QUICK, Budget, first_page, measure
 from tests.redis_server import find_redis_server
 

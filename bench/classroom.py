@@ -26,26 +26,23 @@ import resource
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import aiohttp
 import httpx
-import numpy as np
 import zstandard
 
 from app.lesson.presets import DEFAULT_PRESET
 from bench.cases import ATTENTION_STAGES, BROWSER, HTMX
+from bench.load import _cpu_seconds, uvicorn_server
+from bench.results import GOAL_STUDENTS, PAUSE_S, STEP_TIMEOUT_S, FollowResult
 from tests.conftest import form_fields, join_grids
 from tests.redis_server import find_redis_server, redis_server
 from tests.servers import LOOPBACK
 
 STEPS = 20  # the teacher's steps
-PAUSE_S = 0.5  # between a step's last workspace and the next step: a teacher talks
-STEP_TIMEOUT_S = 10.0  # a student without the step's workspace by then has missed it
 CONNECT_TIMEOUT_S = 60.0  # the whole class joined and listening by then
 STREAM_ENCODINGS = {"Accept-Encoding": "gzip, deflate, br"}  # as a browser without zstd: this client decodes these
-# docs/performance.md's goal: 300 students follow a step within 1 s (p95)
-GOAL_STUDENTS, MAX_FOLLOW_P95_MS = 300, 1000.0
 
 
 @dataclass(frozen=True)
@@ -76,32 +73,6 @@ async def start_class(client: httpx.AsyncClient, preset: str = DEFAULT_PRESET) -
     return Teacher(form["class_code"], link.rsplit("key=", 1)[1], form)
 
 
-@dataclass(frozen=True)
-class FollowResult:
-    students: int
-    store: str  # "memory" or "redis"
-    steps: int
-    to_event_ms: list[float]  # per step: the teacher's request sent → the last student's event received
-    to_workspace_ms: list[float]  # … → the last student's workspace read
-    teacher_ms: list[float]  # the teacher's own answer (the /stages fragment)
-    cpu_ms: list[float]  # the server's CPU time per step, from the request to the last workspace
-    missed: int = 0  # student-steps without the workspace within STEP_TIMEOUT_S
-    errors: Counter = field(default_factory=Counter)
-    workspace_bytes: int = 0  # one workspace on the wire
-    connect_s: float = float("nan")  # the whole class joined and listening
-    client_cpu: float | None = None  # this process's CPU over the steps' wall time (1.0 = one core)
-    load_average: float | None = None
-    pause_s: float = PAUSE_S  # between a step's last workspace and the next step
-
-    @staticmethod
-    def pct(values: list[float], q: float) -> float:
-        return float(np.percentile(values, q)) if values else float("nan")
-
-    @property
-    def error_count(self) -> int:
-        return sum(self.errors.values()) + self.missed
-
-
 def raise_open_files(needed: int) -> None:
     """Each student holds two connections, here and in the server (which inherits this limit)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -124,7 +95,6 @@ async def follow_class(base_url: str, students: int, steps: int = STEPS, *, serv
     """``students`` following a teacher who steps ``steps`` times, against ``base_url`` (loopback only)."""
     if httpx.URL(base_url).host not in (LOOPBACK, "localhost"):
         raise ValueError("the class bench only targets this machine's loopback")
-    from bench.load import _cpu_seconds
 
     errors: Counter = Counter()
     received: dict[int, list[float]] = {}  # version → when each student's event came
@@ -240,7 +210,6 @@ async def follow_class(base_url: str, students: int, steps: int = STEPS, *, serv
 def run_follow(students: int, steps: int = STEPS, log: Callable[[str], None] = print, *, redis: bool = False,
                pause: float = PAUSE_S) -> FollowResult:
     """One fresh server (and, with ``redis``, a fresh redis-server), the class, then both stopped."""
-    from bench.load import uvicorn_server
 
     raise_open_files(4 * students + 256)
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}

@@ -16,7 +16,6 @@ import gzip
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import brotli
 import httpx
@@ -24,6 +23,7 @@ import zstandard
 
 from app.main import create_app
 from bench.cases import LARGEST_REQUEST, Case, api_request, edited, fragment_request, page_state
+from bench.results import Compressed
 from bench.timing import decoded, send_raw
 
 CANDIDATES: dict[str, Callable[[bytes], bytes]] = {
@@ -38,25 +38,6 @@ CANDIDATES: dict[str, Callable[[bytes], bytes]] = {
     "zstd 3": lambda b: zstandard.ZstdCompressor(level=3).compress(b),
 }
 QUICK_CANDIDATES = ("none", "gzip 1", "br 1", "zstd 1")
-
-
-@dataclass(frozen=True)
-class Compressed:
-    body: str
-    candidate: str
-    body_bytes: int
-    wire_bytes: int
-    ms: float
-
-    @property
-    def ns_per_byte_saved(self) -> float:
-        saved = self.body_bytes - self.wire_bytes
-        return self.ms * 1e6 / saved if saved > 0 else float("nan")
-
-    @property
-    def pays_below_mbit(self) -> float:
-        """The link speed (Mbit/s) below which sending the saved bytes takes longer than compressing."""
-        return 8e3 / self.ns_per_byte_saved if self.ns_per_byte_saved > 0 else float("nan")
 
 
 async def bodies(quick: bool) -> dict[str, bytes]:

@@ -25,7 +25,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 from urllib.parse import urlencode
@@ -35,58 +35,15 @@ import httpx
 import numpy as np
 
 from bench.cases import BROWSER, DEFAULT_CASE, HTMX, LARGEST_REQUEST, edited, page_state
+from bench.results import INTERVAL_S, HeavyResult, LoadResult
 from tests.conftest import join_grids
 from tests.servers import LOOPBACK, free_port, running, tail, uvicorn_args
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-INTERVAL_S = 2.0  # a student edits a cell about every 2 s …
 JITTER = 0.25  # … ± 25 %, drawn per edit
 TIMEOUT_S = 10.0  # a request not answered by then counts as an error
 HEAVY_TIMEOUT_S = 60.0  # the same for a heavy client's request, which may queue behind the others'
 BODIES = 64  # distinct edits, prebuilt and cycled through
-
-
-@dataclass(frozen=True)
-class HeavyResult:
-    """What the heavy clients of a mixed load got."""
-
-    clients: int
-    ok: int
-    errors: Counter = field(default_factory=Counter)
-    p50_ms: float = float("nan")
-    p95_ms: float = float("nan")
-    wire_bytes: int = 0  # one answer, as sent
-
-    @property
-    def error_count(self) -> int:
-        return sum(self.errors.values())
-
-
-@dataclass(frozen=True)
-class LoadResult:
-    students: int
-    seconds: float
-    sent: int
-    ok: int
-    errors: Counter = field(default_factory=Counter)  # kind → count
-    p50_ms: float = float("nan")
-    p95_ms: float = float("nan")
-    p99_ms: float = float("nan")
-    max_ms: float = float("nan")
-    heavy: HeavyResult | None = None  # a mixed load's heavy clients
-    lag_p95_ms: float = float("nan")  # how late edits went out against the schedule (a student awaits each answer)
-    server_cpu: float | None = None  # the worker's CPU time / wall time (1.0 = one core busy)
-    client_cpu: float | None = None  # the same for this process, the students' client
-    load_average: float | None = None  # the machine's 1-minute load average at the end of the run
-
-    @property
-    def error_count(self) -> int:
-        return sum(self.errors.values())
-
-    @property
-    def rate(self) -> float:
-        """Edits answered per second."""
-        return self.ok / self.seconds
 
 
 def _cpu_seconds(pid: int) -> float | None:

@@ -9,9 +9,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.cases import EDIT_STAGE, LARGEST_REQUEST, Case
-from bench.classroom import GOAL_STUDENTS, MAX_FOLLOW_P95_MS, STEP_TIMEOUT_S, FollowResult
-from bench.compression import Compressed
-from bench.load import INTERVAL_S, LoadResult
+from bench.results import (
+    GOAL_STUDENTS,
+    INTERVAL_S,
+    MAX_FOLLOW_P95_MS,
+    STEP_TIMEOUT_S,
+    Compressed,
+    FollowResult,
+    LoadResult,
+)
 from bench.timing import Resource, Timing, fit_quadratic, quadratic_takes_over
 
 # The goals, stated once.
