@@ -464,7 +464,7 @@ class RedisRooms(Rooms):
     hash; ``…:predictions`` a hash of "<ref> <student>" → value; ``attention:owner:<address hash>`` the
     codes started from an address. Changes are published on ``…:events``; this worker subscribes to the
     rooms it has streams open for, and passes each event to them. Every command gives up after
-    ``timeout`` seconds (connecting and waiting for a pooled connection too).
+    ``timeout`` seconds (connecting too), and waiting for a pooled connection after twice that.
     """
 
     def __init__(self, url: str, *, timeout: float = 1.0, **bounds: float) -> None:
@@ -482,7 +482,9 @@ class RedisRooms(Rooms):
 
         self.errors = (RedisConnectionError, RedisTimeoutError, StoreUnavailable)
         retry = Retry(ExponentialBackoff(cap=1.0, base=0.05), REDIS_RETRIES, supported_errors=(RedisConnectionError,))
-        pool = redis.BlockingConnectionPool.from_url(url, max_connections=REDIS_CONNECTIONS, timeout=timeout,
+        # A burst waits up to twice the command timeout for a connection: with each command bounded by
+        # ``timeout``, a request still answers (or gets 503) within about three timeouts.
+        pool = redis.BlockingConnectionPool.from_url(url, max_connections=REDIS_CONNECTIONS, timeout=2 * timeout,
                                                      socket_timeout=timeout, socket_connect_timeout=timeout,
                                                      decode_responses=True, health_check_interval=30, retry=retry,
                                                      retry_on_error=[RedisConnectionError])
