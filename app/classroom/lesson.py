@@ -19,7 +19,7 @@ from markupsafe import Markup
 from starlette.concurrency import run_in_threadpool
 
 from app.classroom.byte_cache import ByteCache, deep_size
-from app.classroom.rooms import Room, spoken_code
+from app.classroom.store import Room, spoken_code
 from app.config import settings
 from app.state.form import FormError, read_fields, read_number
 from app.state.learning import loss_and_gradients

@@ -11,7 +11,7 @@ from fastapi import Depends, Request
 from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 
-from app.classroom.rooms import Room, normal_code
+from app.classroom.store import Room, normal_code
 from app.web.class_hooks import STUDENT_COOKIE, client_address, client_id, conf, rooms, set_client, teacher_key
 from app.web.respond import page_response
 

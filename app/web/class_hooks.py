@@ -14,7 +14,7 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from app.classroom.lesson import Lesson, StateTooLarge, check_state, fingerprint, qr_for, room_state
-from app.classroom.rooms import Room, Rooms, normal_code
+from app.classroom.store import Room, Rooms, normal_code
 from app.config import Settings, settings
 from app.state.form import ON
 from app.web.respond import error_response

@@ -20,7 +20,7 @@ cookie scoped to the class's path.
 
 Fair shares: a browser is known by a random id in a cookie (``attention_client``) and by its address;
 codes naming no class are limited per browser and (a class's worth higher) per address, on every
-class route; seats, rooms and event streams per address are bounded by the store (app.classroom.rooms).
+class route; seats, rooms and event streams per address are bounded by the store (app.classroom.store).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from app.classroom.lesson import (
     room_state,
     shown,
 )
-from app.classroom.rooms import Room, Rooms, RoomsFull, ShareUsed, normal_code
+from app.classroom.store import Room, Rooms, RoomsFull, ShareUsed, normal_code
 from app.lesson.presets import PRESETS
 from app.state.form import FormError
 from app.state.page import preset_page, read_page
@@ -80,7 +80,7 @@ from app.web.class_hooks import (
 from app.web.respond import error_response, link, page_response, page_urls, posted_fields, templates, workspace_context
 
 router = APIRouter()
-Store = Annotated[Rooms, Depends(rooms)]  # the app's rooms (app.classroom.rooms)
+Store = Annotated[Rooms, Depends(rooms)]  # the app's rooms (app.classroom.store)
 
 
 # --- the routes ----------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from app.classroom.rooms import CODE_ALPHABET
+from app.classroom.store import CODE_ALPHABET
 from app.config import Settings
 from app.main import create_app
 from app.state.page import preset_page
@@ -460,7 +460,7 @@ async def test_a_frozen_redis_gets_a_fast_503_on_every_class_route(anyio_backend
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_a_change_sent_to_a_frozen_redis_is_not_applied_when_it_resumes(anyio_backend: str) -> None:
     """An edit the teacher gave up on was applied 40 s later, when Redis came back."""
-    from app.classroom.rooms import RedisRooms
+    from app.classroom.redis_store import RedisRooms
 
     with own_redis() as redis:
         store = RedisRooms(redis.url(), timeout=0.5, max_rooms=4, max_students=4, max_streams=4, idle_seconds=60)

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.classroom.rooms import CODE_ALPHABET, normal_code, spoken_code
+from app.classroom.store import CODE_ALPHABET, normal_code, spoken_code
 from app.config import Settings
 from app.main import create_app
 from app.state.page import preset_page
