@@ -31,7 +31,7 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"  # the container sets 0.0.0.0, so the class's machines can reach it
     port: int = Field(default=8000, ge=1, le=65535)
     # Worker processes. Default: one per CPU with Redis (REDIS_URL), else one, since the class rooms
-    # (app.classroom.rooms) live in the process without Redis; more than one without Redis is refused by app.serve.
+    # (app.classroom.store) live in the process without Redis; more than one without Redis is refused by app.serve.
     workers: int | None = Field(default=None, ge=1)
     root_path: str = ""  # the sub-path behind a reverse proxy, such as /attention; empty: served at /
     forwarded_allow_ips: str = "127.0.0.1"  # proxies trusted for X-Forwarded-For/-Proto: IPs or CIDRs, or "*"
@@ -73,7 +73,7 @@ class Settings(BaseSettings):
     heavy_waiting: int = Field(default=32, ge=0)
     heavy_seconds: float = Field(default=30.0, gt=0)
 
-    # Live classes (app.classroom.rooms, app.web.classroom). With REDIS_URL set, rooms and their events go through
+    # Live classes (app.classroom.store, app.web.classroom). With REDIS_URL set, rooms and their events go through
     # Redis, so several workers and replicas serve one class; without it they live in this process.
     redis_url: str = Field(default="", validation_alias=AliasChoices("redis_url", "REDIS_URL"))
     class_max_rooms: int = Field(default=200, ge=1)  # rooms alive on the server (or sharing one Redis)

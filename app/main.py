@@ -14,10 +14,14 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette_compress import CompressMiddleware
 
-from app.classroom.rooms import StoreUnavailable, make_rooms
+from app.classroom.memory import MemoryRooms
+from app.classroom.redis_store import RedisRooms
+from app.classroom.store import Rooms, StoreUnavailable
 from app.config import Settings, settings
 from app.web import api, classroom, export, pages
 from app.web.compression import MIDDLEWARE_OPTIONS
@@ -152,6 +156,17 @@ async def store_unavailable(request: Request, exc: Exception) -> PlainTextRespon
                              "made just now did not reach the class.", status_code=503, headers={"Retry-After": "5"})
 
 
+def make_rooms(config: Settings) -> Rooms:
+    """The live class's rooms: in this process, or in Redis with REDIS_URL."""
+    bounds = dict(max_rooms=config.class_max_rooms, max_students=config.class_max_students,
+                  max_streams=config.class_max_streams, idle_seconds=config.class_idle_minutes * 60.0,
+                  seats_per_address=config.class_seats_per_address, rooms_per_address=config.class_rooms_per_address,
+                  streams_per_address=config.class_streams_per_address)
+    if config.redis_url:
+        return RedisRooms(config.redis_url, timeout=config.redis_timeout_seconds, **bounds)
+    return MemoryRooms(**bounds)
+
+
 def create_app(config: Settings = settings) -> FastAPI:
     app = FastAPI(
         lifespan=lifespan,
@@ -168,9 +183,6 @@ def create_app(config: Settings = settings) -> FastAPI:
     app.state.config = config
     app.state.rooms = make_rooms(config)  # live class rooms: in this process, or in Redis with REDIS_URL
     if config.redis_url:
-        from redis.exceptions import ConnectionError as RedisConnectionError
-        from redis.exceptions import TimeoutError as RedisTimeoutError
-
         app.add_exception_handler(RedisConnectionError, store_unavailable)
         app.add_exception_handler(RedisTimeoutError, store_unavailable)
     app.add_middleware(CompressMiddleware, **MIDDLEWARE_OPTIONS)  # zstd, Brotli or gzip (app.web.compression)

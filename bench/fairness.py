@@ -12,7 +12,9 @@ import time
 
 from fastapi.testclient import TestClient
 
-from app.classroom.rooms import CODE_ALPHABET, CODE_LENGTH, MemoryRooms, RedisRooms
+from app.classroom.memory import MemoryRooms
+from app.classroom.redis_store import RedisRooms
+from app.classroom.store import CODE_ALPHABET, CODE_LENGTH
 from app.config import Settings
 from app.main import create_app
 from tests.redis_server import find_redis_server, redis_server

@@ -38,7 +38,7 @@ from app.view.render import PanelBuilder, page_context, stage_views
 from app.web.api import attention_body, run_document
 from app.web.compression import BROTLI_QUALITY, GZIP_LEVEL, ZSTD_LEVEL, compress
 from app.web.json_encoding import dumps
-from app.web.pages import posted_fields, templates
+from app.web.respond import posted_fields, templates
 from app.web.schemas import AttentionRequest
 from bench.cases import DEFAULT_CASE, EDIT_STAGE, HTMX, Case, api_body, edited, page_state
 from bench.report import GOAL_CASE, table

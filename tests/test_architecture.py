@@ -113,6 +113,15 @@ def test_imports_point_down_only() -> None:
     assert upward(imports(APP)) == []
 
 
+def test_no_module_imports_itself_through_others() -> None:
+    assert cycles(imports(APP)) == []
+
+
+def test_an_import_inside_a_function_says_why() -> None:
+    silent = [f"{i.source}:{i.line} imports {i.target}" for i in imports(APP) if i.local and not i.commented]
+    assert silent == []
+
+
 # --- the checks themselves fail on a house that breaks the contract ------------------------------
 
 

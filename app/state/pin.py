@@ -37,7 +37,7 @@ def encode_pin(sc: Scenario) -> str:
 def decode_pin(text: str) -> Scenario:
     """The pinned scenario. Raises FormError naming ``pin`` when the text is not a pinned state.
 
-    Every edit after a pin posts the same text, and a request both checks it (pages.read_page) and
+    Every edit after a pin posts the same text, and a request both checks it (app.state.page.read_page) and
     uses it (render.page_context): a pin of ordinary size is inflated and read once, then shared (a
     Scenario is frozen). A large one is read each time, in the heavy lane (app.web.pages.page_weight),
     so the cache stays small."""

@@ -28,7 +28,7 @@ from app.view.render import panel_matrix
 from app.web.api import run_json
 from app.web.lanes import LaneBusy, LaneTimeout
 from app.web.page_work import INLINE_OPERATIONS, Rendered, is_large_form, page_operations
-from app.web.pages import busy_message, encoded, posted_fields, respond
+from app.web.respond import busy_message, encoded, posted_fields, respond
 
 router = APIRouter()
 

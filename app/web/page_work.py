@@ -42,7 +42,7 @@ class PageRequest:
     """What a page's work needs of its HTTP request: plain data, so that it crosses to a worker process."""
 
     htmx: bool
-    urls: SimpleNamespace  # app.web.pages.page_urls
+    urls: SimpleNamespace  # app.web.respond.page_urls
     port: int | None  # the server's port, for the class panel's hint
     accept_encoding: str = ""  # a large answer is compressed where it is made (app.web.compression)
 

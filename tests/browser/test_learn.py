@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from app.state.learning import train_page
-from app.web.pages import preset_page
+from app.state.page import preset_page
 
 try:
     from playwright.sync_api import expect

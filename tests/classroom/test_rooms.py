@@ -10,13 +10,12 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from app.classroom.rooms import (
+from app.classroom.memory import MemoryRooms
+from app.classroom.redis_store import PREFIX, RedisRooms
+from app.classroom.store import (
     CODE_ALPHABET,
     CODE_LENGTH,
-    PREFIX,
     Event,
-    MemoryRooms,
-    RedisRooms,
     Rooms,
     RoomsFull,
     ShareUsed,

@@ -23,8 +23,8 @@ import httpx
 import pytest
 
 from app.lesson.presets import DEFAULT_PRESET
+from app.state.page import preset_page
 from app.state.permalink import state_query
-from app.web.pages import preset_page
 from tests.container.conftest import (
     ARTIFACTS,
     REPO_ROOT,

@@ -32,9 +32,9 @@ from app.state.form import (
     read_number,
     token_pattern,
 )
+from app.state.page import read_page
 from app.state.permalink import state_query
 from app.state.scenario import as_stack, diff_edits, from_preset, normalise, read_form
-from app.web.pages import read_page
 from tests.conftest import CELL_NAME, form_fields, grid_keys, join_grids
 
 BASE = dict(

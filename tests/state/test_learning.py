@@ -26,9 +26,9 @@ from app.state.learning import (
     reset,
     train_page,
 )
+from app.state.page import preset_page, read_page
 from app.state.permalink import state_query
 from app.state.scenario import add_token, from_preset
-from app.web.pages import preset_page, read_page
 from tests.conftest import form_fields
 
 HTMX = {"HX-Request": "true"}

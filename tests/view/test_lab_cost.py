@@ -15,7 +15,7 @@ from app.maths.lab import scaling_lab
 from app.view.charts.lab import cost_growth_svg, score_spread_svg
 from app.view.lab_cost import cost_context, lab_context, worded
 from app.view.typeset import label_text
-from app.web.pages import templates
+from app.web.respond import templates
 
 ROOT = Path(__file__).resolve().parents[2]
 SVG = "{http://www.w3.org/2000/svg}"

@@ -21,11 +21,11 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from app.classroom.rooms import CODE_ALPHABET
+from app.classroom.store import CODE_ALPHABET
 from app.config import Settings
 from app.main import create_app
+from app.state.page import preset_page
 from app.state.permalink import state_query
-from app.web.pages import preset_page
 from bench.classroom import start_class
 from tests.redis_server import RedisServer, find_redis_server, redis_server
 from tests.servers import LOOPBACK, free_port, running, tail
@@ -74,10 +74,10 @@ def app():  # noqa: ANN201
 @pytest.fixture(autouse=True)
 def _no_cross_test_rooms():  # noqa: ANN202
     yield
-    from app.web import classroom
+    from app.classroom import lesson
 
-    classroom._shown.clear()
-    classroom._rendered.clear()
+    lesson._shown.clear()
+    lesson._rendered.clear()
 
 
 # --- 3. memory by bytes ------------------------------------------------------------------------------
@@ -102,16 +102,16 @@ def test_an_oversize_state_is_refused_naming_its_field_and_never_stored(app) -> 
 
 def test_the_class_caches_are_bounded_by_bytes(app, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
     """256 cached rooms of up to 35 MB each: the caches now hold at most their byte budgets."""
+    from app.classroom import lesson
     from app.classroom.byte_cache import ByteCache
-    from app.web import classroom
 
-    monkeypatch.setattr(classroom, "_shown", ByteCache(50_000))
-    monkeypatch.setattr(classroom, "_rendered", ByteCache(400_000))
+    monkeypatch.setattr(lesson, "_shown", ByteCache(50_000))
+    monkeypatch.setattr(lesson, "_rendered", ByteCache(400_000))
     for _ in range(6):
         _, code, _ = start(app, ("192.0.2.1", 1), preset="block")
         assert browser(app).get(f"/class/{code}").status_code == 200
-        assert classroom._shown.used <= 50_000 and classroom._rendered.used <= 400_000
-    assert 0 < len(classroom._shown) < 6 and 0 < len(classroom._rendered) < 6
+        assert lesson._shown.used <= 50_000 and lesson._rendered.used <= 400_000
+    assert 0 < len(lesson._shown) < 6 and 0 < len(lesson._rendered) < 6
 
 
 def test_a_students_page_is_rendered_once_per_change_off_the_event_loop(app, monkeypatch: pytest.MonkeyPatch
@@ -460,7 +460,7 @@ async def test_a_frozen_redis_gets_a_fast_503_on_every_class_route(anyio_backend
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_a_change_sent_to_a_frozen_redis_is_not_applied_when_it_resumes(anyio_backend: str) -> None:
     """An edit the teacher gave up on was applied 40 s later, when Redis came back."""
-    from app.classroom.rooms import RedisRooms
+    from app.classroom.redis_store import RedisRooms
 
     with own_redis() as redis:
         store = RedisRooms(redis.url(), timeout=0.5, max_rooms=4, max_students=4, max_streams=4, idle_seconds=60)

@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.classroom.rooms import CODE_ALPHABET, normal_code, spoken_code
+from app.classroom.store import CODE_ALPHABET, normal_code, spoken_code
 from app.config import Settings
 from app.main import create_app
+from app.state.page import preset_page
 from app.state.permalink import state_query
 from app.view.charts.predictions import bins, predictions_svg
-from app.web.pages import preset_page
 
 PRESET = "three-token"
 HTMX = {"HX-Request": "true"}
@@ -488,7 +488,7 @@ def test_a_class_request_while_redis_is_down_is_a_503() -> None:
 @pytest.fixture(autouse=True)
 def _no_cross_test_rooms() -> Iterator[None]:
     yield
-    from app.web import classroom
+    from app.classroom import lesson
 
-    classroom._shown.clear()
-    classroom._rendered.clear()
+    lesson._shown.clear()
+    lesson._rendered.clear()

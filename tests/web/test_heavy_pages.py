@@ -22,11 +22,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.state.form import FormError
+from app.state.page import read_page
 from app.state.pin import MAX_PIN_QUERY_BYTES, decode_pin, encode_pin
 from app.state.scenario import from_preset
 from app.web.lanes import Lanes
 from app.web.page_work import INLINE_OPERATIONS, page_operations
-from app.web.pages import read_page
 from tests.conftest import form_fields
 from tests.servers import LOOPBACK, free_port, running, tail, uvicorn_args
 

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from httpx import Response
 from markupsafe import escape
 
-import app.web.pages
+import app.web.respond
 from app.config import settings
 from app.lesson.stages import STAGES, visible_stages
 from app.state.scenario import from_preset
@@ -713,7 +713,7 @@ def threaded(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The names of the functions the page hands off the event loop: "parse" (the posted form, to the
     thread pool) and "heavy" for the response's work (to the heavy lane's process)."""
     calls: list[str] = []
-    original = app.web.pages.run_in_threadpool
+    original = app.web.respond.run_in_threadpool
     in_process = Lanes.in_process
 
     async def spy(func: Callable[..., object], *args: object) -> object:
@@ -724,7 +724,7 @@ def threaded(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         calls.append("heavy")
         return await in_process(self, work, *args)
 
-    monkeypatch.setattr(app.web.pages, "run_in_threadpool", spy)
+    monkeypatch.setattr(app.web.respond, "run_in_threadpool", spy)
     monkeypatch.setattr(Lanes, "in_process", heavy)
     return calls
 

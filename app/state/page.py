@@ -1,0 +1,89 @@
+"""The page's state from its form: read once, a preset's, the buttons applied, and a lenient read that
+keeps what a student typed when a field is bad. Pure: no request, no markup."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from app.config import settings
+from app.lesson.presets import DEFAULT_PRESET, PRESETS
+from app.state.form import FormError, expand_grids, is_index, visible
+from app.state.learning import STEP_ACTIONS, fit, preset_learning, read_learning, reset, train_page
+from app.state.pin import decode_pin, encode_pin
+from app.state.scenario import Scenario, View, add_token, from_preset, new_weights, read_form, remove_token
+
+
+def read_page(fields: Mapping[str, str]) -> tuple[Scenario, View]:
+    """read_form, the pinned state checked too (a bad pin is a FormError naming ``pin``), and the
+    Learn panel's goal and training."""
+    sc, view = read_form(fields)
+    if view.pin:
+        decode_pin(view.pin)
+    return sc, replace(view, learning=read_learning(fields, sc))
+
+
+def preset_page(key: str) -> tuple[Scenario, View]:
+    """A preset's scenario and view, with its training goal in the Learn panel when it has one."""
+    sc, view = from_preset(key)
+    return sc, replace(view, learning=preset_learning(sc))
+
+
+def apply_action(sc: Scenario, view: View, action: str) -> tuple[Scenario, View]:
+    """The buttons: pin the state or go back to the pin, add or remove a token, new random weights,
+    and the Learn panel's training steps and reset."""
+    if action == "pin":
+        return sc, replace(view, pin=encode_pin(sc))
+    if action == "restore_pin" and view.pin:
+        sc = decode_pin(view.pin)
+        return sc, replace(view, learning=fit(view.learning, sc))
+    if view.learning is not None and action in STEP_ACTIONS:
+        sc, learning = train_page(sc, view.learning, STEP_ACTIONS[action])
+        return sc, replace(view, learning=learning)
+    if view.learning is not None and action == "learn_reset" and view.learning.before:
+        sc, learning = reset(view.learning)
+        return sc, replace(view, learning=learning)
+    sc = _structural(sc, action)
+    return sc, replace(view, learning=fit(view.learning, sc))
+
+
+def _structural(sc: Scenario, action: str) -> Scenario:
+    if action in ("add_token", "add_ctoken"):
+        return add_token(sc, source=action == "add_ctoken")
+    for prefix, source in (("remove_token-", False), ("remove_ctoken-", True)):
+        if action.startswith(prefix):
+            index = action.removeprefix(prefix)
+            return remove_token(sc, int(index) if is_index(index) else -1, source=source)
+    if action == "new_weights":
+        return new_weights(sc)
+    return sc
+
+
+def lenient_read(fields: dict[str, str]) -> tuple[Scenario, View]:
+    """The student's scenario with each bad field set aside (a number cell read as 0, anything
+    else as its default), so a page without JavaScript comes back with every token, size and value
+    the student had; the bad text itself stays in its input, marked, beside the message. A bad
+    cell is set aside in its own field, so the grids are read one field per cell here."""
+    patched = expand_grids(fields)
+    patched.pop("action", None)
+    set_aside: set[str] = set()
+    for _ in range(50):
+        try:
+            sc, view = read_page(patched)
+            sc.run()
+            return sc, view
+        except FormError as e:
+            if e.field in set_aside or e.field == "shape":
+                break  # setting it aside did not help: the preset's page instead
+            set_aside.add(e.field)
+            if e.field == "mask":  # a query with no key: drop the hand-hidden cells
+                patched = {k: v for k, v in patched.items() if not k.startswith("block-")}
+                patched["blocked"] = ""
+                patched["mask"] = "none"
+            elif "-" in e.field and not e.field.startswith(("token-", "ctoken-")):
+                patched[e.field] = "0"  # a grid cell, bad or missing
+            elif e.field in patched and e.field.startswith(("token-", "ctoken-")):
+                patched[e.field] = visible(patched[e.field])[: settings.max_token_chars]
+            else:
+                patched.pop(e.field, None)
+    return preset_page(fields.get("preset") if fields.get("preset") in PRESETS else DEFAULT_PRESET)

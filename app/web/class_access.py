@@ -1,0 +1,127 @@
+"""Who may open a class's room: codes naming no class are counted per browser and per address on every
+class route (a browser or an address over its limit gets 429, even for a right code), and the room or the
+teacher a route's path names, as FastAPI dependencies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.responses import HTMLResponse
+from markupsafe import Markup
+
+from app.classroom.store import Room, normal_code
+from app.web.class_hooks import STUDENT_COOKIE, client_address, client_id, conf, rooms, set_client, teacher_key
+from app.web.respond import page_response
+
+
+def notice(request: Request, status: int, title: str, message: str, code: str = "", back: str = "",
+            extra: Markup | None = None) -> HTMLResponse:
+    """A short page (or, for htmx, the message alone) for a class that cannot be shown."""
+    headers = {"Retry-After": "60"} if status in (429, 503) else None
+    return page_response(request, "class_notice.html", {"title": title, "message": message, "code": code, "back": back,
+                                                "extra": extra or ""}, status=status, headers=headers)
+
+
+# --- codes naming no class: counted per browser and per address, on every class route ------------
+
+
+def failure_buckets(request: Request) -> list[tuple[str, int]]:
+    c = conf(request)
+    found = [(f"fail-address:{client_address(request)}", c.class_failures_per_address)]
+    if client_id(request):
+        found.append((f"fail-client:{client_id(request)}", c.class_failures_per_client))
+    return found
+
+
+async def too_many_failures(request: Request) -> bool:
+    """A browser or an address that named too many codes without a class this minute gets 429, even
+    for a right one: a guess that hits cannot be told from one that misses."""
+    store = rooms(request)
+    for bucket, limit in failure_buckets(request):
+        if not await store.allow(bucket, limit, peek=True):
+            return True
+    return False
+
+
+async def count_failure(request: Request) -> bool:
+    """Count a code naming no class (a browser without an id gets one); False when that was one too many."""
+    client_id(request, new=True)
+    store = rooms(request)
+    allowed = True
+    for bucket, limit in failure_buckets(request):
+        allowed = await store.allow(bucket, limit) and allowed
+    return allowed
+
+
+async def failed_join(request: Request, code: str) -> HTMLResponse:
+    """A code naming no class: counted, then 404 (or 429 when that was one too many)."""
+    if not await count_failure(request):
+        response = too_many(request)
+        set_client(request, response)
+        return response
+    return await notice_failed(request, code)
+
+
+def too_many(request: Request) -> HTMLResponse:
+    c = conf(request)
+    return notice(request, 429, "Too many tries",
+                  f"More than {c.class_failures_per_client} codes without a class this minute from this browser "
+                  f"(or {c.class_failures_per_address} from this network): wait a minute, then type the code again.")
+
+
+async def open_room(request: Request, code: str) -> Room | int:
+    """The room a class route names, or why not: 429 over the failures' limit, 404 for no room (a
+    failure counted). A student or the teacher of the room, known by their cookie, is never refused."""
+    store = rooms(request)
+    normal = normal_code(code)
+    room = await store.get(normal) if normal else None
+    if room is not None:
+        student = request.cookies.get(STUDENT_COOKIE, "")
+        if student and await store.is_student(normal, student):
+            return room
+        key = teacher_key(request, normal)
+        if key and await store.is_teacher(normal, key):
+            return room
+    if await too_many_failures(request):
+        return 429
+    if room is None:
+        return 404 if await count_failure(request) else 429
+    return room
+
+
+def not_teacher(request: Request) -> HTMLResponse:
+    return notice(request, 403, "This teacher link does not open a class",
+                  f"The class has ended (rooms close after {conf(request).class_idle_minutes} minutes unused), or "
+                  "the link is not whole. Start a new class from the page.")
+
+
+async def notice_failed(request: Request, code: str) -> HTMLResponse:
+    """The 404 for a code naming no class (the failure already counted)."""
+    response = notice(request, 404, "No class with this code",
+                      "Check the code on the teacher's screen and type it again (letters and digits, as KQ7-M4P).",
+                      code)
+    set_client(request, response)
+    return response
+
+
+OpenRoom = Annotated[Room | int, Depends(open_room)]  # the room the path names, or 404 / 429
+
+
+@dataclass(frozen=True)
+class Teacher:
+    code: str  # the room's, normalised
+    key: str
+
+
+async def teacher_of(request: Request, code: str) -> Teacher | None:
+    """The teacher of the room the path names, known by the key in their cookie; None for anyone else."""
+    normal = normal_code(code)
+    key = teacher_key(request, normal)
+    if not normal or not await rooms(request).is_teacher(normal, key):
+        return None
+    return Teacher(normal, key)
+
+
+TeacherOf = Annotated[Teacher | None, Depends(teacher_of)]

@@ -1,0 +1,248 @@
+"""What the page's routes (app.web.pages, app.web.classroom) answer with: the templates, the posted form
+read once, the page's links, a workspace's context, a bad field's message, and the heavy lane's answer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+from urllib.parse import parse_qsl
+
+from fastapi import HTTPException, Request
+from fastapi.responses import Response
+from fastapi.templating import Jinja2Templates
+from starlette.concurrency import run_in_threadpool
+
+from app.classroom.lesson import Lesson, finish
+from app.config import settings
+from app.state.form import DECIMALS, EDITABLE, FormError, expand_grids
+from app.state.page import lenient_read, read_page
+from app.state.permalink import fits_in_url, stage_permalinks
+from app.state.scenario import Scenario, View, encode_edits
+from app.view.charts.learn import short_number
+from app.view.pipeline_map import draw_map
+from app.view.render import editor_grids, page_context
+from app.view.typeset import equations, formula_text, fraction_math, label_text, number_math, prose, tex, vector_math
+from app.web.compression import MINIMUM_SIZE, compress, preferred_encoding
+from app.web.lanes import LaneBusy, LaneTimeout
+from app.web.page_work import INLINE_OPERATIONS, PageRequest, Rendered, is_large_form, page_operations
+
+TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
+templates = Jinja2Templates(directory=TEMPLATES_DIR)
+templates.env.auto_reload = False  # compiled once: no stat of every template file on every render
+# Every template kept in a plain dict: Jinja's default LRU cache takes a lock and walks its queue on each
+# {% include %} (tens of microseconds with this many templates, nine times an edit).
+templates.env.cache = {}
+templates.env.globals.update(settings=settings, equations=equations, decimals_choices=DECIMALS, draw_map=draw_map,
+                             tex=tex, prose=prose,
+                             number_math=number_math, vector_math=vector_math, fraction_math=fraction_math,
+                             formula_text=formula_text, label_text=label_text,
+                             weight_tex={"w_q": "W_Q", "w_k": "W_K", "w_v": "W_V", "w_o": "W_O"},
+                             short_number=short_number)
+templates.env.filters["edits"] = encode_edits
+# {% filter prose %}text with $maths${% endfilter %}: LaTeX as template text, free of string escapes.
+templates.env.filters.update(tex=tex, prose=prose)
+
+
+# Which error slot on the page shows a field's message.
+ERROR_SLOTS = ("tokens", "x", "weights", "sizes", "view", "learn")
+
+
+def error_slot(field: str) -> str:
+    prefix = field.split("-")[0]
+    if prefix.startswith("learn") or prefix == "target":
+        return "learn"
+    if prefix == "token":
+        return "tokens"
+    if prefix == "x":
+        return "x"
+    if prefix in EDITABLE or prefix == "edits":
+        return "weights"
+    if prefix in ("decimals", "stage", "head", "temperature", "blocked", "mask", "block", "window", "inspect_row",
+                  "inspect_col", "guess_row", "guess_col", "pin", "busy"):
+        return "view"
+    if prefix in ("c", "ctoken", "pos"):
+        return "x"
+    return "sizes"
+
+
+# parse_qsl takes about 0.7 µs a field and 4 ns a byte: a form past either bound (about 1.5 ms of
+# parsing) is parsed in a thread. The default preset's form has 84 fields (1 KB); a d_model 64 page has
+# 20,572 without JavaScript (290 KB, ~15 ms) and 97 with it, each grid one field (110 KB, 0.4 ms).
+LARGE_FORM_FIELDS = 2000
+LARGE_FORM_BYTES = 384 * 1024
+
+
+async def posted_fields(request: Request) -> dict[str, str]:
+    """The posted form's text fields, read whole up to the largest valid form. Every edit posts
+    the page's urlencoded form, so that is parsed by the standard library's parse_qsl (a third of
+    the time of the multipart parser); a file upload goes through Starlette's. With JavaScript the
+    page posts each grid as one field (app.state.form), without it one field per cell."""
+    if request.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
+        body = (await request.body()).decode("utf-8", errors="replace")
+
+        def parse() -> list[tuple[str, str]]:
+            return parse_qsl(body, keep_blank_values=True, max_num_fields=settings.max_form_fields)
+
+        large = len(body) > LARGE_FORM_BYTES or body.count("&") >= LARGE_FORM_FIELDS
+        try:  # a large form is parsed in a thread, off the event loop
+            pairs = await run_in_threadpool(parse) if large else parse()
+        except ValueError:
+            raise HTTPException(400, f"more than {settings.max_form_fields} form fields") from None
+        return dict(pairs)
+    form = await request.form(max_fields=settings.max_form_fields)
+    return {k: v for k, v in form.items() if isinstance(v, str)}
+
+def _is_htmx(request: Request) -> bool:
+    return request.headers.get("HX-Request") == "true"
+
+
+def page_request(request: Request) -> PageRequest:
+    return PageRequest(htmx=_is_htmx(request), urls=page_urls(request), port=request.url.port,
+                       accept_encoding=request.headers.get("accept-encoding", ""))
+
+
+# The routes the templates link to: resolved once per root path, not once per link per render.
+LINKED_ROUTES = ("index", "update", "stages", "export", "download_scenario", "open_scenario", "swagger_ui_html",
+                 "start_class", "join_class")
+
+
+_ROUTE_PATHS: dict[tuple[int, str], SimpleNamespace] = {}
+
+
+def page_urls(request: Request) -> SimpleNamespace:
+    """Every path the page's links, forms and htmx requests use, under the request's root path
+    (``urls.stages``, ``urls.static ~ 'app.css'``)."""
+    key = (id(request.app.router), request.scope.get("root_path", ""))
+    paths = _ROUTE_PATHS.get(key)
+    if paths is None:
+        paths = SimpleNamespace(**{name: request.url_for(name).path for name in LINKED_ROUTES},
+                                static=request.url_for("static", path="").path)  # static ends with "/"
+        if len(_ROUTE_PATHS) < 64:  # a few apps (tests) and root paths at most
+            _ROUTE_PATHS[key] = paths
+    return paths
+
+
+def render(page: PageRequest, template: str, context: dict, status: int = 200,
+           headers: Mapping[str, str] | None = None, shown: tuple[Scenario, View] | None = None) -> Rendered:
+    context.setdefault("urls", page.urls)
+    context.setdefault("port", page.port)
+    html = templates.get_template(template).render(context)
+    return Rendered(status, html, "text/html", {**(headers or {}), "Vary": "HX-Request"}, shown)
+
+
+def respond(rendered: Rendered) -> Response:
+    return Response(rendered.body, rendered.status, dict(rendered.headers or {}), rendered.media_type)
+
+
+def page_response(request: Request, template: str, context: dict, status: int = 200,
+                  headers: dict[str, str] | None = None) -> Response:
+    return respond(render(page_request(request), template, context, status, headers))
+
+
+def link(request: Request, ctx: dict, sc: Scenario, view: View) -> str | None:
+    return link_to(page_urls(request), ctx, sc, view)
+
+
+def link_to(urls: SimpleNamespace, ctx: dict, sc: Scenario, view: View) -> str | None:
+    """Put the state's permalink in the context, and the map's link to each stage; return the
+    permalink when it fits in a URL. A state too large for a link gets no links at all."""
+    links = stage_permalinks(urls.index, sc, view, (s.key for s in ctx["stages"]))
+    url = links[view.stage]
+    ctx["permalink"] = url if fits_in_url(url) else None
+    ctx["stage_links"] = links if all(fits_in_url(u) for u in links.values()) else {}
+    return ctx["permalink"]
+
+
+def workspace_context(sc: Scenario, view: View, error: FormError | None = None) -> dict:
+    ctx = page_context(sc, view)
+    ctx["grids"] = editor_grids(sc, view, ctx["first_run"], ctx["stack"])
+    ctx["error"] = error
+    ctx["error_slot"] = error_slot(error.field) if error else ""
+    ctx["error_slots"] = ERROR_SLOTS
+    return ctx
+
+
+PageWork = Callable[[PageRequest, dict[str, str], Lesson | None, tuple[Scenario, View] | None], Rendered]
+
+
+async def run_page(request: Request, work: PageWork, fields: dict[str, str],
+                   lesson: Lesson | None = None, *, errors_inline: bool = False) -> Rendered:
+    """``work`` on the event loop when the page is light, else in a worker process of the heavy lane
+    (app.web.lanes): decided from the form and the scenario's sizes before any work starts (app.web.page_work).
+    A bad form's message is light for htmx (and for ``errors_inline`` work); without JavaScript the page
+    comes back whole, with the student's values set aside one by one, which is heavy."""
+    page = page_request(request)
+    if not is_large_form(fields):
+        try:
+            read = read_page(fields)
+        except FormError as e:
+            if page.htmx:
+                return error_page(page, fields, e, lesson)
+            if errors_inline:
+                return work(page, fields, lesson, None)
+        else:
+            if page_operations(*read, fields.get("action", "")) <= INLINE_OPERATIONS:
+                return work(page, fields, lesson, read)
+    return await run_heavy(request, page, fields, work, page, fields, lesson, None)
+
+
+async def run_heavy(request: Request, page: PageRequest, fields: dict[str, str], work: Callable[..., Rendered],
+                    *args: object) -> Rendered:
+    """``work(*args)`` in the heavy lane (app.web.lanes); when the lane is full or the work runs out of time,
+    a 503 that keeps what the student has: for htmx the message beside the last good page, without
+    JavaScript a short page that sends them back to their form."""
+    try:
+        return await request.app.state.lanes.in_process(encoded, page.accept_encoding, work, *args)
+    except (LaneBusy, LaneTimeout) as e:
+        error = FormError("busy", busy_message(request, e))  # shown beside the stage, where the student looks
+    if page.htmx:
+        return error_page(page, fields, error, status=503, headers={"Retry-After": "5"})
+    return render(page, "busy.html", {"title": "The server is busy", "message": error.message}, status=503,
+                   headers={"Retry-After": "5"})
+
+
+def encoded(accept_encoding: str, work: Callable[..., Rendered], *args: object) -> Rendered:
+    """``work(*args)``, its body compressed as the client prefers: in the heavy lane's process, so that
+    megabytes of HTML are not compressed on the event loop (the middleware leaves an encoded body as it is)."""
+    rendered = work(*args)
+    body = rendered.body.encode() if isinstance(rendered.body, str) else rendered.body
+    encoding = preferred_encoding(accept_encoding) if len(body) >= MINIMUM_SIZE else None
+    if encoding is None:
+        return rendered
+    headers = dict(rendered.headers or {})
+    vary = ", ".join(filter(None, (headers.get("Vary"), "Accept-Encoding")))
+    headers.update({"Content-Encoding": encoding, "Vary": vary})
+    return replace(rendered, body=compress(body, encoding), headers=headers)
+
+
+def busy_message(request: Request, e: LaneBusy | LaneTimeout) -> str:
+    if isinstance(e, LaneBusy):
+        return "The server is busy with other large pages: try again in a moment."
+    return (f"This page needs more than {request.app.state.lanes.heavy_seconds:g} s of work: make it smaller "
+            "(fewer tokens, heads or blocks).")
+
+
+def error_response(request: Request, fields: dict[str, str], error: FormError,
+                   lesson: Lesson | None = None) -> Response:
+    return respond(error_page(page_request(request), fields, error, lesson))
+
+
+def error_page(page: PageRequest, fields: dict[str, str], error: FormError, lesson: Lesson | None = None,
+               status: int = 422, headers: Mapping[str, str] | None = None) -> Rendered:
+    """422 with the message for the field. htmx keeps the last good stages on screen (the
+    response swaps only the error slots, out of band); without JavaScript the page comes back
+    with what the student typed still in the inputs and the message beside them."""
+    if page.htmx:
+        ctx = {"error": error, "error_slot": error_slot(error.field), "error_slots": ERROR_SLOTS}
+        return render(page, "partials/errors.html", ctx, status=status,
+                      headers={**(headers or {}), "HX-Reswap": "none"})
+    fields = expand_grids(fields)  # one field per cell: each typed value goes back into its own input
+    sc, view = lenient_read(fields)
+    ctx = workspace_context(sc, view, error)
+    ctx["classroom"] = finish(lesson, sc, view)
+    ctx["typed"] = fields
+    ctx["stale"] = True
+    return render(page, "index.html", ctx, status=status, headers=headers)
+
