@@ -49,6 +49,7 @@ from app.classroom.byte_cache import ByteCache, deep_size
 from app.classroom.rooms import Room, Rooms, RoomsFull, ShareUsed, normal_code, spoken_code
 from app.config import Settings, settings
 from app.lesson.presets import PRESETS
+from app.state.cells import matrix_of, parse_cell
 from app.state.form import ON, FormError
 from app.state.learning import loss_and_gradients
 from app.state.permalink import state_query
@@ -243,18 +244,15 @@ def on_stage(sh: Shown, refs: Iterable[str], *, teacher: bool) -> list[str]:
 def questions(sh: Shown, predictions: Mapping[str, list[float]], *, teacher: bool) -> list[Question]:
     """The predicted cells of the stage in view: all of them for the teacher, the revealed ones for
     students (each with its histogram)."""
-    from app.view.render import PanelBuilder
-
     view = sh.view
     if not view.quiz or not predictions:
         return []
     run, stack, grads = sh.run()
-    builder = PanelBuilder(sh.sc, run, view, stack, grads)
     found = []
     for ref in on_stage(sh, predictions, teacher=teacher):
-        cell = builder.parse(ref)
+        cell = parse_cell(ref, run, stack, grads)
         if cell is not None:
-            m = builder.cell_matrix(cell)
+            m = matrix_of(cell, run, stack, grads)
             name = cell.matrix
             revealed = ref in view.revealed
             label = f"{LABELS.get(name, name)} row {cell.row + 1}, column {cell.col + 1}"
@@ -795,7 +793,6 @@ def prediction(sh: Shown, fields: Mapping[str, str]) -> tuple[str, float, str]:
     """The cell and value a student predicts, checked against the room's quiz: a result of the stage
     in view that is still hidden, and a finite number in the page's bounds."""
     from app.state.form import read_fields, read_number
-    from app.view.render import PanelBuilder
 
     view = sh.view
     if not view.quiz:
@@ -808,11 +805,10 @@ def prediction(sh: Shown, fields: Mapping[str, str]) -> tuple[str, float, str]:
         raise FormError("guess_matrix", "guess_matrix: choose one of the matrices this stage computes.")
     ref = f"{matrix}.{owner(matrix, view.head, view.block)}.{row}.{col}"
     run, stack, grads = sh.run()
-    builder = PanelBuilder(sh.sc, run, view, stack, grads)
-    cell = builder.parse(ref)
+    cell = parse_cell(ref, run, stack, grads)
     if cell is None:
         raise FormError("guess_row", "guess_row: that row and column are outside the matrix.")
-    m = builder.cell_matrix(cell)
+    m = matrix_of(cell, run, stack, grads)
     if not hidden_cells(matrix, m, owner(matrix, view.head, view.block), view.revealed)[row, col]:
         raise FormError("guess", "The teacher has revealed this cell: choose one still hidden (?).")
     try:
