@@ -41,7 +41,7 @@ from app.state.scenario import (
 from app.view.charts.learn import short_number
 from app.view.context import page_context
 from app.view.editor import editor_grids
-from app.view.pipeline_map import draw_map
+from app.view.map_drawing import draw_map
 from app.view.typeset import equations, formula_text, fraction_math, label_text, number_math, prose, tex, vector_math
 from app.web import classroom
 from app.web.compression import MINIMUM_SIZE, compress, preferred_encoding
