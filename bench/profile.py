@@ -34,7 +34,9 @@ from starlette.requests import Request
 from app.main import create_app
 from app.maths.attention import AttentionRun, run_attention
 from app.state.scenario import read_form
-from app.view.render import PanelBuilder, page_context, stage_views
+from app.view.context import page_context
+from app.view.panels import PanelBuilder
+from app.view.stage_panels import stage_views
 from app.web.api import attention_body, run_document
 from app.web.compression import BROTLI_QUALITY, GZIP_LEVEL, ZSTD_LEVEL, compress
 from app.web.json_encoding import dumps
@@ -57,10 +59,10 @@ NAMED = (
     ("  Scenario.weights: edits applied one by one", "scenario.py", "weights"),
     ("  seeded_weights: drawn again for each Scenario", "pipeline.py", "seeded_weights"),
     ("Scenario.compute: the NumPy pipeline", "scenario.py", "compute"),
-    ("page_context", "render.py", "page_context"),
+    ("page_context", "context.py", "page_context"),
     ("  heatmap_table", "heatmap.py", "heatmap_table"),
-    ("  mask_grid: a MaskCell per (query, key)", "render.py", "mask_grid"),
-    ("  inspector", "render.py", "inspector"),
+    ("  mask_grid: a MaskCell per (query, key)", "editor.py", "mask_grid"),
+    ("  inspector", "context.py", "inspector"),
     ("Template.render", "environment.py", "render"),
     ("  url_for in templates", "templating.py", "url_for"),
     ("  os.stat: Jinja's auto_reload checks", "~", "<built-in method posix.stat>"),

@@ -295,7 +295,7 @@ def test_the_mask_grid_shows_each_scaled_score_or_why_it_is_hidden() -> None:
     padding key likewise; a cell hidden by hand is ticked but can be unticked; every open cell
     shows its scaled score from an independent Q·Kᵀ/√d_k; token text stays text."""
     from app.state.scenario import View
-    from app.view.render import mask_grid
+    from app.view.editor import mask_grid
 
     sc, _ = from_preset("default")
     sc = replace(sc, tokens=("<b>x</b>", *sc.tokens[1:]), mask_mode="causal", padding=frozenset({1}),

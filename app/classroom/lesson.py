@@ -21,6 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from app.classroom.byte_cache import ByteCache, deep_size
 from app.classroom.store import Room, spoken_code
 from app.config import settings
+from app.state.cells import matrix_of, parse_cell
 from app.state.form import FormError, read_fields, read_number
 from app.state.learning import loss_and_gradients
 from app.state.page import read_page
@@ -28,7 +29,6 @@ from app.state.permalink import state_query
 from app.state.quiz import LABELS, hidden_cells, owner, stage_results
 from app.state.scenario import VIEW_FIELDS, Scenario, View
 from app.view.charts.predictions import predictions_svg
-from app.view.render import PanelBuilder
 
 T = TypeVar("T")
 
@@ -171,12 +171,11 @@ def questions(sh: Shown, predictions: Mapping[str, list[float]], *, teacher: boo
     if not view.quiz or not predictions:
         return []
     run, stack, grads = sh.run()
-    builder = PanelBuilder(sh.sc, run, view, stack, grads)
     found = []
     for ref in on_stage(sh, predictions, teacher=teacher):
-        cell = builder.parse(ref)
+        cell = parse_cell(ref, run, stack, grads)
         if cell is not None:
-            m = builder.cell_matrix(cell)
+            m = matrix_of(cell, run, stack, grads)
             name = cell.matrix
             revealed = ref in view.revealed
             label = f"{LABELS.get(name, name)} row {cell.row + 1}, column {cell.col + 1}"
@@ -268,11 +267,10 @@ def prediction(sh: Shown, fields: Mapping[str, str]) -> tuple[str, float, str]:
         raise FormError("guess_matrix", "guess_matrix: choose one of the matrices this stage computes.")
     ref = f"{matrix}.{owner(matrix, view.head, view.block)}.{row}.{col}"
     run, stack, grads = sh.run()
-    builder = PanelBuilder(sh.sc, run, view, stack, grads)
-    cell = builder.parse(ref)
+    cell = parse_cell(ref, run, stack, grads)
     if cell is None:
         raise FormError("guess_row", "guess_row: that row and column are outside the matrix.")
-    m = builder.cell_matrix(cell)
+    m = matrix_of(cell, run, stack, grads)
     if not hidden_cells(matrix, m, owner(matrix, view.head, view.block), view.revealed)[row, col]:
         raise FormError("guess", "The teacher has revealed this cell: choose one still hidden (?).")
     try:

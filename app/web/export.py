@@ -4,7 +4,7 @@
                  ``export_ref`` and ``export_format``; answers with an attachment
 
 The format functions are pure (NumPy and the standard library). The numbers are the pipeline's,
-found through the page's PanelBuilder (app.view.render.panel_matrix), so a file holds what its panel
+found through the page's PanelBuilder (app.view.context.panel_matrix), so a file holds what its panel
 shows: CSV and JSON at full precision, LaTeX rounded as the panel prints it.
 """
 
@@ -23,8 +23,8 @@ from fastapi.responses import Response
 
 from app.state.form import FormError
 from app.state.scenario import Scenario, View, read_form
+from app.view.context import panel_matrix
 from app.view.heatmap import format_numbers
-from app.view.render import panel_matrix
 from app.web.api import run_json
 from app.web.lanes import LaneBusy, LaneTimeout
 from app.web.page_work import INLINE_OPERATIONS, Rendered, is_large_form, page_operations

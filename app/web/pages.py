@@ -23,7 +23,8 @@ from app.state.form import FormError
 from app.state.page import apply_action, preset_page, read_page
 from app.state.permalink import state_query
 from app.state.scenario import VIEW_FIELDS, Scenario, View, from_preset
-from app.view.render import editor_grids, page_context
+from app.view.context import page_context
+from app.view.editor import editor_grids
 from app.web import class_hooks
 from app.web.page_work import INLINE_OPERATIONS, PageRequest, Rendered, page_operations
 from app.web.respond import (

@@ -21,8 +21,9 @@ from app.state.page import lenient_read, read_page
 from app.state.permalink import fits_in_url, stage_permalinks
 from app.state.scenario import Scenario, View, encode_edits
 from app.view.charts.learn import short_number
-from app.view.pipeline_map import draw_map
-from app.view.render import editor_grids, page_context
+from app.view.context import page_context
+from app.view.editor import editor_grids
+from app.view.map_drawing import draw_map
 from app.view.typeset import equations, formula_text, fraction_math, label_text, number_math, prose, tex, vector_math
 from app.web.compression import MINIMUM_SIZE, compress, preferred_encoding
 from app.web.lanes import LaneBusy, LaneTimeout

@@ -12,7 +12,8 @@ import pytest
 from app.lesson.stages import visible_stages
 from app.maths.attention import POSITIONAL_ENCODINGS
 from app.state.scenario import Scenario, View, add_token, from_preset, remove_token, resize, with_position_table
-from app.view.pipeline_map import PipelineMap, compact, draw_map, pipeline_map
+from app.view.map_drawing import draw_map
+from app.view.pipeline_map import PipelineMap, compact, pipeline_map
 
 SVG = "{http://www.w3.org/2000/svg}"
 POST = "/stages"

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from httpx import Response
 
 from app.state.scenario import from_preset
-from app.view.render import token_labels
+from app.view.labels import token_labels
 from app.web.export import matrix_csv, matrix_json, matrix_latex, safe_filename
 from app.web.schemas import AttentionResponse
 from tests.conftest import form_fields

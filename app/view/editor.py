@@ -1,0 +1,128 @@
+"""The grids of inputs a student edits: X, the source sentence, the positions, the head's weights,
+the first block's FFN and LayerNorms, the mask's checkboxes and the Learn panel's target."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from markupsafe import Markup, escape
+
+from app.maths.attention import AttentionRun, TransformerRun, build_mask
+from app.state.learning import Learning
+from app.state.scenario import Scenario, View, format_input
+from app.view.heatmap import format_numbers
+from app.view.labels import dim_labels, head_label, numbered, token_labels
+
+
+@dataclass(frozen=True)
+class EditorGrid:
+    """A matrix of number inputs: field names, values and accessible labels, row by row."""
+
+    key: str
+    title: str
+    shape: str
+    col_labels: list[str]
+    rows: list[tuple[str, list[tuple[str, str, str]]]]  # (row label, [(name, value, aria label)])
+
+
+def grid(key: str, title: str, m: np.ndarray, row_labels: list[str], col_labels: list[str], aria: str) -> EditorGrid:
+    """One matrix (a vector as one row) as inputs named ``<key>-<row>-<col>``."""
+    if m.ndim == 1:
+        m = m[None, :]
+    body = [
+        (rl, [(f"{key}-{i}-{j}", format_input(v), f"{aria} row {rl}, column {col_labels[j]}")
+              for j, v in enumerate(row)])
+        for i, (rl, row) in enumerate(zip(row_labels, m.tolist(), strict=True))
+    ]
+    return EditorGrid(key, title, f"{m.shape[0]}×{m.shape[1]}", col_labels, body)
+
+
+def editor_grids(sc: Scenario, view: View, run: AttentionRun, stack: TransformerRun | None = None) -> dict:
+    """X (and the source sentence, and the learned position table), the selected head's W_Q, W_K,
+    W_V, its rows of W_O and its score weights, and the first block's FFN and LayerNorms, as grids
+    of inputs. The weights are the run's (the first block's), so they are not rebuilt from the
+    base and the edits a second time per request."""
+    w = run.weights
+    h = view.head
+    hn = f" ({head_label(sc, h)})" if sc.num_heads > 1 else ""
+    dims = dim_labels(sc)
+    d_v = sc.d_v
+    q_cols, k_cols, a_cols = (numbered(prefix, sc.d_k) for prefix in "qka")
+    o_rows = [f"h{h + 1}·v{j + 1}" for j in range(d_v)]
+    grids = {
+        "x": grid("x", "X (target sentence: queries)" if sc.cross else "X", sc.x, token_labels(sc.tokens), dims,
+                  "X"),
+        "c": None,
+        "pos": None,
+        "weights": [
+            grid("w_q", f"W_Q{hn}", w.w_q[h], dims, q_cols, f"W_Q{hn}"),
+            grid("w_k", f"W_K{hn}", w.w_k[h], dims, k_cols, f"W_K{hn}"),
+            grid("w_v", f"W_V{hn}", w.w_v[h], dims, numbered("v", d_v), f"W_V{hn}"),
+            grid("w_o", f"W_O rows of head {h + 1}", w.w_o[h * d_v:(h + 1) * d_v], o_rows, dims, "W_O"),
+        ],
+        "score": [],
+        "block": [],
+    }
+    if sc.score == "general":
+        grids["score"] = [grid("w_a", f"W_a{hn}", w.w_a[h], q_cols, k_cols, f"W_a{hn}")]
+    elif sc.score == "additive":
+        grids["score"] = [
+            grid("w_1", f"W₁{hn}", w.w_1[h], q_cols, a_cols, f"W₁{hn}"),
+            grid("w_2", f"W₂{hn}", w.w_2[h], k_cols, a_cols, f"W₂{hn}"),
+            grid("v_a", f"v_a{hn}", w.v_a[h], ["v_a"], a_cols, f"v_a{hn}"),
+        ]
+    if stack is not None:
+        bw = stack.blocks[0].weights
+        hidden = numbered("f", stack.blocks[0].d_ff)
+        grids["block"] = [
+            grid("ffn_w1", "FFN W₁", bw.ffn_w1, dims, hidden, "FFN W₁"),
+            grid("ffn_b1", "FFN b₁", bw.ffn_b1, ["b₁"], hidden, "FFN b₁"),
+            grid("ffn_w2", "FFN W₂", bw.ffn_w2, hidden, dims, "FFN W₂"),
+            grid("ffn_b2", "FFN b₂", bw.ffn_b2, ["b₂"], dims, "FFN b₂"),
+            grid("ln1_gamma", "LayerNorm₁ γ", bw.ln1_gamma, ["γ₁"], dims, "LayerNorm₁ γ"),
+            grid("ln1_beta", "LayerNorm₁ β", bw.ln1_beta, ["β₁"], dims, "LayerNorm₁ β"),
+            grid("ln2_gamma", "LayerNorm₂ γ", bw.ln2_gamma, ["γ₂"], dims, "LayerNorm₂ γ"),
+            grid("ln2_beta", "LayerNorm₂ β", bw.ln2_beta, ["β₂"], dims, "LayerNorm₂ β"),
+        ]
+    if sc.cross and sc.context_x is not None:
+        grids["c"] = grid("c", "C (source sentence: keys and values)", sc.context_x, token_labels(sc.context_tokens),
+                          dims, "C")
+    if sc.position_table is not None:
+        positions = [f"pos {i + 1}" for i in range(sc.position_table.shape[0])]
+        grids["pos"] = grid("pos", "P (learned position table)", sc.position_table, positions, dims, "P")
+    return grids
+
+
+def mask_grid(sc: Scenario, run: AttentionRun, view: View) -> Markup:
+    """The mask stage's checkboxes as table rows: one per (query, key), labelled with the scaled
+    score, or −∞ when hidden; a key hidden by the mask mode or as padding says why and cannot be
+    unticked. Built in one pass, like a heatmap: at T = 64 that is 4,096 cells."""
+    t, s = len(sc.tokens), len(sc.key_tokens)
+    pattern = build_mask(sc.mask_mode, t, s, sc.window)
+    pattern = np.zeros((t, s), dtype=bool) if pattern is None else pattern
+    texts = format_numbers(run.heads[view.head].scaled, view.decimals)
+    keys = [escape(f"key {j + 1} ({token})") for j, token in enumerate(sc.key_tokens)]
+    rows = []
+    for i, label in enumerate(token_labels(sc.tokens)):
+        lab = escape(label)
+        query = escape(f"query {i + 1} ({sc.tokens[i]})")
+        cells = []
+        for j in range(s):
+            reason = sc.mask_mode if pattern[i, j] else ("padding" if j in sc.padding else "")
+            hidden = bool(reason) or (i, j) in sc.blocked
+            state = (" checked" if hidden else "") + (" disabled" if reason else "")
+            why = f'<span class="why">{reason}</span>' if reason else ""
+            cells.append(f'<td class="{"hidden" if hidden else "open"}"><label><input type="checkbox" '
+                         f'name="block-{i}-{j}"{state} aria-label="hide {keys[j]} from {query}"> '
+                         f'{"−∞" if hidden else texts[i][j]}</label>{why}</td>')
+        rows.append(f'<tr><th scope="row">{lab}</th>{"".join(cells)}</tr>')
+    return Markup("".join(rows))
+
+
+
+def target_grid(sc: Scenario, learning: Learning) -> EditorGrid:
+    """The goal's target as a grid of inputs: T × S weights for a head, or T × d_model outputs."""
+    labels = token_labels(sc.key_tokens) if learning.goal == "attention" else dim_labels(sc)
+    return grid("target", "Target", learning.target, token_labels(sc.tokens), labels, "target")
+

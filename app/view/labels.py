@@ -1,0 +1,74 @@
+"""The words around the heatmaps: titles as plain text and as typeset maths, and the labels of rows,
+columns and heads (counted from 1, as the page counts them)."""
+
+from __future__ import annotations
+
+from app.lesson.presets import PRESETS
+from app.state.scenario import Scenario
+
+# A gradient's matrix: its name in a plain title (∂L/∂A) and in LaTeX.
+GRADIENT_TITLES = {"final": "MultiHead", "output": "Output", "softmax": "A", "scaled": "Scaled", "scores": "Scores",
+                   "q": "Q", "k": "K", "v": "V", "w_q": "W_Q", "w_k": "W_K", "w_v": "W_V", "w_o": "W_O"}
+GRADIENT_TEX = {"final": r"\text{MultiHead}", "output": r"\text{Output}", "softmax": "A", "scaled": r"\text{Scaled}",
+                "scores": r"\text{Scores}", "q": "Q", "k": "K", "v": "V", "w_q": "W_Q", "w_k": "W_K", "w_v": "W_V",
+                "w_o": "W_O"}
+
+# Heatmap titles (plain text: table captions, exports) and the same as prose with typeset maths.
+TITLE_TEX: dict[str, str] = {
+    "Q": "$Q$", "K": "$K$", "V": "$V$", "Kᵀ": r"$K^{\top}$",
+    "Q = X·W_Q": "$Q = X W_Q$", "K = C·W_K": "$K = C W_K$", "V = C·W_V": "$V = C W_V$",
+    "W_Q": "$W_Q$", "W_K": "$W_K$", "W_V": "$W_V$", "W_O": "$W_O$", "W_a": "$W_a$", "W₁": "$W_1$",
+    "W₂": "$W_2$", "v_a": "$v_a$",
+    "Q rotated (RoPE)": r"$\tilde{Q}$: $Q$ rotated (RoPE)", "K rotated (RoPE)": r"$\tilde{K}$: $K$ rotated (RoPE)",
+    "ALiBi bias −m·|i−j|": r"ALiBi bias $-m\, |i - j|$",
+    "Q·W_a": "$Q W_a$", "Q·W₁": "$Q W_1$", "K·W₂": "$K W_2$",
+    "Scores Q·Kᵀ": r"Scores $Q K^{\top}$", "Scores (Q·W_a)·Kᵀ": r"Scores $(Q W_a) K^{\top}$",
+    "Scores v_a·tanh(q_i·W₁ + k_j·W₂)": r"Scores $v_a \cdot \tanh(q_i W_1 + k_j W_2)$",
+    "Scaled Q·Kᵀ/√d_k": r"Scaled $Q K^{\top} / \sqrt{d_k}$",
+    "Scaled (additive: not ÷√d_k)": r"Scaled (additive: not $\div \sqrt{d_k}$)",
+    "Scaled (÷√d_k off)": r"Scaled ($\div \sqrt{d_k}$ off)",
+    "Attention weights A": "Attention weights $A$", "Attention weights A (softmax)": "Attention weights $A$ (softmax)",
+    "φ(Q) = elu(Q) + 1": r"$\varphi(Q) = \text{elu}(Q) + 1$", "φ(K) = elu(K) + 1": r"$\varphi(K) = \text{elu}(K) + 1$",
+    "φ(K)ᵀ·V (built once)": r"$\varphi(K)^{\top} V$ (built once)",
+    "Output A·V": "Output $A V$", "Softmax attention's output A·V": "Softmax attention's output $A V$",
+    "Concat(head₁ … head_h)": r"$\text{Concat}(\text{head}_1, \ldots, \text{head}_h)$",
+    "MultiHead(X) = Concat·W_O": r"$\text{MultiHead}(X) = \text{Concat}\, W_O$",
+    "X = embeddings + PE": "$X = E + P$", "Embeddings": "Embeddings $E$",
+    "LayerNorm₁(X): what the heads see": r"$\text{LayerNorm}_1(X)$: what the heads see",
+    "MultiHead(LN₁(X))": r"$\text{MultiHead}(\text{LN}_1(X))$", "MultiHead(X)": r"$\text{MultiHead}(X)$",
+    "X + MultiHead": r"$X + \text{MultiHead}$", "X + MultiHead = H": r"$X + \text{MultiHead} = H$",
+    "H = LayerNorm₁(X + MultiHead)": r"$H = \text{LayerNorm}_1(X + \text{MultiHead})$",
+    "LayerNorm₂(H)": r"$\text{LayerNorm}_2(H)$", "H": "$H$", "X": "$X$", "FFN": r"$\text{FFN}$",
+    "H·W₁ + b₁": "$H W_1 + b_1$", "FFN = act·W₂ + b₂": r"$\text{FFN} = \text{act}\, W_2 + b_2$",
+    "ReLU(H·W₁ + b₁)": r"$\text{ReLU}(H W_1 + b_1)$", "GELU(H·W₁ + b₁)": r"$\text{GELU}(H W_1 + b_1)$",
+    "GELU_tanh(H·W₁ + b₁)": r"$\text{GELU}_{\tanh}(H W_1 + b_1)$",
+    "H + FFN": r"$H + \text{FFN}$", "Source sentence C (keys and values)": "Source sentence $C$ (keys and values)",
+    "LayerNorm₁ row statistics": r"$\text{LayerNorm}_1$ row statistics",
+    "LayerNorm₂ row statistics": r"$\text{LayerNorm}_2$ row statistics",
+}
+
+
+def token_labels(tokens: tuple[str, ...]) -> list[str]:
+    """"1 the", "2 cat", …: the page counts rows, columns and heads from 1."""
+    return [f"{i + 1} {t}" for i, t in enumerate(tokens)]
+
+
+def numbered(prefix: str, n: int) -> list[str]:
+    """q1, q2, …: the labels of rows or columns that are not tokens."""
+    return [f"{prefix}{j + 1}" for j in range(n)]
+
+
+def head_label(sc: Scenario, h: int) -> str:
+    """"head 3", or "head 3: where" when the preset names its heads."""
+    p = PRESETS.get(sc.preset)
+    names = p.head_names if p is not None and len(p.head_names) == sc.num_heads else ()
+    return f"head {h + 1}: {names[h]}" if names else f"head {h + 1}"
+
+
+def dim_labels(sc: Scenario) -> list[str]:
+    """The embedding dimensions' names: the preset's when it names them, else x1, x2, …"""
+    p = PRESETS.get(sc.preset)
+    if p is not None and len(p.dim_names) == sc.d_model:
+        return list(p.dim_names)
+    return [f"x{j + 1}" for j in range(sc.d_model)]
+
