@@ -26,7 +26,7 @@ from app.lesson.presets import (
     previous_token_x,
     why_scale_x,
 )
-from app.maths.attention import ALL_WEIGHT_NAMES, AttentionRun, run_attention
+from app.maths.attention import run_attention
 from app.maths.backward import (
     Gradients,
     TrainingResult,
@@ -36,6 +36,8 @@ from app.maths.backward import (
     loss_and_gradients,
     train,
 )
+from app.maths.records import AttentionRun
+from app.maths.weights import ALL_WEIGHT_NAMES
 
 
 @dataclass(frozen=True, eq=False)

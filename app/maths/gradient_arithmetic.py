@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.maths.arithmetic import CellRef, Term
-from app.maths.attention import AttentionRun
 from app.maths.backward import Gradients
+from app.maths.records import AttentionRun
 
 GRADIENT_CELLS = ("g_final", "g_output", "g_softmax", "g_scaled", "g_scores", "g_q", "g_k", "g_v",
                   "g_w_q", "g_w_k", "g_w_v", "g_w_o")
@@ -274,7 +274,7 @@ def _divisor_text(run: AttentionRun) -> str:
 
 
 def _rope_theta(d_k: int, pair: int) -> float:
-    """θ_p = 10000^(−2p/d_k), the pair's angle per position, as app.maths.attention.rope_rotate turns it."""
+    """θ_p = 10000^(−2p/d_k), the pair's angle per position, as app.maths.positions.rope_rotate turns it."""
     return float(np.power(10000.0, -2.0 * pair / d_k))
 
 

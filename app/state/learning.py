@@ -29,9 +29,11 @@ from app.lesson.goals import (
 )
 from app.lesson.goals import Scenario as GoalScenario
 from app.lesson.presets import PRESETS
-from app.maths.attention import ALL_WEIGHT_NAMES, AttentionRun, run_attention
+from app.maths.attention import run_attention
 from app.maths.backward import Gradients
 from app.maths.cost import attention_cost
+from app.maths.records import AttentionRun
+from app.maths.weights import ALL_WEIGHT_NAMES
 from app.state.form import FormError, has_grid, read_matrix, read_number, read_numbers
 from app.state.pin import decode_pin, encode_pin
 from app.state.scenario import Scenario, diff_edits

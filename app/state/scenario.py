@@ -20,19 +20,12 @@ import numpy as np
 from app.config import settings
 from app.lesson.presets import DEFAULT_PRESET, PRESETS, Preset
 from app.maths.arithmetic import BLOCK_CELLS
-from app.maths.attention import (
-    ALL_WEIGHT_NAMES,
-    BLOCK_WEIGHT_NAMES,
-    AttentionRun,
-    TransformerRun,
-    build_mask,
-    default_window,
-    run_attention,
-    run_transformer,
-    seeded_block_weights,
-    seeded_position_table,
-    seeded_weights,
-)
+from app.maths.attention import run_attention, seeded_weights
+from app.maths.blocks import run_transformer, seeded_block_weights
+from app.maths.masks import build_mask, default_window
+from app.maths.positions import seeded_position_table
+from app.maths.records import AttentionRun, TransformerRun
+from app.maths.weights import ALL_WEIGHT_NAMES, BLOCK_WEIGHT_NAMES
 from app.state.form import PANELS, FormError, grid_rows, has_grid, is_number, read_fields, read_matrix
 
 # Per-head matrices: edits carry the head. The rest (W_O, the FFN, the LayerNorms) use head 0;

@@ -13,19 +13,12 @@ from fastapi.responses import Response
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 
-from app.maths.attention import (
-    ALL_WEIGHT_NAMES,
-    BLOCK_WEIGHT_NAMES,
-    AttentionRun,
-    BlockResult,
-    LayerNormResult,
-    TransformerRun,
-    Weights,
-    run_attention,
-    run_transformer,
-)
+from app.maths.attention import run_attention
 from app.maths.backward import Gradients, loss_and_gradients, train
+from app.maths.blocks import run_transformer
 from app.maths.cost import attention_cost
+from app.maths.records import AttentionRun, BlockResult, LayerNormResult, TransformerRun, Weights
+from app.maths.weights import ALL_WEIGHT_NAMES, BLOCK_WEIGHT_NAMES
 from app.web.compression import compressed
 from app.web.json_encoding import NotFinite, dumps
 from app.web.lanes import Lanes

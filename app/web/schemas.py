@@ -17,9 +17,9 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from app.config import settings
-from app.maths.attention import build_mask
 from app.maths.backward import check_attention_target
 from app.maths.cost import attention_cost
+from app.maths.masks import build_mask
 from app.state.form import hidden_character, token_pattern
 
 Value = Annotated[
