@@ -19,7 +19,8 @@ from pydantic_core import PydanticCustomError
 from app.config import settings
 from app.maths.backward import check_attention_target
 from app.maths.cost import attention_cost
-from app.maths.masks import build_mask
+from app.maths.masks import MASK_MODES, build_mask
+from app.maths.weights import WEIGHTS, Sizes, shape_table
 from app.state.form import hidden_character, token_pattern
 
 Value = Annotated[
@@ -202,7 +203,7 @@ class AttentionRequest(BaseModel):
         1.0, strict=True, allow_inf_nan=False, ge=0.05, le=20.0,
         description="Divide the scaled scores by this too: below 1 sharpens the softmax, above 1 flattens it.",
     )
-    mask: Literal["none", "causal", "local", "strided"] | Annotated[
+    mask: Literal[MASK_MODES] | Annotated[
         list[MaskRow], Field(min_length=1, max_length=settings.max_tokens)
     ] = Field(
         "none",
@@ -294,21 +295,7 @@ class AttentionRequest(BaseModel):
             return self
         h = self.num_heads
         d_ff = self.d_ff if self.d_ff is not None else 4 * d_model
-        expected = {
-            "w_q": (h, d_model, d_k),
-            "w_k": (h, d_model, d_k),
-            "w_v": (h, d_model, d_v),
-            "w_o": (h * d_v, d_model),
-            "w_a": (h, d_k, d_k),
-            "w_1": (h, d_k, d_k),
-            "w_2": (h, d_k, d_k),
-            "v_a": (h, d_k),
-            "ffn_w1": (d_model, d_ff),
-            "ffn_b1": (d_ff,),
-            "ffn_w2": (d_ff, d_model),
-            "ffn_b2": (d_model,),
-            **{name: (d_model,) for name in ("ln1_gamma", "ln1_beta", "ln2_gamma", "ln2_beta")},
-        }
+        expected = shape_table(tuple(WEIGHTS), Sizes(d_model=d_model, h=h, d_k=d_k, d_v=d_v, d_ff=d_ff))
         for name, want in expected.items():
             value = getattr(self.weights, name)
             if value is None:
@@ -571,7 +558,7 @@ class AttentionResponse(BaseModel):
     pe: Matrix | None = Field(description="T × d_model: the encoding added (sinusoidal, learned)")
     context: Matrix | None = Field(description="S × d_model, cross-attention only")
     mask: list[list[bool]] | None = Field(description="T × S, true = hidden")
-    mask_mode: Literal["none", "causal", "local", "strided", "custom"] = Field(
+    mask_mode: Literal[(*MASK_MODES, "custom")] = Field(
         description='"custom" when the request gave the mask as booleans'
     )
     window: Window | None = Field(description="The local window or the stride")
