@@ -22,16 +22,8 @@ from app.maths.weights import ALL_WEIGHT_NAMES, BLOCK_WEIGHT_NAMES
 from app.web.compression import compressed
 from app.web.json_encoding import NotFinite, dumps
 from app.web.lanes import Lanes
-from app.web.schemas import (
-    AttentionRequest,
-    AttentionResponse,
-    BodyTooLarge,
-    Health,
-    Loss,
-    TrainRequest,
-    TrainResponse,
-    ValidationErrorResponse,
-)
+from app.web.responses import AttentionResponse, BodyTooLarge, Health, TrainResponse, ValidationErrorResponse
+from app.web.schemas import AttentionRequest, Loss, TrainRequest
 
 # Why json.loads can fail other than with a JSONDecodeError (which FastAPI already answers with a 422).
 # The order matters: UnicodeDecodeError is a ValueError too.

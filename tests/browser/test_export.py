@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import numpy as np
 import pytest
 
-from app.web.schemas import AttentionResponse
+from app.web.responses import AttentionResponse
 from tests.browser.test_page import current_stage, expected_run, go_to_stage, heatmap
 from tests.maths.test_attention import S003_A
 
