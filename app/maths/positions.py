@@ -21,6 +21,11 @@ def sinusoidal_encoding(t: int, d_model: int) -> np.ndarray:
     return np.where(np.arange(d_model) % 2 == 0, np.sin(angle), np.cos(angle))  # (T, d_model)
 
 
+def rope_theta(d: int, pair: int | np.ndarray) -> np.ndarray:
+    """θ_p = 10000^(−2p/d): pair p's angle per position."""
+    return np.power(10000.0, -2.0 * np.asarray(pair) / d)
+
+
 def rope_rotate(x: np.ndarray) -> np.ndarray:
     """RoPE: rotate each pair (x_2i, x_2i+1) at position pos by pos·θ_i, θ_i = 10000^(−2i/d).
 
@@ -29,7 +34,7 @@ def rope_rotate(x: np.ndarray) -> np.ndarray:
     """
     t, d = x.shape[-2], x.shape[-1]
     half = d // 2
-    theta = np.power(10000.0, -2.0 * np.arange(half) / d)  # (d/2,)
+    theta = rope_theta(d, np.arange(half))  # (d/2,)
     angle = np.arange(t)[:, None] * theta[None, :]  # (T, d/2)
     cos, sin = np.cos(angle), np.sin(angle)
     out = x.copy()
