@@ -32,7 +32,8 @@ from fastapi import FastAPI
 from starlette.requests import Request
 
 from app.main import create_app
-from app.maths.attention import AttentionRun, run_attention
+from app.maths.attention import run_attention
+from app.maths.records import AttentionRun
 from app.state.scenario import read_form
 from app.view.context import page_context
 from app.view.panels import PanelBuilder

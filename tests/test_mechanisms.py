@@ -16,16 +16,10 @@ import pytest
 from fastapi.testclient import TestClient
 from markupsafe import escape
 
-from app.maths.attention import (
-    LAYER_NORM_EPS,
-    alibi_bias,
-    alibi_slopes,
-    causal_mask,
-    layer_norm,
-    rope_rotate,
-    run_attention,
-    sinusoidal_encoding,
-)
+from app.maths.attention import run_attention
+from app.maths.blocks import LAYER_NORM_EPS, layer_norm
+from app.maths.masks import causal_mask
+from app.maths.positions import alibi_bias, alibi_slopes, rope_rotate, sinusoidal_encoding
 from app.state.scenario import from_preset
 from tests.conftest import form_fields
 

@@ -19,25 +19,19 @@ from hypothesis.extra import numpy as hnp
 
 from app.config import settings as bounds
 from app.maths.attention import (
-    ACTIVATIONS,
     ATTENTION_MODES,
-    NORM_PLACEMENTS,
     SCORE_FUNCTIONS,
-    AttentionRun,
-    TransformerRun,
     attend,
-    block_weight_shapes,
-    build_mask,
-    causal_mask,
-    default_window,
     linear_attention,
     masked_softmax,
     run_attention,
-    run_transformer,
     softmax_rows,
-    weight_shapes,
 )
-from tests.maths.test_pipeline import reference_multihead
+from app.maths.blocks import ACTIVATIONS, NORM_PLACEMENTS, run_transformer
+from app.maths.masks import build_mask, causal_mask, default_window
+from app.maths.records import AttentionRun, TransformerRun
+from app.maths.weights import block_weight_shapes, weight_shapes
+from tests.maths.test_attention import reference_multihead
 
 LIMIT = bounds.max_abs_value
 # Any number the API accepts, with its extremes drawn often: products of them are where overflow,

@@ -16,19 +16,10 @@ from fastapi.testclient import TestClient
 
 from app.lesson.presets import PRESETS
 from app.lesson.stages import BY_KEY, Options, describe
-from app.maths.attention import (
-    elu_plus_one,
-    gelu,
-    gelu_tanh,
-    layer_norm,
-    local_mask,
-    relu,
-    run_attention,
-    run_transformer,
-    seeded_weights,
-    sinusoidal_encoding,
-    strided_mask,
-)
+from app.maths.attention import elu_plus_one, run_attention, seeded_weights
+from app.maths.blocks import gelu, gelu_tanh, layer_norm, relu, run_transformer
+from app.maths.masks import local_mask, strided_mask
+from app.maths.positions import sinusoidal_encoding
 from app.state.scenario import from_preset
 from tests.conftest import form_fields
 

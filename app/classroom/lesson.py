@@ -23,7 +23,7 @@ from app.classroom.store import Room, spoken_code
 from app.config import settings
 from app.state.cells import matrix_of, parse_cell
 from app.state.form import FormError, read_fields, read_number
-from app.state.learning import loss_and_gradients
+from app.state.learning import learning_loss_and_gradients
 from app.state.page import read_page
 from app.state.permalink import state_query
 from app.state.quiz import LABELS, hidden_cells, owner, stage_results
@@ -83,7 +83,7 @@ class Shown:
             run = first if stack is None else stack.blocks[self.view.block].attention
             grads = None
             if self.view.learning is not None and stack is None:
-                grads = loss_and_gradients(run, self.view.learning)[1]
+                grads = learning_loss_and_gradients(run, self.view.learning)[1]
             self._run = (run, stack, grads)
         return self._run
 

@@ -26,7 +26,7 @@ from app.lesson.presets import (
     previous_token_x,
     why_scale_x,
 )
-from app.maths.attention import ALL_WEIGHT_NAMES, AttentionRun, run_attention
+from app.maths.attention import run_attention
 from app.maths.backward import (
     Gradients,
     TrainingResult,
@@ -36,10 +36,12 @@ from app.maths.backward import (
     loss_and_gradients,
     train,
 )
+from app.maths.records import AttentionRun
+from app.maths.weights import ALL_WEIGHT_NAMES
 
 
 @dataclass(frozen=True, eq=False)
-class Scenario:
+class GoalScenario:
     """One input a goal trains on: its tokens, embeddings, run_attention's options and the loss."""
 
     tokens: tuple[str, ...]
@@ -55,7 +57,7 @@ class Goal:
     title: str
     source: str  # which seed it comes from
     explanation: str  # two sentences, in the seeds' words
-    scenarios: tuple[Scenario, ...]  # more than one: their losses are summed, the weights shared
+    scenarios: tuple[GoalScenario, ...]  # more than one: their losses are summed, the weights shared
     train: tuple[str, ...]  # the parameters gradient descent changes
     optimizer: str  # "sgd" or "adam"
     learning_rate: float
@@ -149,7 +151,7 @@ def _gradient(grads: Gradients, name: str) -> np.ndarray:
 
 
 def train_scenarios(
-    scenarios: tuple[Scenario, ...],
+    scenarios: tuple[GoalScenario, ...],
     *,
     steps: int,
     optimizer: str = "sgd",
@@ -210,7 +212,7 @@ def train_goal(goal: Goal, steps: int | None = None) -> GoalTraining:
 def _translate() -> Goal:
     p = PRESETS["translate"]
     target = normalised_rows(SEED_003_ALIGNMENT)  # (6, 6)
-    scenario = Scenario(
+    scenario = GoalScenario(
         tokens=p.tokens, x=np.array(p.x), context_tokens=p.context_tokens,
         run_kwargs={"context": np.array(p.context_x), "num_heads": 1, "seed": 3},
         loss={"kind": "attention", "head": 0, "target": target},
@@ -234,7 +236,7 @@ def _bank() -> Goal:
         p = PRESETS[key]
         t = len(p.tokens)
         target = one_row_target(t, t, p.tokens.index("bank"), p.tokens.index(place))
-        scenarios.append(Scenario(
+        scenarios.append(GoalScenario(
             tokens=p.tokens, x=np.array(p.x),
             run_kwargs={"num_heads": 1, "d_k": 2, "seed": 0},
             loss={"kind": "attention", "head": 0, "target": target, "rows": (p.tokens.index("bank"),)},
@@ -252,11 +254,11 @@ def _bank() -> Goal:
     )
 
 
-def previous_token_scenario(positional_encoding: str = "rope") -> Scenario:
+def previous_token_scenario(positional_encoding: str = "rope") -> GoalScenario:
     """Seed 003's sentence, d_model = 8, causal mask, target: each token on the one before it
     (the page's preset learn-previous-token)."""
     t = len(PREVIOUS_TOKENS)
-    return Scenario(
+    return GoalScenario(
         tokens=PREVIOUS_TOKENS, x=np.array(previous_token_x()),
         run_kwargs={"num_heads": 1, "seed": PREVIOUS_TOKEN_SEED, "mask": "causal",
                     "positional_encoding": positional_encoding},
@@ -287,7 +289,7 @@ GOALS: dict[str, Goal] = {g.key: g for g in (_translate(), _bank(), _previous_to
 WHY_SCALE_LEARNING_RATE = 0.3  # the same for both runs
 
 
-def why_scale_scenario(scale: bool) -> Scenario:
+def why_scale_scenario(scale: bool) -> GoalScenario:
     """X ~ N(0, 1) (rounded to two decimals, as the page's preset why-scale has it), d_model = 16, and
     seeded weights N(0, 1/d_model), so q and k (d_k = 64) have entries of variance about 1 and the
     scores a standard deviation of about √64 = 8. The goal: each token's output is the value of the token
@@ -298,10 +300,10 @@ def why_scale_scenario(scale: bool) -> Scenario:
     start = run_attention(x, **run_kwargs)  # V and W_O are not trained: the same in both runs
     wanted = np.roll(np.eye(t), -1, axis=1)  # (T, T) row i → key i − 1 (row 0 → the last key)
     target = wanted @ start.heads[0].v @ start.weights.w_o  # (T, d_model)
-    return Scenario(tokens=WHY_SCALE_TOKENS, x=x, run_kwargs=run_kwargs, loss={"kind": "mse", "target": target})
+    return GoalScenario(tokens=WHY_SCALE_TOKENS, x=x, run_kwargs=run_kwargs, loss={"kind": "mse", "target": target})
 
 
-def _descend_recording(scenario: Scenario, steps: int, learning_rate: float) -> dict:
+def _descend_recording(scenario: GoalScenario, steps: int, learning_rate: float) -> dict:
     """SGD on W_Q and W_K, as app.maths.backward.train does it, keeping ∂L/∂scores' size at every step."""
     kwargs = dict(scenario.run_kwargs)
     run = run_attention(scenario.x, **kwargs)

@@ -246,7 +246,7 @@ def neighbours(key: str, stages: tuple[Stage, ...] = STAGES) -> tuple[Stage | No
     return prev, nxt
 
 
-# The FFN's activations (app.maths.attention.ACTIVATIONS): the name in a matrix's title, its LaTeX, and in words.
+# The FFN's activations (app.maths.blocks.ACTIVATIONS): the name in a matrix's title, its LaTeX, and in words.
 ACTIVATION_NAMES = {"relu": "ReLU", "gelu": "GELU", "gelu_tanh": "GELU_tanh"}
 ACTIVATION_TEX = {"relu": r"\text{ReLU}", "gelu": r"\text{GELU}", "gelu_tanh": r"\text{GELU}_{\tanh}"}
 ACTIVATION_WORDS = {"relu": "ReLU", "gelu": "GELU (exact)", "gelu_tanh": "GELU (tanh approximation)"}

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.maths.attention import LAYER_NORM_EPS, AttentionRun, TransformerRun
+from app.maths.blocks import LAYER_NORM_EPS
+from app.maths.records import AttentionRun, TransformerRun
 
 ATTENTION_CELLS = ("q", "k", "v", "scores", "scaled", "softmax", "output", "final")
 # A block's matrices: the second number of their reference is the block, not a head.

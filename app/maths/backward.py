@@ -16,16 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.maths.attention import (
-    ALL_WEIGHT_NAMES,
-    AttentionRun,
-    LinearAttention,
-    Weights,
-    log_elu_plus_one,
-    rope_rotate,
-    run_attention,
-    softmax_rows,
-)
+from app.maths.attention import log_elu_plus_one, run_attention, softmax_rows
+from app.maths.positions import rope_rotate
+from app.maths.records import AttentionRun, LinearAttention, Weights
+from app.maths.weights import ALL_WEIGHT_NAMES
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.maths.arithmetic import CellRef, Term
-from app.maths.attention import AttentionRun
 from app.maths.backward import Gradients
+from app.maths.positions import rope_theta
+from app.maths.records import AttentionRun
 
 GRADIENT_CELLS = ("g_final", "g_output", "g_softmax", "g_scaled", "g_scores", "g_q", "g_k", "g_v",
                   "g_w_q", "g_w_k", "g_w_v", "g_w_o")
@@ -273,11 +274,6 @@ def _divisor_text(run: AttentionRun) -> str:
     return text
 
 
-def _rope_theta(d_k: int, pair: int) -> float:
-    """θ_p = 10000^(−2p/d_k), the pair's angle per position, as app.maths.attention.rope_rotate turns it."""
-    return float(np.power(10000.0, -2.0 * pair / d_k))
-
-
 def _score_gradient(run: AttentionRun, grads: Gradients, ref: CellRef, title: str, which: str, row: int, col: int,
                     tokens: list[str], keys: list[str]) -> GradientSum:
     """∂L/∂Q̃_{row,col} (which = "q") or ∂L/∂K̃_{row,col} ("k"): the gradient on what the score compared,
@@ -347,7 +343,7 @@ def _query_or_key_gradient(run: AttentionRun, grads: Gradients, ref: CellRef, ti
         return RopeGradient(ref, title, (inner,), True, i, pair, 0.0, 0.0, d_k, inner.total)
     even = _score_gradient(run, grads, ref, title, which, i, 2 * pair, tokens, keys)
     odd = _score_gradient(run, grads, ref, title, which, i, 2 * pair + 1, tokens, keys)
-    theta = _rope_theta(d_k, pair)
+    theta = float(rope_theta(d_k, pair))
     angle = i * theta
     cos, sin = math.cos(angle), math.sin(angle)
     first = d % 2 == 0

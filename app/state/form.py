@@ -42,16 +42,11 @@ from pydantic_core import PydanticCustomError
 
 from app.config import settings
 from app.lesson.presets import PRESETS
-from app.maths.attention import (
-    ACTIVATIONS,
-    ALL_WEIGHT_NAMES,
-    ATTENTION_MODES,
-    BLOCK_WEIGHT_NAMES,
-    MASK_MODES,
-    NORM_PLACEMENTS,
-    POSITIONAL_ENCODINGS,
-    SCORE_FUNCTIONS,
-)
+from app.maths.attention import ATTENTION_MODES, SCORE_FUNCTIONS
+from app.maths.blocks import ACTIVATIONS, NORM_PLACEMENTS
+from app.maths.masks import MASK_MODES
+from app.maths.positions import POSITIONAL_ENCODINGS
+from app.maths.weights import ALL_WEIGHT_NAMES, BLOCK_WEIGHT_NAMES
 
 EDITABLE = ALL_WEIGHT_NAMES + BLOCK_WEIGHT_NAMES
 EDIT_RE = re.compile(rf"^({'|'.join(EDITABLE)})\.(\d{{1,4}})\.(\d{{1,4}})\.(\d{{1,4}})=(\S+)$", re.ASCII)

@@ -23,22 +23,23 @@ from app.config import settings
 from app.lesson.goals import (
     GOALS,
     WHY_SCALE_LEARNING_RATE,
+    GoalScenario,
     goal_loss_and_gradients,
     train_scenarios,
     why_scale_scenario,
 )
-from app.lesson.goals import Scenario as GoalScenario
 from app.lesson.presets import PRESETS
-from app.maths.attention import ALL_WEIGHT_NAMES, AttentionRun, run_attention
-from app.maths.backward import Gradients
+from app.maths.attention import run_attention
+from app.maths.backward import OPTIMIZERS, Gradients
 from app.maths.cost import attention_cost
+from app.maths.records import AttentionRun
+from app.maths.weights import ALL_WEIGHT_NAMES, WEIGHT_NAMES
 from app.state.form import FormError, has_grid, read_matrix, read_number, read_numbers
 from app.state.pin import decode_pin, encode_pin
 from app.state.scenario import Scenario, diff_edits
 
 GOAL_KINDS = ("attention", "output")  # the form's learn_goal; "" or absent: no goal
-OPTIMIZERS = ("adam", "sgd")
-TRAINABLE = ("w_q", "w_k", "w_v", "w_o")  # what the page trains (the API can train X too)
+PAGE_TRAINABLE = WEIGHT_NAMES  # what the page trains (the API can train X too)
 STEP_ACTIONS = {"learn_1": 1, "learn_10": 10, "learn_100": 100}
 MAX_CURVE = 1000  # losses the curve keeps: the latest, with the step the first of them was at
 MAX_LEARNING_RATE = 10.0
@@ -227,11 +228,11 @@ def read_learning(form: Mapping[str, str], sc: Scenario) -> Learning | None:
         target = preset.target if fits else default_target(sc, goal)
     shown = "learn_shown" in form  # the panel's inputs were on screen: its checkboxes are the truth
     if shown:
-        train = tuple(name for name in TRAINABLE if form.get(f"learn_{name}") in ("on", "1", "true"))
+        train = tuple(name for name in PAGE_TRAINABLE if form.get(f"learn_{name}") in ("on", "1", "true"))
         if not train:
             raise FormError("learn_w_q", "learn: tick at least one weight to train")
     else:
-        train = tuple(w for w in (form.get("learn_train") or "").split() if w in TRAINABLE) or (
+        train = tuple(w for w in (form.get("learn_train") or "").split() if w in PAGE_TRAINABLE) or (
             preset.train if preset is not None else ("w_q", "w_k"))
     rows: tuple[int, ...] = ()
     if goal == "attention" and not fresh:
@@ -246,7 +247,7 @@ def read_learning(form: Mapping[str, str], sc: Scenario) -> Learning | None:
         rows = preset.rows
     optimizer = form.get("learn_optimizer") or (preset.optimizer if preset else "adam")
     if optimizer not in OPTIMIZERS:
-        raise FormError("learn_optimizer", f"learn_optimizer: choose one of {', '.join(OPTIMIZERS)}")
+        raise FormError("learn_optimizer", f"learn_optimizer: choose one of {', '.join(sorted(OPTIMIZERS))}")
     learning_rate = _number(form, "learn_rate", "learning rate", 0.0, MAX_LEARNING_RATE,
                             preset.learning_rate if preset else 0.1)
     losses = () if fresh else _losses(form)
@@ -299,10 +300,14 @@ def companion_run(sc: Scenario, run: AttentionRun, learning: Learning) -> Attent
     return run_attention(scenarios[1].x, **scenarios[1].run_kwargs)
 
 
-def loss_and_gradients(run: AttentionRun, learning: Learning) -> tuple[float, Gradients]:
+def learning_loss_and_gradients(run: AttentionRun, learning: Learning) -> tuple[float, Gradients]:
     """The loss of the sentence on screen and its gradients."""
     with np.errstate(over="ignore", invalid="ignore"):
         return goal_loss_and_gradients(run, learning.loss_spec())
+
+
+# The old name, until the editor (app/view/render.py) and app/web/classroom.py import the one above.
+loss_and_gradients = learning_loss_and_gradients
 
 
 def companion_loss(learning: Learning, run: AttentionRun) -> float:

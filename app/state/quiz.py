@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.maths.arithmetic import BLOCK_CELLS, CellRef, cell_matrix, parse_ref
-from app.maths.attention import AttentionRun, TransformerRun
 from app.maths.backward import Gradients
 from app.maths.gradient_arithmetic import GRADIENT_CELLS, gradient_matrix, parse_gradient_ref
+from app.maths.records import AttentionRun, TransformerRun
 from app.state.form import read_number
 
 # What each stage computes: the matrices a quiz hides there (by panel name), in the order the

@@ -20,24 +20,13 @@ import numpy as np
 from app.config import settings
 from app.lesson.presets import DEFAULT_PRESET, PRESETS, Preset
 from app.maths.arithmetic import BLOCK_CELLS
-from app.maths.attention import (
-    ALL_WEIGHT_NAMES,
-    BLOCK_WEIGHT_NAMES,
-    AttentionRun,
-    TransformerRun,
-    build_mask,
-    default_window,
-    run_attention,
-    run_transformer,
-    seeded_block_weights,
-    seeded_position_table,
-    seeded_weights,
-)
+from app.maths.attention import run_attention, seeded_weights
+from app.maths.blocks import run_transformer, seeded_block_weights
+from app.maths.masks import build_mask, default_window
+from app.maths.positions import seeded_position_table
+from app.maths.records import AttentionRun, TransformerRun
+from app.maths.weights import ALL_WEIGHT_NAMES, BLOCK_WEIGHT_NAMES, WEIGHTS, Sizes
 from app.state.form import PANELS, FormError, grid_rows, has_grid, is_number, read_fields, read_matrix
-
-# Per-head matrices: edits carry the head. The rest (W_O, the FFN, the LayerNorms) use head 0;
-# vectors use row 0.
-PER_HEAD = ("w_q", "w_k", "w_v", "w_a", "w_1", "w_2", "v_a")
 
 
 @dataclass(frozen=True)
@@ -50,7 +39,8 @@ class Scenario:
     d_v: int
     seed: int
     scale: bool
-    # Edited weights relative to the base: (name, head, row, col) → value. See PER_HEAD.
+    # Edited weights relative to the base: (name, head, row, col) → value. Per-head weights
+    # (app.maths.weights, per_head) carry the head; the rest use head 0, vectors row 0.
     edits: dict[tuple[str, int, int, int], float] = field(default_factory=dict)
     mask_mode: str = "none"  # one of MASK_MODES
     blocked: frozenset[tuple[int, int]] = frozenset()  # (query, key) cells the student hid
@@ -333,19 +323,12 @@ def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
     # The inputs on screen (the selected head's matrices, the first block's) win over the hidden edits:
     # (name, head, first row, values), applied once the base they are compared with is known.
     shown: list[tuple[str, int, int, np.ndarray]] = []
-    hn = f" (head {r_head + 1})"
-    on_screen = (
-        ("w_q", r_d_model, r_d_k, f"W_Q{hn}"), ("w_k", r_d_model, r_d_k, f"W_K{hn}"),
-        ("w_v", r_d_model, r_d_v, f"W_V{hn}"), ("w_a", r_d_k, r_d_k, f"W_a{hn}"),
-        ("w_1", r_d_k, r_d_k, f"W₁{hn}"), ("w_2", r_d_k, r_d_k, f"W₂{hn}"), ("v_a", 1, r_d_k, f"v_a{hn}"),
-        ("ffn_w1", r_d_model, r_d_ff, "FFN W₁"), ("ffn_b1", 1, r_d_ff, "FFN b₁"),
-        ("ffn_w2", r_d_ff, r_d_model, "FFN W₂"), ("ffn_b2", 1, r_d_model, "FFN b₂"),
-        ("ln1_gamma", 1, r_d_model, "LayerNorm₁ γ"), ("ln1_beta", 1, r_d_model, "LayerNorm₁ β"),
-        ("ln2_gamma", 1, r_d_model, "LayerNorm₂ γ"), ("ln2_beta", 1, r_d_model, "LayerNorm₂ β"),
-    )
-    for name, rows, cols, label in on_screen:
-        if rows and cols and has_grid(form, name):
-            shown.append((name, r_head if name in PER_HEAD else 0, 0, read_matrix(form, name, rows, cols, label)))
+    sizes = Sizes(d_model=r_d_model, h=r_heads, d_k=r_d_k, d_v=r_d_v, d_ff=r_d_ff)
+    for name, spec in WEIGHTS.items():
+        rows, cols = spec.grid(sizes)
+        if name != "w_o" and rows and cols and has_grid(form, name):  # W_O: this head's rows, below
+            label = f"{spec.label} (head {r_head + 1})" if spec.per_head else spec.label
+            shown.append((name, r_head if spec.per_head else 0, 0, read_matrix(form, name, rows, cols, label)))
     if has_grid(form, "w_o"):
         m = read_matrix(form, "w_o", r_d_v, r_d_model, f"W_O rows of head {r_head + 1},")
         shown.append(("w_o", 0, r_head * r_d_v, m))  # W_O is one matrix: this head's rows of it

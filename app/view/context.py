@@ -18,7 +18,13 @@ from app.maths.backward import Gradients
 from app.maths.cost import attention_cost
 from app.maths.gradient_arithmetic import GRADIENT_CELLS, GradientExplanation, explain_gradient
 from app.state.cells import matrix_of, parse_cell
-from app.state.learning import companion_loss, companion_run, companion_scenario, curve_text, loss_and_gradients
+from app.state.learning import (
+    companion_loss,
+    companion_run,
+    companion_scenario,
+    curve_text,
+    learning_loss_and_gradients,
+)
 from app.state.pin import decode_pin, describe_pin
 from app.state.quiz import LABELS as QUIZ_LABELS
 from app.state.quiz import check, hidden_cells, stage_results
@@ -97,7 +103,7 @@ def page_context(sc: Scenario, view: View) -> dict:
     first, stack = sc.compute()
     run = first if stack is None else stack.blocks[view.block].attention  # the block in view
     learning = view.learning if stack is None else None
-    loss, grads = loss_and_gradients(run, learning) if learning is not None else (None, None)
+    loss, grads = learning_loss_and_gradients(run, learning) if learning is not None else (None, None)
     builder = PanelBuilder(sc, run, view, stack, grads)
     stages = page_stages(sc, view)
     current = stage_or_first(view.stage, stages)

@@ -14,7 +14,7 @@ from markupsafe import Markup
 from app.lesson.stages import Stage
 from app.maths.attention import AttentionRun, TransformerRun
 from app.maths.backward import Gradients
-from app.state.learning import loss_and_gradients
+from app.state.learning import learning_loss_and_gradients
 from app.state.scenario import Scenario, View
 from app.view.attention_lines import LinesFigure
 from app.view.labels import TITLE_TEX, head_label
@@ -48,7 +48,7 @@ def goal_gradients(run: AttentionRun, stack: TransformerRun | None, view: View) 
     if view.learning is None or stack is not None:
         return None
     try:
-        return loss_and_gradients(run, view.learning)[1]
+        return learning_loss_and_gradients(run, view.learning)[1]
     except ValueError:  # the goal does not fit this run (a pinned state of other sizes)
         return None
 

@@ -13,32 +13,17 @@ from fastapi.responses import Response
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 
-from app.maths.attention import (
-    ALL_WEIGHT_NAMES,
-    BLOCK_WEIGHT_NAMES,
-    AttentionRun,
-    BlockResult,
-    LayerNormResult,
-    TransformerRun,
-    Weights,
-    run_attention,
-    run_transformer,
-)
+from app.maths.attention import run_attention
 from app.maths.backward import Gradients, loss_and_gradients, train
+from app.maths.blocks import run_transformer
 from app.maths.cost import attention_cost
+from app.maths.records import AttentionRun, BlockResult, LayerNormResult, TransformerRun, Weights
+from app.maths.weights import ALL_WEIGHT_NAMES, BLOCK_WEIGHT_NAMES
 from app.web.compression import compressed
 from app.web.json_encoding import NotFinite, dumps
 from app.web.lanes import Lanes
-from app.web.schemas import (
-    AttentionRequest,
-    AttentionResponse,
-    BodyTooLarge,
-    Health,
-    Loss,
-    TrainRequest,
-    TrainResponse,
-    ValidationErrorResponse,
-)
+from app.web.responses import AttentionResponse, BodyTooLarge, Health, TrainResponse, ValidationErrorResponse
+from app.web.schemas import AttentionRequest, Loss, TrainRequest
 
 # Why json.loads can fail other than with a JSONDecodeError (which FastAPI already answers with a 422).
 # The order matters: UnicodeDecodeError is a ValueError too.

@@ -13,9 +13,9 @@ from urllib.parse import urlsplit
 import numpy as np
 import pytest
 
-from app.web.schemas import AttentionResponse
+from app.web.responses import AttentionResponse
 from tests.browser.test_page import current_stage, expected_run, go_to_stage, heatmap
-from tests.maths.test_pipeline import S003_A
+from tests.maths.test_attention import S003_A
 
 try:
     from playwright.sync_api import expect

@@ -17,7 +17,7 @@ import pytest
 
 from app.lesson.presets import PRESETS
 from app.lesson.stages import visible_stages
-from app.maths.attention import AttentionRun
+from app.maths.records import AttentionRun
 from app.state.scenario import from_preset
 
 try:

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from app.lesson.presets import PRESETS
-from app.maths.attention import AttentionRun
+from app.maths.records import AttentionRun
 from app.state.scenario import from_preset
-from tests.maths.test_pipeline import POOL_A, POOL_A_AT, POOL_OUTPUT, S003_A, S003_OUTPUT, S003_SCALED
+from tests.maths.test_attention import POOL_A, POOL_A_AT, POOL_OUTPUT, S003_A, S003_OUTPUT, S003_SCALED
 
 BANK_DIMS = ("person", "action", "time", "outdoors", "money", "place")
 WHO, WHEN, WHERE = 0, 1, 2  # the bank presets' heads

@@ -22,7 +22,9 @@ from app.maths.arithmetic import (
     explain,
     parse_ref,
 )
-from app.maths.attention import AttentionRun, run_attention, run_transformer
+from app.maths.attention import run_attention
+from app.maths.blocks import run_transformer
+from app.maths.records import AttentionRun
 
 T, D_MODEL, H, D_K, D_V = 4, 5, 2, 3, 2
 TOKENS = [f"t{i}" for i in range(T)]

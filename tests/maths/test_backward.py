@@ -16,16 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.lesson.presets import PRESETS
-from app.maths.attention import (
-    ALL_WEIGHT_NAMES,
-    AttentionRun,
-    additive_scores,
-    general_scores,
-    linear_attention,
-    masked_softmax,
-    rope_rotate,
-    run_attention,
-)
+from app.maths.attention import additive_scores, general_scores, linear_attention, masked_softmax, run_attention
 from app.maths.backward import (
     Gradients,
     attention_loss,
@@ -36,7 +27,10 @@ from app.maths.backward import (
     rope_rotate_back,
     train,
 )
-from tests.maths.test_pipeline import three_token_run
+from app.maths.positions import rope_rotate
+from app.maths.records import AttentionRun
+from app.maths.weights import ALL_WEIGHT_NAMES
+from tests.maths.test_attention import three_token_run
 
 STEP = 1e-6  # central differences: (L(p + h) − L(p − h)) / 2h
 RTOL, ATOL = 1e-5, 1e-7

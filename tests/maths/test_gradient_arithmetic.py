@@ -17,7 +17,7 @@ import pytest
 from markupsafe import Markup
 
 from app.maths.arithmetic import CellRef
-from app.maths.attention import AttentionRun, run_attention
+from app.maths.attention import run_attention
 from app.maths.backward import Gradients, loss_and_gradients
 from app.maths.gradient_arithmetic import (
     GRADIENT_CELLS,
@@ -34,6 +34,7 @@ from app.maths.gradient_arithmetic import (
     gradient_matrix,
     parse_gradient_ref,
 )
+from app.maths.records import AttentionRun
 from app.view.gradient_worked import gradient_worked
 from app.view.worked import Worked
 from tests.maths.test_backward import CASES, make_case

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from app.lesson.stages import visible_stages
-from app.maths.attention import POSITIONAL_ENCODINGS
+from app.maths.positions import POSITIONAL_ENCODINGS
 from app.state.scenario import Scenario, View, add_token, from_preset, remove_token, resize, with_position_table
 from app.view.map_drawing import draw_map
 from app.view.pipeline_map import PipelineMap, compact, pipeline_map

@@ -11,7 +11,8 @@ from fastapi.testclient import TestClient
 
 from app.lesson.stages import BY_KEY, Options, describe
 from app.maths.arithmetic import ATTENTION_CELLS, INSPECTABLE, CellRef, cell_matrix, explain
-from app.maths.attention import run_attention, run_transformer
+from app.maths.attention import run_attention
+from app.maths.blocks import run_transformer
 from app.view.typeset import MINUS, number, prose, signed_sum, tex
 from app.view.worked import worked
 from tests.conftest import form_fields

@@ -15,7 +15,7 @@ from httpx import Response
 from app.config import settings
 from app.lesson.presets import PRESETS
 from app.maths.attention import run_attention
-from tests.maths.test_pipeline import POOL_A_AT, POOL_OUTPUT, S003_A, S003_OUTPUT, S003_SCALED
+from tests.maths.test_attention import POOL_A_AT, POOL_OUTPUT, S003_A, S003_OUTPUT, S003_SCALED
 
 URL = "/api/attention"
 JSON = {"content-type": "application/json"}

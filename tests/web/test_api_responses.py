@@ -1,4 +1,4 @@
-"""Real answers of the JSON API against its documented contract, the response models of app.web.schemas.
+"""Real answers of the JSON API against its documented contract, the response models of app.web.responses.
 
 The answers are encoded straight from the pipeline's arrays (app.web.json_encoding) and never pass through
 the models on their way out, so this is where they are held to them: every kind of run — masks,
@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 from pydantic import BaseModel
 
 from app.maths.attention import run_attention
-from app.web.schemas import AttentionResponse, TrainResponse
+from app.web.responses import AttentionResponse, TrainResponse
 
 X = [[0.2, -0.4, 0.9, 0.1], [0.5, 0.5, -0.3, 0.0], [-0.7, 0.2, 0.4, 0.8]]
 BASE: dict[str, Any] = {"tokens": ["a", "b", "c"], "x": X, "num_heads": 2, "seed": 7}

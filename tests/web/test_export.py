@@ -17,9 +17,9 @@ from httpx import Response
 from app.state.scenario import from_preset
 from app.view.labels import token_labels
 from app.web.export import matrix_csv, matrix_json, matrix_latex, safe_filename
-from app.web.schemas import AttentionResponse
+from app.web.responses import AttentionResponse
 from tests.conftest import form_fields
-from tests.maths.test_pipeline import S003_A
+from tests.maths.test_attention import S003_A
 from tests.web.test_pages import fixed, heatmap, page_form
 
 SAFE_DISPOSITION = re.compile(r'attachment; filename="[A-Za-z0-9_-]+\.(csv|json|tex)"')

@@ -20,7 +20,7 @@ from app.state.scenario import from_preset
 from app.view.typeset import prose
 from app.web.lanes import Lanes
 from tests.conftest import form_fields, join_grids
-from tests.maths.test_pipeline import POOL_A_AT, POOL_OUTPUT, S003_A, S003_OUTPUT
+from tests.maths.test_attention import POOL_A_AT, POOL_OUTPUT, S003_A, S003_OUTPUT
 
 HTMX = {"HX-Request": "true"}
 STAGE_KEYS = [s.key for s in visible_stages(blocks=0)]  # without transformer blocks

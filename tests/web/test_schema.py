@@ -25,7 +25,9 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from app.config import settings as bounds
 from app.main import create_app
-from app.maths.attention import build_mask, default_window, run_attention, run_transformer
+from app.maths.attention import run_attention
+from app.maths.blocks import run_transformer
+from app.maths.masks import build_mask, default_window
 
 schema = schemathesis.openapi.from_asgi("/openapi.json", create_app())
 # Bounded: every operation gets its schema examples, the boundary cases of the coverage phase and

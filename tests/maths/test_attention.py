@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from app.maths.attention import AttentionRun, run_attention, softmax_rows
+from app.maths.attention import run_attention, softmax_rows
+from app.maths.records import AttentionRun
 
 # Seed 001, "pool beats badminton": A, A·Aᵀ and np.round(softmax(A·Aᵀ)·A, 2) as the article prints them.
 POOL_A = np.array([[0.5, 0.1, 0.1, 0.2], [0.1, 0.5, 0.2, 0.1], [0.5, 0.1, 0.2, 0.1]])
