@@ -191,9 +191,8 @@ async def teacher_link(request: Request, teacher: TeacherOf) -> Response:
     return response
 
 
-async def _student(request: Request, code: str) -> tuple[str, Response | None]:
+async def _student(request: Request, store: Rooms, code: str) -> tuple[str, Response | None]:
     """The student's id from the class's cookie, or a new one; or the page that says why not."""
-    store = rooms(request)
     student = request.cookies.get(STUDENT_COOKIE, "")
     if student and await store.is_student(code, student):
         return student, None
@@ -210,14 +209,14 @@ async def _student(request: Request, code: str) -> tuple[str, Response | None]:
 
 
 @router.get("/class/{code}", name="class_page", response_class=HTMLResponse, include_in_schema=False)
-async def class_page(request: Request, code: str, room: OpenRoom) -> Response:
+async def class_page(request: Request, store: Store, code: str, room: OpenRoom) -> Response:
     """A student's page: what the teacher shows now, following each change (with JavaScript), or
     brought up to date by *Sync with the teacher* (without). Rendered once per change per worker."""
     if room == 429:
         return too_many(request)
     if not isinstance(room, Room):
         return await notice_failed(request, code[:20])
-    student, refused = await _student(request, room.code)
+    student, refused = await _student(request, store, room.code)
     if refused is not None:
         return refused
     lesson = await lesson_for(request, room, "student")
