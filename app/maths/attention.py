@@ -16,7 +16,6 @@ import numpy as np
 from app.maths.masks import build_mask, default_window
 from app.maths.positions import POSITIONAL_ENCODINGS, alibi_bias, position_encoding, rope_rotate
 from app.maths.records import AttentionRun, HeadResult, LinearAttention, Weights
-from app.maths.records import TransformerRun as TransformerRun  # the page's modules read it from here
 from app.maths.weights import SCORE_WEIGHT_NAMES, WEIGHT_NAMES, resolve_weights, weight_shapes
 
 SCORE_FUNCTIONS = ("dot", "general", "additive")

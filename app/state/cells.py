@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from app.maths.arithmetic import CellRef, cell_matrix, parse_ref
-from app.maths.attention import AttentionRun, TransformerRun
 from app.maths.backward import Gradients
 from app.maths.gradient_arithmetic import GRADIENT_CELLS, gradient_matrix, parse_gradient_ref
+from app.maths.records import AttentionRun, TransformerRun
 
 
 def parse_cell(text: str, run: AttentionRun, stack: TransformerRun | None = None,

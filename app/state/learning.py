@@ -306,10 +306,6 @@ def learning_loss_and_gradients(run: AttentionRun, learning: Learning) -> tuple[
         return goal_loss_and_gradients(run, learning.loss_spec())
 
 
-# The old name, until the editor (app/view/render.py) and app/web/classroom.py import the one above.
-loss_and_gradients = learning_loss_and_gradients
-
-
 def companion_loss(learning: Learning, run: AttentionRun) -> float:
     """The loss of the goal's other sentence, given its run (companion_run)."""
     return goal_loss_and_gradients(run, companion_scenario(learning).loss)[0]

@@ -39,7 +39,7 @@ def decode_pin(text: str) -> Scenario:
 
     Every edit after a pin posts the same text, and a request both checks it (app.state.page.read_page) and
     uses it (render.page_context): a pin of ordinary size is inflated and read once, then shared (a
-    Scenario is frozen). A large one is read each time, in the heavy lane (app.web.pages.page_weight),
+    Scenario is frozen). A large one is read each time, in the heavy lane (app.web.page_work.is_large_form),
     so the cache stays small."""
     if len(text) <= CACHED_PIN_CHARS:
         return _decode_cached(text)

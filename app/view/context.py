@@ -13,10 +13,10 @@ from markupsafe import Markup
 from app.lesson.presets import PRESETS
 from app.lesson.stages import ACTIVATION_WORDS, Stage, neighbours, stage_or_first
 from app.maths.arithmetic import CellRef, Explanation, explain
-from app.maths.attention import AttentionRun, TransformerRun
 from app.maths.backward import Gradients
 from app.maths.cost import attention_cost
 from app.maths.gradient_arithmetic import GRADIENT_CELLS, GradientExplanation, explain_gradient
+from app.maths.records import AttentionRun, TransformerRun
 from app.state.cells import matrix_of, parse_cell
 from app.state.learning import (
     companion_loss,

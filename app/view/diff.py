@@ -12,8 +12,8 @@ import numpy as np
 from markupsafe import Markup
 
 from app.lesson.stages import Stage
-from app.maths.attention import AttentionRun, TransformerRun
 from app.maths.backward import Gradients
+from app.maths.records import AttentionRun, TransformerRun
 from app.state.learning import learning_loss_and_gradients
 from app.state.scenario import Scenario, View
 from app.view.attention_lines import LinesFigure

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 from markupsafe import Markup, escape
 
-from app.maths.attention import AttentionRun, TransformerRun, build_mask
+from app.maths.masks import build_mask
+from app.maths.records import AttentionRun, TransformerRun
 from app.state.learning import Learning
 from app.state.scenario import Scenario, View, format_input
 from app.view.heatmap import format_numbers

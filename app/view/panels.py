@@ -16,8 +16,8 @@ from app.lesson.presets import PRESETS
 from app.lesson.stages import Options, Stage, stage_or_first, visible_stages
 from app.maths.arithmetic import BLOCK_CELLS as BLOCK_MATRICES
 from app.maths.arithmetic import INSPECTABLE, CellRef
-from app.maths.attention import AttentionRun, HeadResult, TransformerRun
 from app.maths.backward import Gradients
+from app.maths.records import AttentionRun, HeadResult, TransformerRun
 from app.state.cells import parse_cell
 from app.state.quiz import hidden_cells, stage_results
 from app.state.quiz import owner as cell_owner

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from app.lesson.stages import Stage, visible_stages
-from app.maths.attention import AttentionRun, TransformerRun
+from app.maths.records import AttentionRun, TransformerRun
 from app.state.scenario import Scenario, View
 
 
