@@ -38,7 +38,7 @@ def decode_pin(text: str) -> Scenario:
     """The pinned scenario. Raises FormError naming ``pin`` when the text is not a pinned state.
 
     Every edit after a pin posts the same text, and a request both checks it (app.state.page.read_page) and
-    uses it (render.page_context): a pin of ordinary size is inflated and read once, then shared (a
+    uses it (app.view.context.page_context): a pin of ordinary size is inflated and read once, then shared (a
     Scenario is frozen). A large one is read each time, in the heavy lane (app.web.page_work.is_large_form),
     so the cache stays small."""
     if len(text) <= CACHED_PIN_CHARS:
