@@ -8,12 +8,10 @@ themselves are measured by the bench (``python -m bench.trust``), not asserted h
 
 from __future__ import annotations
 
-import base64
 import statistics
 import threading
 import time
 import urllib.parse
-import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -27,28 +25,11 @@ from app.state.pin import MAX_PIN_QUERY_BYTES, decode_pin, encode_pin
 from app.state.scenario import from_preset
 from app.web.lanes import Lanes
 from app.web.page_work import INLINE_OPERATIONS, page_operations
+from bench.trust import bomb, costliest_form
 from tests.conftest import form_fields
 from tests.servers import LOOPBACK, free_port, running, tail, uvicorn_args
 
 HTMX = {"HX-Request": "true"}
-
-
-def bomb(inflated_bytes: int) -> str:
-    """A pin of a few tens of KB that inflates to ``inflated_bytes`` of fields ("a=1&a=1&…")."""
-    raw = b"a=1&" * (inflated_bytes // 4)
-    return base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode("ascii")
-
-
-def large_form(page: dict[str, str]) -> dict[str, str]:
-    """A small form (about 140 fields) that asks for the costliest page: 64 tokens, d_model 64, 8 heads,
-    4 blocks, every stage, a pinned state, the lab and the cost panels."""
-    d_model = int(page["shape"].split(",")[0])
-    form = {k: v for k, v in page.items() if not k.startswith(("token-", "x-", "grid-x"))}
-    form.update({f"token-{i}": f"w{i}" for i in range(64)})
-    form["grid-x"] = ";".join(" ".join(["0.1"] * d_model) for _ in range(64))
-    form.update({"d_model": "64", "num_heads": "8", "blocks": "4", "show_all": "on",
-                 "panels": "lab cost", "pin": encode_pin(from_preset("default")[0])})
-    return form
 
 
 @pytest.fixture
@@ -106,7 +87,7 @@ def test_a_bomb_pin_on_any_route_is_a_422_naming_the_pin(client: TestClient, rou
 def test_the_line_between_light_and_heavy_pages(client: TestClient) -> None:
     page = default_page(client)
     assert page_operations(*read_page(page)) < INLINE_OPERATIONS / 4  # a default edit: far under the line
-    assert page_operations(*read_page(large_form(page))) > 100 * INLINE_OPERATIONS
+    assert page_operations(*read_page(costliest_form(page))) > 100 * INLINE_OPERATIONS
     learn = form_fields(client.get("/?preset=learn-bank").text)
     assert page_operations(*read_page(learn), "learn_100") > page_operations(*read_page(learn)) > INLINE_OPERATIONS
 
@@ -126,7 +107,7 @@ def test_a_default_edit_stays_on_the_event_loop(client: TestClient, heavy: list[
 ])
 def test_a_small_form_asking_for_a_large_page_is_answered_in_the_heavy_lane(
         client: TestClient, heavy: list[str], route: str, extra: dict[str, str], work: str) -> None:
-    form = large_form(default_page(client))
+    form = costliest_form(default_page(client))
     assert len(form) < 200  # small to post, large to answer
     r = client.post(route, data={**form, **extra}, headers=HTMX)
     assert r.status_code == 200, r.text[:300]
@@ -143,7 +124,7 @@ def test_training_steps_are_answered_in_the_heavy_lane(client: TestClient, heavy
 
 
 def test_a_shared_link_to_a_large_page_is_answered_in_the_heavy_lane(client: TestClient, heavy: list[str]) -> None:
-    query = urllib.parse.urlencode(large_form(default_page(client)))
+    query = urllib.parse.urlencode(costliest_form(default_page(client)))
     r = client.get(f"/?{query}")
     assert r.status_code == 200
     assert heavy == ["_index"]
@@ -153,7 +134,7 @@ def test_a_full_heavy_lane_answers_503_at_once_and_keeps_the_page(client: TestCl
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     lanes: Lanes = client.app.state.lanes  # type: ignore[attr-defined]
     monkeypatch.setattr(lanes, "in_flight", lanes.processes.total_tokens + lanes.heavy_waiting)
-    form = large_form(default_page(client))
+    form = costliest_form(default_page(client))
     r = client.post("/stages", data=form, headers=HTMX)
     assert r.status_code == 503
     assert r.headers["Retry-After"]
@@ -169,7 +150,7 @@ def test_a_heavy_page_that_runs_out_of_time_is_stopped(monkeypatch: pytest.Monke
     from app.main import create_app
 
     with TestClient(create_app(Settings(heavy_seconds=0.05))) as client:
-        r = client.post("/stages", data=large_form(default_page(client)), headers=HTMX)
+        r = client.post("/stages", data=costliest_form(default_page(client)), headers=HTMX)
     assert r.status_code == 503
     assert "more than 0.05 s" in r.text
 
@@ -265,7 +246,7 @@ def test_a_default_edit_keeps_its_pace_while_four_clients_loop_on_the_costliest_
             return times
 
         alone = edits(40)
-        threads = loop_in_threads(server + "/stages", large_form(page), clients=4, seconds=4)
+        threads = loop_in_threads(server + "/stages", costliest_form(page), clients=4, seconds=4)
         loaded = edits(40)
         health = timed_gets(server + "/healthz", 10, pause=0.02)
         for t in threads:
