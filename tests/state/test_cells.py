@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from app.state.cells import matrix_of, parse_cell
-from app.state.learning import loss_and_gradients, preset_learning
+from app.state.learning import learning_loss_and_gradients, preset_learning
 from app.state.scenario import from_preset
 
 
@@ -34,7 +34,7 @@ def test_a_cell_outside_the_run_names_nothing() -> None:
 def test_a_gradient_cell_needs_the_goals_gradients() -> None:
     sc, _ = from_preset("learn-bank")
     run = sc.run()
-    _, grads = loss_and_gradients(run, preset_learning(sc))
+    _, grads = learning_loss_and_gradients(run, preset_learning(sc))
     assert parse_cell("g_softmax.0.0.0", run) is None  # no goal, no gradient
     ref = parse_cell("g_softmax.0.0.0", run, grads=grads)
     assert ref is not None

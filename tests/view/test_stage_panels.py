@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from app.lesson.stages import visible_stages
-from app.state.learning import loss_and_gradients, preset_learning
+from app.state.learning import learning_loss_and_gradients, preset_learning
 from app.state.scenario import from_preset
 from app.view.panels import PanelBuilder
 from app.view.stage_panels import STAGE_PANELS, stage_view
@@ -32,7 +32,8 @@ def test_with_a_goal_each_backward_stage_shows_the_gradient_it_computes() -> Non
     sc, view = from_preset("learn-bank")
     learning = preset_learning(sc)
     run = sc.run()
-    builder = PanelBuilder(sc, run, replace(view, learning=learning), grads=loss_and_gradients(run, learning)[1])
+    grads = learning_loss_and_gradients(run, learning)[1]
+    builder = PanelBuilder(sc, run, replace(view, learning=learning), grads=grads)
     computed = {"grad_a": "g_softmax", "grad_scores": "g_scores", "grad_q": "g_q", "grad_k": "g_k",
                 "grad_v": "g_v", "grad_w": "g_w_o"}
     for stage in visible_stages(0, True):
