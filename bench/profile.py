@@ -58,7 +58,7 @@ NAMED = (
     ("read_form", "scenario.py", "read_form"),
     ("  _matrix: one _float per input", "scenario.py", "_matrix"),
     ("  Scenario.weights: edits applied one by one", "scenario.py", "weights"),
-    ("  seeded_weights: drawn again for each Scenario", "pipeline.py", "seeded_weights"),
+    ("  seeded_weights: drawn again for each Scenario", "attention.py", "seeded_weights"),
     ("Scenario.compute: the NumPy pipeline", "scenario.py", "compute"),
     ("page_context", "context.py", "page_context"),
     ("  heatmap_table", "heatmap.py", "heatmap_table"),
