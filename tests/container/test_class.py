@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
 import pytest
@@ -76,14 +76,13 @@ class Teacher:
         started = client.post("/class", data={**default_state(), "action": "start_class"})
         assert started.status_code == 303, started.text[-500:]
         link = started.headers["location"]  # /class/<code>/teach?key=...
-        code = link.split("/")[-2]
-        moved = client.get(link)  # the key goes into a cookie for the class's path
+        code, key = link.split("/")[-2], parse_qs(urlsplit(link).query)["key"][0]
+        moved = client.get(link)  # the key goes into an HttpOnly cookie; the page never holds it
         assert moved.status_code == 303
         page = client.get(moved.headers["location"])
-        assert page.status_code == 200
-        key = re.search(r'name="class_key" value="([^"]+)"', page.text)
-        assert key, "no teacher key in the teacher's page"
-        return cls(client, code, key[1], page.text)
+        assert page.status_code == 200 and 'data-role="teacher"' in page.text
+        assert key not in page.text
+        return cls(client, code, key, page.text)
 
     def step(self, stage: str, **fields: str) -> None:
         """Go to `stage` on the teacher's page (an htmx post of the stages, as a stage button sends)."""
@@ -175,7 +174,7 @@ def test_a_teacher_link_opens_on_either_replica(replicas: tuple[Running, Running
         teacher = Teacher.start_class(on_a)
         page = on_b.get(f"/class/{teacher.code}/teach?{urlencode({'key': teacher.key})}", follow_redirects=True)
         wrong = on_b.get(f"/class/{teacher.code}/teach?key=not-the-key")
-    assert page.status_code == 200 and teacher.code in page.text and "class_key" in page.text
+    assert page.status_code == 200 and teacher.code in page.text and 'data-role="teacher"' in page.text
     assert wrong.status_code == 403
 
 
