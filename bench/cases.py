@@ -15,7 +15,7 @@ import httpx
 import numpy as np
 
 from app.lesson.presets import PRESETS
-from app.state.scenario import read_form
+from app.state.reading import read_form
 from tests.conftest import form_fields, join_grids
 
 BROWSER = {"Accept-Encoding": "gzip, deflate, br, zstd"}  # what Chromium sends

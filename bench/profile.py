@@ -34,7 +34,7 @@ from starlette.requests import Request
 from app.main import create_app
 from app.maths.attention import run_attention
 from app.maths.records import AttentionRun
-from app.state.scenario import read_form
+from app.state.reading import read_form
 from app.view.context import page_context
 from app.view.panels import PanelBuilder
 from app.view.stage_panels import stage_views
@@ -55,8 +55,8 @@ TARGET_S = 1.0  # each step is repeated for about this long (at least 3 times)
 NAMED = (
     ("posted_fields: the posted form read", "pages.py", "posted_fields"),
     ("  Starlette's form parser (python-multipart)", "formparsers.py", "parse"),
-    ("read_form", "scenario.py", "read_form"),
-    ("  _matrix: one _float per input", "scenario.py", "_matrix"),
+    ("read_form", "reading.py", "read_form"),
+    ("  read_matrix: a grid's cells in one call", "grids.py", "read_matrix"),
     ("  Scenario.weights: edits applied one by one", "scenario.py", "weights"),
     ("  seeded_weights: drawn again for each Scenario", "attention.py", "seeded_weights"),
     ("Scenario.compute: the NumPy pipeline", "scenario.py", "compute"),

@@ -9,7 +9,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.lesson.stages import visible_stages
-from app.state.scenario import View, read_form
+from app.state.reading import read_form
+from app.state.scenario import View
 from tests.conftest import form_fields
 
 HTMX = {"HX-Request": "true"}

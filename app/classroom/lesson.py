@@ -22,11 +22,12 @@ from app.classroom.byte_cache import ByteCache, deep_size
 from app.classroom.store import Room, spoken_code
 from app.config import settings
 from app.state.cells import matrix_of, parse_cell
-from app.state.form import FormError, read_fields, read_number
+from app.state.form import FormError, read_fields
 from app.state.learning import learning_loss_and_gradients
-from app.state.page import read_page
+from app.state.numbers import read_number
 from app.state.permalink import state_query
 from app.state.quiz import LABELS, hidden_cells, owner, stage_results
+from app.state.reading import read_page
 from app.state.scenario import VIEW_FIELDS, Scenario, View
 from app.view.charts.predictions import predictions_svg
 

@@ -1,39 +1,25 @@
-"""The page's form, validated at the edge: a strict pydantic model of its named fields and one
-validator for its grids of numbers.
+"""The page's form, validated at the edge: a strict pydantic model of its named fields.
 
 A form posts text only, so every field is text until it is read here. ``PageForm`` is strict: a
 field's text is read by its own validator (a whole number in its bounds, one of a few choices, a
 finite number, a flag), and nothing else is coerced. Each validator's error names the form field
 and says what to enter; ``read_fields`` turns the first into a FormError, which the page shows
-beside that input. The grids (X, the weights: up to 64×64 cells each) are read in one call per
-grid by ``read_matrix``, through pydantic's own number parser, about 3× faster than a Python loop.
-Every number the form holds is read by one grammar (``read_numbers``): ASCII digits, a sign, a
-point, an exponent; not the underscores, other scripts' digits, nan or inf that float() also takes.
-
-A grid comes in one of two spellings. Without JavaScript the browser posts one field per cell
-(``x-3-5``); with it, the page's script posts each grid as one field (``grid-x``: the rows joined
-by ";", each row's cells by " "), so a d_model 64 edit sends a few dozen fields, not 20,000. The two
-mean the same cells: a joined grid is read as if its cells had been posted one by one, and every
-error still names the cell's own input.
+beside that input. The grids of numbers are read by app.state.grids, every number by
+app.state.numbers, and app.state.reading puts the page's state together from all three.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import re
-import sys
-import unicodedata
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-import numpy as np
 from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
-    TypeAdapter,
     ValidationError,
     ValidationInfo,
     model_validator,
@@ -47,6 +33,8 @@ from app.maths.blocks import ACTIVATIONS, NORM_PLACEMENTS
 from app.maths.masks import MASK_MODES
 from app.maths.positions import POSITIONAL_ENCODINGS
 from app.maths.weights import ALL_WEIGHT_NAMES, BLOCK_WEIGHT_NAMES
+from app.state.numbers import NumberError, number_message, read_number, read_numbers
+from app.state.tokens import hidden_character
 
 EDITABLE = ALL_WEIGHT_NAMES + BLOCK_WEIGHT_NAMES
 EDIT_RE = re.compile(rf"^({'|'.join(EDITABLE)})\.(\d{{1,4}})\.(\d{{1,4}})\.(\d{{1,4}})=(\S+)$", re.ASCII)
@@ -76,6 +64,9 @@ def _problem(field: str, message: str) -> PydanticCustomError:
 
 def _text(value: object) -> str:
     return value.strip() if isinstance(value, str) else ""
+
+
+_WHOLE = re.compile(r"[+-]?[0-9]{1,24}")
 
 
 def is_index(text: str) -> bool:
@@ -165,61 +156,6 @@ def _shape(value: object) -> tuple[int, ...]:
     return r_d_model, r_heads, r_d_k, r_d_v, r_head, r_d_ff
 
 
-# Characters no token may hold: controls (Cc: NUL, ESC, newline), invisible formatting (Cf: the
-# right-to-left override, a zero width space, a byte order mark) and line breaks (Zl, Zp). Escaped,
-# they still reorder, hide or break the text around them on the page and in what is copied from it.
-HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
-# The zero width non-joiner and joiner may stand between two visible characters: Persian writes them
-# inside ordinary words, Indic scripts and emoji sequences need them. At an end or alone they only hide.
-JOINERS = "\u200c\u200d"
-
-
-def _hidden(c: str) -> bool:
-    return unicodedata.category(c) in HIDDEN_CATEGORIES
-
-
-def hidden_character(text: str) -> str | None:
-    """What to remove from a token, in plain words ("the control character U+001B"), or None."""
-    if text.isprintable():  # holds no character of Unicode's "Other" or "Separator" categories but the space
-        return None
-    for k, c in enumerate(text):
-        if not _hidden(c) or (c in JOINERS and 0 < k < len(text) - 1 and not _hidden(text[k - 1])
-                              and not _hidden(text[k + 1])):
-            continue
-        category, name = unicodedata.category(c), unicodedata.name(c, "").lower()
-        if category == "Cc":
-            return f"the control character U+{ord(c):04X}"
-        what = "line break" if category in ("Zl", "Zp") else "invisible character"
-        return f"the {what} U+{ord(c):04X}" + (f" ({name})" if name else "")
-    return None
-
-
-def visible(text: str) -> str:
-    """The token without the characters hidden_character names (every joiner too): what a page
-    without JavaScript computes with while the typed token stays in its input, marked."""
-    return text if text.isprintable() else "".join(c for c in text if not _hidden(c))
-
-
-@functools.cache
-def token_pattern() -> str:
-    """hidden_character's rule as a regular expression, for the API's schema: visible characters, a
-    joiner only between two of them. Built once from this Python's Unicode tables (a tenth of a second)."""
-    ranges: list[list[int]] = []
-    for c in range(sys.maxunicode + 1):
-        if _hidden(chr(c)):
-            if ranges and ranges[-1][1] == c - 1:
-                ranges[-1][1] = c
-            else:
-                ranges.append([c, c])
-
-    def escaped(c: int) -> str:  # an astral character as itself: JSON Schema's regular expressions have no \\U
-        return f"\\u{c:04x}" if c <= 0xFFFF else chr(c)
-
-    hidden = "".join(escaped(a) if a == b else f"{escaped(a)}-{escaped(b)}" for a, b in ranges)
-    joiners = "".join(escaped(ord(c)) for c in JOINERS)
-    return f"^(?:[^{hidden}]+(?:[{joiners}][^{hidden}]+)*)?$"
-
-
 def _check_tokens(tokens: tuple[str, ...], prefix: str) -> None:
     which = "source token" if prefix == "ctoken" else "token"
     for i, text in enumerate(tokens):
@@ -269,7 +205,7 @@ def _edits(value: object) -> dict[tuple[str, int, int, int], float]:
     except NumberError as e:
         name, h, r, c = keys[e.index]
         # The entry as the hidden field writes it (0-based, like every internal reference).
-        raise _problem("edits", _number_message(e, f"edits: {name}.{h}.{r}.{c}")) from None
+        raise _problem("edits", number_message(e, f"edits: {name}.{h}.{r}.{c}")) from None
     return dict(zip(keys, values, strict=True))
 
 
@@ -400,163 +336,3 @@ def _form_error(err: Any) -> FormError:
         return FormError(ctx["field"], ctx["message"])
     field = str(err["loc"][0]) if err["loc"] else "form"
     return FormError(field, f"{field}: {err['msg']}")
-
-
-# --- numbers ------------------------------------------------------------------------------------
-
-# A number as a student types it and as the page prints it: ASCII digits, a sign (the minus sign "−" the
-# page prints too), a decimal point, an exponent, spaces or tabs around. float() reads more: "1_0", "١٢",
-# "nan", "inf", a non-breaking space around. On these characters alone pydantic's parser (like float)
-# reads exactly the grammar above (tests/state/test_form.py checks it against a regular expression), so a
-# grid's cells are checked in one pass over their text and parsed in one call.
-MINUS = "\u2212"
-NUMBER_CHARS = b"0123456789+-.eE \t"
-_WHOLE = re.compile(r"[+-]?[0-9]{1,24}")
-_FLOAT = Annotated[float, Field(strict=False, allow_inf_nan=False)]  # lax: text must be parsed
-_BOUNDED = TypeAdapter(list[Annotated[_FLOAT, Field(ge=-s.max_abs_value, le=s.max_abs_value)]])
-_FINITE = TypeAdapter(list[_FLOAT])
-
-
-class NumberError(ValueError):
-    """The first text of several that is not a number (``kind`` "empty" or "syntax") or not one in
-    bounds ("range")."""
-
-    def __init__(self, index: int, text: str, kind: str) -> None:
-        super().__init__(f"text {index}: {kind}")
-        self.index, self.text, self.kind = index, text, kind
-
-
-def _only_number_chars(text: str) -> bool:
-    return text.isascii() and not text.encode().translate(None, NUMBER_CHARS)
-
-
-def read_numbers(texts: list[str], bounded: bool = True) -> list[float]:
-    """Each text as a finite number (within ±max_abs_value when ``bounded``), or a NumberError for
-    the first that is not one."""
-    adapter = _BOUNDED if bounded else _FINITE
-    joined = "".join(texts)
-    plain = texts
-    if MINUS in joined:
-        joined, plain = joined.replace(MINUS, "-"), [text.replace(MINUS, "-") for text in texts]
-    if _only_number_chars(joined):
-        try:
-            return adapter.validate_python(plain)
-        except ValidationError as e:
-            err = e.errors()[0]
-            i = err["loc"][0]
-            kind = "range" if err["type"] != "float_parsing" else "syntax" if texts[i].strip() else "empty"
-            raise NumberError(i, texts[i], kind) from None
-    for i, text in enumerate(texts):  # the first text that is not a number, one by one
-        if not text.strip():
-            raise NumberError(i, text, "empty")
-        if not _only_number_chars(plain[i]):
-            raise NumberError(i, text, "syntax")
-        try:
-            read_numbers([text], bounded)
-        except NumberError as e:
-            raise NumberError(i, text, e.kind) from None
-    raise AssertionError("unreachable: the characters of some text were refused")
-
-
-def read_number(text: str) -> float:
-    """The finite number ``text`` spells, of any size, or a ValueError (a NumberError)."""
-    return read_numbers([text], bounded=False)[0]
-
-
-def is_number(text: str) -> bool:
-    """Whether a prediction as typed is a finite number (in any size: it is only compared)."""
-    try:
-        read_number(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _number_message(e: NumberError, label: str) -> str:
-    if e.kind == "empty":
-        return f"{label}: enter a number"
-    if e.kind == "syntax":
-        return f"{label}: “{e.text.strip()[:20]}” is not a number"
-    limit = s.max_abs_value
-    return f"{label}: enter a finite number between −{limit:g} and {limit:g}"
-
-
-# A joined grid: the field ``grid-<prefix>``, its rows joined by ROW_SEP and each row's cells by CELL_SEP.
-# A number input's value is a valid floating-point number or empty, so it never holds either.
-GRID_FIELD = "grid-"
-ROW_SEP, CELL_SEP = ";", " "
-# The most rows or columns any grid of the page has (the FFN's d_ff is the widest): a joined grid is
-# never split further than this, whatever a client sends.
-MAX_GRID_SIDE = max(settings.max_tokens, settings.max_d_model, settings.max_d_head, settings.max_d_ff)
-
-
-def _joined(form: Mapping[str, str], prefix: str) -> str | None:
-    text = form.get(GRID_FIELD + prefix)
-    return text if isinstance(text, str) else None
-
-
-def has_grid(form: Mapping[str, str], prefix: str) -> bool:
-    """Whether the form holds the grid ``prefix`` (in either spelling): its first cell is there."""
-    return _joined(form, prefix) is not None or f"{prefix}-0-0" in form
-
-
-def grid_rows(form: Mapping[str, str], prefix: str, most: int) -> int:
-    """How many rows of the grid ``prefix`` the form holds, at most ``most`` and at least 1: the
-    last row whose first cell is there."""
-    joined = _joined(form, prefix)
-    if joined is not None:
-        return max(1, min(most, joined.count(ROW_SEP) + 1))
-    return next((r for r in range(most, 0, -1) if f"{prefix}-{r - 1}-0" in form), 1)
-
-
-def _cell_texts(form: Mapping[str, str], prefix: str, rows: int, cols: int) -> list[str]:
-    """The texts of the grid's rows × cols cells, row by row; "" for a cell the form lacks."""
-    joined = _joined(form, prefix)
-    if joined is None:
-        return [form.get(f"{prefix}-{i}-{j}") or "" for i in range(rows) for j in range(cols)]
-    texts: list[str] = []
-    lines = joined.split(ROW_SEP, rows)  # rows + 1 parts at most: the rest, unread, in the last
-    for i in range(rows):
-        cells = lines[i].split(CELL_SEP, cols)[:cols] if i < len(lines) else []
-        texts += cells if len(cells) == cols else cells + [""] * (cols - len(cells))
-    return texts
-
-
-def read_matrix(form: Mapping[str, str], prefix: str, rows: int, cols: int, label: str) -> np.ndarray:
-    """The grid of inputs ``<prefix>-<row>-<col>`` (or its joined field ``grid-<prefix>``) as a
-    (rows, cols) array. A missing or bad cell is a FormError naming that input, counted from 1 as
-    the page counts: ``x-1-2`` with "X row 2, column 3: “abc” is not a number". Cells beyond rows
-    × cols are not read, in either spelling."""
-    try:
-        values = read_numbers(_cell_texts(form, prefix, rows, cols))
-    except NumberError as e:
-        i, j = divmod(e.index, cols)
-        raise FormError(f"{prefix}-{i}-{j}", _number_message(e, f"{label} row {i + 1}, column {j + 1}")) from None
-    return np.array(values, dtype=np.float64).reshape(rows, cols)
-
-
-def expand_grids(form: Mapping[str, str]) -> dict[str, str]:
-    """The form with each joined grid written out as one field per cell, as a browser without
-    JavaScript posts it (for the page that shows a student's typed values beside an error). A
-    joined grid replaces any cell fields of the same grid, as in read_matrix. Stops at the most
-    fields a page's form can hold."""
-    joined = {name.removeprefix(GRID_FIELD): text for name, text in form.items()
-              if name.startswith(GRID_FIELD) and isinstance(text, str)}
-    out = {name: text for name, text in form.items()
-           if not name.startswith(GRID_FIELD) and not (name.count("-") == 2 and name.split("-")[0] in joined)}
-    for prefix, text in joined.items():
-        for i, line in enumerate(text.split(ROW_SEP, MAX_GRID_SIDE)[:MAX_GRID_SIDE]):
-            if len(out) >= settings.max_form_fields:
-                return out
-            for j, cell in enumerate(line.split(CELL_SEP, MAX_GRID_SIDE)[:MAX_GRID_SIDE]):
-                out[f"{prefix}-{i}-{j}"] = cell
-    return out
-
-
-def count_values(form: Mapping[str, str]) -> int:
-    """How many values the form holds, a joined grid counting each of its cells (a measure of the
-    work it asks for, whichever way it was spelled)."""
-    joined = sum(text.count(CELL_SEP) + text.count(ROW_SEP) for name, text in form.items()
-                 if name.startswith(GRID_FIELD) and isinstance(text, str))
-    return len(form) + joined
-

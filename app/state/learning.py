@@ -13,7 +13,6 @@ Pure NumPy and the standard library, on app.maths.backward and app.lesson.goals;
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -30,12 +29,12 @@ from app.lesson.goals import (
 )
 from app.lesson.presets import PRESETS
 from app.maths.attention import run_attention
-from app.maths.backward import OPTIMIZERS, Gradients
+from app.maths.backward import Gradients
 from app.maths.cost import attention_cost
 from app.maths.records import AttentionRun
 from app.maths.weights import ALL_WEIGHT_NAMES, WEIGHT_NAMES
-from app.state.form import FormError, has_grid, read_matrix, read_number, read_numbers
-from app.state.pin import decode_pin, encode_pin
+from app.state.form import FormError
+from app.state.pin import encode_pin
 from app.state.scenario import Scenario, diff_edits
 
 GOAL_KINDS = ("attention", "output")  # the form's learn_goal; "" or absent: no goal
@@ -147,118 +146,6 @@ def preset_learning(sc: Scenario) -> Learning | None:
     return from_goal(p.goal) if p is not None and p.goal else None
 
 
-# --- reading and writing the form -------------------------------------------------------------------
-
-def _number(form: Mapping[str, str], name: str, label: str, lo: float, hi: float, default: float) -> float:
-    raw = (form.get(name) or "").strip()
-    if not raw:
-        return default
-    try:
-        value = read_number(raw) if len(raw) <= 24 else math.nan
-    except ValueError:
-        value = math.nan
-    if not (lo < value <= hi):  # also refuses nan
-        raise FormError(name, f"{label}: enter a number above {lo:g} and at most {hi:g}")
-    return value
-
-
-def _whole(form: Mapping[str, str], name: str, label: str, lo: int, hi: int, default: int) -> int:
-    raw = (form.get(name) or "").strip()
-    if not raw:
-        return default
-    if not (raw.isascii() and raw.isdigit() and len(raw) <= 9 and lo <= int(raw) <= hi):
-        raise FormError(name, f"{label}: enter a whole number from {lo} to {hi}")
-    return int(raw)
-
-
-def _losses(form: Mapping[str, str]) -> tuple[float, ...]:
-    parts = (form.get("learn_losses") or "").split()
-    if len(parts) > MAX_CURVE:
-        raise FormError("learn_losses", f"learn_losses: at most {MAX_CURVE} values")
-    try:
-        values = tuple(read_numbers([p for p in parts if len(p) <= 32], bounded=False))
-    except ValueError:
-        raise FormError("learn_losses", "learn_losses: the loss curve cannot be read; reset the training") from None
-    if len(values) != len(parts) or not all(math.isfinite(v) and v >= 0 for v in values):
-        raise FormError("learn_losses", "learn_losses: the loss curve cannot be read; reset the training")
-    return values
-
-
-def check_target(target: np.ndarray, sc: Scenario, goal: str, mask: np.ndarray | None) -> np.ndarray:
-    """An attention target as the student typed it, each row divided by its sum (so 1 2 1 means
-    ¼ ½ ¼). A negative entry, a row of zeros, or weight on a hidden key is a FormError naming it."""
-    if goal == "output":
-        return target
-    for (i, j), v in np.ndenumerate(target):
-        if v < 0:
-            raise FormError(f"target-{i}-{j}", f"target row {i + 1}, column {j + 1}: a weight cannot be negative")
-        if v > 0 and mask is not None and mask[i, j]:
-            raise FormError(f"target-{i}-{j}", f"target row {i + 1}, column {j + 1}: key {j + 1} "
-                                               f"({sc.key_tokens[j]}) is hidden from this query by the mask")
-    sums = target.sum(axis=1)  # (T,)
-    for i, total in enumerate(sums):
-        if total <= 0:
-            raise FormError(f"target-{i}-0", f"target row {i + 1}: put some weight on at least one key")
-    return target / sums[:, None]  # (T, S)
-
-
-def read_learning(form: Mapping[str, str], sc: Scenario) -> Learning | None:
-    """The Learn panel's fields, or None without a goal. A target whose shape no longer fits the
-    scenario (cross-attention switched, a size changed) starts again from the preset's or the default."""
-    goal = form.get("learn_goal") or ""
-    if goal == "":
-        return None
-    if goal not in GOAL_KINDS:
-        raise FormError("learn_goal", f"learn_goal: choose one of {', '.join(GOAL_KINDS)}")
-    if sc.blocks:  # gradients cover attention without blocks: the Learn panel says so, and keeps no goal
-        return None
-    if goal == "attention" and sc.attention == "linear":  # no softmax weights to match: the output goal
-        goal = "output"
-    head = _whole(form, "learn_head", "learn_head", 0, sc.num_heads - 1, 0) if goal == "attention" else 0
-    t = len(sc.tokens)
-    cols = len(sc.key_tokens) if goal == "attention" else sc.d_model
-    shape = (form.get("learn_shape") or "").strip()
-    target = None
-    if shape == f"{goal},{t},{cols}" and has_grid(form, "target"):
-        target = check_target(read_matrix(form, "target", t, cols, "target"), sc, goal, sc.mask_array())
-    fresh = target is None
-    preset = preset_learning(sc)
-    if fresh:
-        fits = preset is not None and preset.goal == goal and preset.target.shape == (t, cols)
-        target = preset.target if fits else default_target(sc, goal)
-    shown = "learn_shown" in form  # the panel's inputs were on screen: its checkboxes are the truth
-    if shown:
-        train = tuple(name for name in PAGE_TRAINABLE if form.get(f"learn_{name}") in ("on", "1", "true"))
-        if not train:
-            raise FormError("learn_w_q", "learn: tick at least one weight to train")
-    else:
-        train = tuple(w for w in (form.get("learn_train") or "").split() if w in PAGE_TRAINABLE) or (
-            preset.train if preset is not None else ("w_q", "w_k"))
-    rows: tuple[int, ...] = ()
-    if goal == "attention" and not fresh:
-        if shown:
-            rows = tuple(i for i in range(t) if f"learn_row-{i}" in form)
-            if not rows:
-                raise FormError("learn_row-0", "learn: tick at least one query row for the loss to count")
-            rows = () if len(rows) == t else rows
-        else:
-            rows = tuple(int(r) for r in (form.get("learn_rows") or "").split() if r.isdigit() and int(r) < t)
-    elif fresh and preset is not None and preset.goal == goal:
-        rows = preset.rows
-    optimizer = form.get("learn_optimizer") or (preset.optimizer if preset else "adam")
-    if optimizer not in OPTIMIZERS:
-        raise FormError("learn_optimizer", f"learn_optimizer: choose one of {', '.join(sorted(OPTIMIZERS))}")
-    learning_rate = _number(form, "learn_rate", "learning rate", 0.0, MAX_LEARNING_RATE,
-                            preset.learning_rate if preset else 0.1)
-    losses = () if fresh else _losses(form)
-    first = _whole(form, "learn_first", "learn_first", 0, 10**9, 0) if losses else 0
-    same = preset is not None and preset.goal == goal and preset.rows == rows
-    companion = preset.companion if same else ""
-    return Learning(goal=goal, head=head, target=target, rows=rows, optimizer=optimizer,
-                    learning_rate=learning_rate, train=train, losses=losses, first_step=first,
-                    before=(form.get("learn_before") or "") if losses else "", companion=companion)
-
-
 def _short(v: float) -> str:
     text = f"{float(v):.12g}"
     return "0" if text == "-0" else text
@@ -347,15 +234,6 @@ def train_page(sc: Scenario, learning: Learning, steps: int) -> tuple[Scenario, 
         losses = losses[-MAX_CURVE:]
     return trained_sc, replace(learning, losses=tuple(losses), first_step=first,
                                before=learning.before or encode_pin(sc))
-
-
-def reset(learning: Learning) -> tuple[Scenario, Learning]:
-    """The scenario before the first step, and an empty curve."""
-    try:
-        sc = decode_pin(learning.before)
-    except FormError:
-        raise FormError("learn_before", "learn: the state before training cannot be read; reload the preset") from None
-    return sc, replace(learning, losses=(), first_step=0, before="")
 
 
 def fit(learning: Learning | None, sc: Scenario) -> Learning | None:

@@ -1,26 +1,20 @@
-"""The page's state from its form: read once, a preset's, the buttons applied, and a lenient read that
-keeps what a student typed when a field is bad. Pure: no request, no markup."""
+"""The page's state changed: a preset's, the buttons applied (tokens, weights, the pin, training and its
+reset), and a lenient read that keeps what a student typed when a field is bad (the form itself is read
+by app.state.reading). Pure: no request, no markup."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import replace
 
 from app.config import settings
 from app.lesson.presets import DEFAULT_PRESET, PRESETS
-from app.state.form import FormError, expand_grids, is_index, visible
-from app.state.learning import STEP_ACTIONS, fit, preset_learning, read_learning, reset, train_page
-from app.state.pin import decode_pin, encode_pin
-from app.state.scenario import Scenario, View, add_token, from_preset, new_weights, read_form, remove_token
-
-
-def read_page(fields: Mapping[str, str]) -> tuple[Scenario, View]:
-    """read_form, the pinned state checked too (a bad pin is a FormError naming ``pin``), and the
-    Learn panel's goal and training."""
-    sc, view = read_form(fields)
-    if view.pin:
-        decode_pin(view.pin)
-    return sc, replace(view, learning=read_learning(fields, sc))
+from app.state.form import FormError, is_index
+from app.state.grids import expand_grids
+from app.state.learning import STEP_ACTIONS, Learning, fit, preset_learning, train_page
+from app.state.pin import encode_pin
+from app.state.reading import decode_pin, read_page
+from app.state.scenario import Scenario, View, add_token, from_preset, new_weights, remove_token
+from app.state.tokens import visible
 
 
 def preset_page(key: str) -> tuple[Scenario, View]:
@@ -45,6 +39,15 @@ def apply_action(sc: Scenario, view: View, action: str) -> tuple[Scenario, View]
         return sc, replace(view, learning=learning)
     sc = _structural(sc, action)
     return sc, replace(view, learning=fit(view.learning, sc))
+
+
+def reset(learning: Learning) -> tuple[Scenario, Learning]:
+    """The scenario before the first step, and an empty curve."""
+    try:
+        sc = decode_pin(learning.before)
+    except FormError:
+        raise FormError("learn_before", "learn: the state before training cannot be read; reload the preset") from None
+    return sc, replace(learning, losses=(), first_step=0, before="")
 
 
 def _structural(sc: Scenario, action: str) -> Scenario:

@@ -16,7 +16,7 @@ from app.maths.arithmetic import BLOCK_CELLS, CellRef, cell_matrix, parse_ref
 from app.maths.backward import Gradients
 from app.maths.gradient_arithmetic import GRADIENT_CELLS, gradient_matrix, parse_gradient_ref
 from app.maths.records import AttentionRun, TransformerRun
-from app.state.form import read_number
+from app.state.numbers import read_number
 
 # What each stage computes: the matrices a quiz hides there (by panel name), in the order the
 # quiz offers them. The mask stage computes nothing new; X is computed only with a positional

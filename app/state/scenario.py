@@ -19,14 +19,13 @@ import numpy as np
 
 from app.config import settings
 from app.lesson.presets import DEFAULT_PRESET, PRESETS, Preset
-from app.maths.arithmetic import BLOCK_CELLS
 from app.maths.attention import run_attention, seeded_weights
 from app.maths.blocks import run_transformer, seeded_block_weights
 from app.maths.masks import build_mask, default_window
 from app.maths.positions import seeded_position_table
 from app.maths.records import AttentionRun, TransformerRun
-from app.maths.weights import ALL_WEIGHT_NAMES, BLOCK_WEIGHT_NAMES, WEIGHTS, Sizes
-from app.state.form import PANELS, FormError, grid_rows, has_grid, is_number, read_fields, read_matrix
+from app.maths.weights import ALL_WEIGHT_NAMES, BLOCK_WEIGHT_NAMES
+from app.state.form import FormError
 
 
 @dataclass(frozen=True)
@@ -302,158 +301,6 @@ def format_input(v: float) -> str:
     """How a number appears in an input: short, and exact for what a student typed. A value that
     rounds to zero shows as 0, never -0 (adding 0.0 turns −0.0 into +0.0)."""
     return _num(round(float(v), 6) + 0.0)
-
-
-# --- reading a form -----------------------------------------------------------------------------
-
-
-def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
-    """Rebuild the scenario from a posted form. Raises FormError naming the first bad field.
-
-    The named fields are validated by app.state.form.PageForm, the grids by app.state.form.read_matrix. The
-    form carries the shape its inputs were rendered with (``shape``) and the sizes the student
-    asks for (``d_model``, ``num_heads``, ``d_k``, ``d_v``); when they differ the matrices are
-    resized, keeping every value that still fits.
-    """
-    f = read_fields(form)
-    tokens = f.tokens
-    t = len(tokens)
-    r_d_model, r_heads, r_d_k, r_d_v, r_head, r_d_ff = f.shape
-    x = read_matrix(form, "x", t, r_d_model, "X")
-    # The inputs on screen (the selected head's matrices, the first block's) win over the hidden edits:
-    # (name, head, first row, values), applied once the base they are compared with is known.
-    shown: list[tuple[str, int, int, np.ndarray]] = []
-    sizes = Sizes(d_model=r_d_model, h=r_heads, d_k=r_d_k, d_v=r_d_v, d_ff=r_d_ff)
-    for name, spec in WEIGHTS.items():
-        rows, cols = spec.grid(sizes)
-        if name != "w_o" and rows and cols and has_grid(form, name):  # W_O: this head's rows, below
-            label = f"{spec.label} (head {r_head + 1})" if spec.per_head else spec.label
-            shown.append((name, r_head if spec.per_head else 0, 0, read_matrix(form, name, rows, cols, label)))
-    if has_grid(form, "w_o"):
-        m = read_matrix(form, "w_o", r_d_v, r_d_model, f"W_O rows of head {r_head + 1},")
-        shown.append(("w_o", 0, r_head * r_d_v, m))  # W_O is one matrix: this head's rows of it
-
-    d_model = f.d_model or r_d_model
-    num_heads = f.num_heads or r_heads
-    # d_k follows d_model // h, and d_v follows d_k, unless the student set them explicitly.
-    d_k = f.d_k or r_d_k
-    if d_k == r_d_k and (d_model, num_heads) != (r_d_model, r_heads):
-        d_k = max(1, d_model // num_heads)
-    d_v = f.d_v or r_d_v
-    if d_v == r_d_v and r_d_v == r_d_k:
-        d_v = d_k
-
-    # Cross-attention: a source sentence of S tokens; switched on, it starts as starting_source.
-    context_tokens: tuple[str, ...] = ()
-    context_x = None
-    if f.cross:
-        if f.ctokens:
-            context_tokens = f.ctokens
-            context_x = read_matrix(form, "c", len(context_tokens), r_d_model, "C")
-        else:
-            context_tokens, context_x = starting_source(f.preset, f.seed or 0, t, r_d_model)
-    # Switching cross-attention on or off changes what the keys are: cells hidden by hand and
-    # padding marks named the old keys.
-    switched = f.cross != bool(f.ctokens)
-    s_len = len(context_tokens) or t
-    if switched:
-        blocked = frozenset()
-    elif "mask_grid" in form:  # the mask stage is on screen: its checkboxes are the truth
-        blocked = frozenset((i, j) for i in range(t) for j in range(s_len) if f"block-{i}-{j}" in form)
-    else:
-        blocked = f.blocked
-    position_table = None
-    if f.positional_encoding == "learned" and has_grid(form, "pos"):
-        # The rows on screen: a longer source sentence just switched on has more positions than
-        # the form has rows; with_position_table fills them from the seed.
-        position_table = read_matrix(form, "pos", grid_rows(form, "pos", max(t, s_len)), r_d_model, "P")
-    d_ff = f.d_ff or r_d_ff or 4 * d_model
-    if d_ff == r_d_ff and d_model != r_d_model:
-        d_ff = 4 * d_model  # d_ff follows d_model unless the student set it
-
-    rendered = Scenario(
-        preset=f.preset, tokens=tokens, x=x, num_heads=r_heads, d_k=r_d_k, d_v=r_d_v,
-        seed=f.seed or 0, scale=f.scale, edits=dict(f.edits),
-        mask_mode=f.mask,
-        window=f.window or default_window(f.mask, s_len),
-        score=f.score,
-        attention=f.attention,
-        blocks=f.blocks or 0,
-        d_ff=r_d_ff or d_ff,
-        activation=f.activation,
-        norm=f.norm,
-        blocked=blocked,
-        padding=frozenset() if switched else frozenset(j for j in range(s_len) if f"pad-{j}" in form),
-        positional_encoding=f.positional_encoding,
-        temperature=f.temperature,
-        context_tokens=context_tokens,
-        context_x=context_x,
-        position_table=position_table,
-    )
-    rendered = replace(rendered, edits=with_shown(rendered.edits, shown, rendered._base))
-    resized = resize(rendered, d_model=d_model, num_heads=num_heads, d_k=d_k, d_v=d_v)
-    scenario = with_position_table(normalise(replace(resized, d_ff=d_ff)) if d_ff != resized.d_ff else resized)
-    head = min(r_head if f.head is None else f.head, scenario.num_heads - 1)
-    block = min(f.block or 0, max(0, scenario.blocks - 1))
-    inspect = f.inspect
-    if f.action == "inspect":  # the row/column form, for keyboards and no JavaScript
-        inspect = _cell_ref(*f.cell_ref("inspect"), head, block)
-    quiz, revealed = f.quiz, f.revealed
-    guess = guess_ref = ""
-    if quiz and f.action == "guess":  # a prediction: check it, then show the cell and its arithmetic
-        guess, guess_ref = f.guess, _cell_ref(*f.cell_ref("guess"), head, block)
-        if is_number(guess):
-            revealed |= {guess_ref}
-            inspect = guess_ref
-    elif f.action == "reveal_all":
-        quiz, revealed = False, frozenset()
-    view = View(
-        stage=f.goto or f.stage or "x",
-        head=head,
-        show_all=f.show_all,
-        decimals=f.decimals or 3,
-        inspect=inspect,
-        block=block,
-        panels=f.panels | ({f.show_panel} if f.show_panel in PANELS else set()),
-        present=f.present,
-        quiz=quiz,
-        revealed=revealed if quiz else frozenset(),
-        guess=guess,
-        guess_ref=guess_ref,
-        pin="" if f.action == "unpin" else f.pin,
-    )
-    return scenario, view
-
-
-def _cell_ref(matrix: str, row: int, col: int, head: int, block: int) -> str:
-    """"<matrix>.<owner>.<row>.<col>" from the inspector's (or a prediction's) row/column form; the
-    owner is the head in view, the block in view for a block's matrix, 0 for the final output."""
-    owner = 0 if matrix in ("final", "g_final", "g_w_o") else (block if matrix in BLOCK_CELLS else head)
-    return f"{matrix}.{owner}.{row}.{col}"
-
-
-def with_shown(edits: Mapping[tuple[str, int, int, int], float], shown: list[tuple[str, int, int, np.ndarray]],
-               base: Mapping[str, np.ndarray]) -> dict[tuple[str, int, int, int], float]:
-    """The edits once the matrices on screen are read: each shown cell replaces any edit of that
-    cell, and is an edit itself only where it differs from ``base`` (a whole 64 × 64 grid compared
-    in one NumPy call, not stored cell by cell and then normalised). Cells outside the base's
-    shape are left out, as normalise and Scenario.weights leave them out."""
-    regions = {}  # (name, head) → the rows and columns of it on screen, the values, the base
-    for name, head, row0, m in shown:  # m: (rows, cols), from row row0 of the head's matrix
-        stack = as_stack(name, base[name]) if name in base else None  # (stacks, R, C)
-        if stack is not None and head < stack.shape[0]:
-            rows, cols = max(0, min(m.shape[0], stack.shape[1] - row0)), min(m.shape[1], stack.shape[2])
-            regions[(name, head)] = (row0, row0 + rows, cols, m[:rows, :cols], stack[head, row0:row0 + rows, :cols])
-    out = {}
-    for key, value in edits.items():  # one pass: an edit stays unless a shown cell replaces it
-        region = regions.get(key[:2])
-        if region is None or not (region[0] <= key[2] < region[1] and key[3] < region[2]):
-            out[key] = value
-    for (name, head), (row0, _, _, m, b) in regions.items():
-        rows, cols = np.nonzero(m != b)  # m, b: (rows, cols)
-        out.update(zip(((name, head, row0 + r, c) for r, c in zip(rows.tolist(), cols.tolist(), strict=True)),
-                       m[rows, cols].tolist(), strict=True))
-    return out
 
 
 def resize(sc: Scenario, *, d_model: int, num_heads: int, d_k: int, d_v: int) -> Scenario:

@@ -25,10 +25,11 @@ from app.state.learning import (
     curve_text,
     learning_loss_and_gradients,
 )
-from app.state.pin import decode_pin, describe_pin
+from app.state.pin import describe_pin
 from app.state.quiz import LABELS as QUIZ_LABELS
 from app.state.quiz import check, hidden_cells, stage_results
 from app.state.quiz import owner as cell_owner
+from app.state.reading import decode_pin
 from app.state.scenario import Scenario, View, departure
 from app.view.attention_lines import attention_lines
 from app.view.charts.learn import loss_curve_svg, why_scale_context

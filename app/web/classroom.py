@@ -49,8 +49,9 @@ from app.classroom.lesson import (
 from app.classroom.store import Room, Rooms, RoomsFull, ShareUsed, normal_code
 from app.lesson.presets import PRESETS
 from app.state.form import FormError
-from app.state.page import preset_page, read_page
+from app.state.page import preset_page
 from app.state.quiz import check
+from app.state.reading import read_page
 from app.web.class_access import (
     OpenRoom,
     TeacherOf,

@@ -22,7 +22,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from app.state.form import FormError
-from app.state.scenario import Scenario, View, read_form
+from app.state.reading import read_form
+from app.state.scenario import Scenario, View
 from app.view.context import panel_matrix
 from app.view.heatmap import format_numbers
 from app.web.api import run_json

@@ -8,7 +8,7 @@ from typing import Annotated
 from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints
 
 from app.config import settings
-from app.state.form import hidden_character, token_pattern
+from app.state.tokens import hidden_character, token_pattern
 
 Value = Annotated[
     float,
@@ -58,7 +58,7 @@ def _visible(token: str) -> str:
     return token
 
 
-# A token is text a student can see: no control, invisible formatting or line break characters (app.state.form).
+# A token is text a student can see: no control, invisible formatting or line break characters (app.state.tokens).
 Token = Annotated[str, StringConstraints(strict=True, max_length=settings.max_token_chars), AfterValidator(_visible),
                   Field(json_schema_extra=lambda schema: schema.update(pattern=token_pattern()))]
 ModelVector = Annotated[list[Value], Field(min_length=1, max_length=settings.max_d_model)]  # d_model long

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 from app.maths.cost import attention_cost
-from app.state.form import count_values
+from app.state.grids import count_values
 from app.state.learning import STEP_ACTIONS
 from app.state.scenario import Scenario, View
 

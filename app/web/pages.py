@@ -20,8 +20,9 @@ from app.classroom.lesson import Lesson, finish
 from app.config import settings
 from app.lesson.presets import DEFAULT_PRESET, PRESETS
 from app.state.form import FormError
-from app.state.page import apply_action, preset_page, read_page
+from app.state.page import apply_action, preset_page
 from app.state.permalink import state_query
+from app.state.reading import read_page
 from app.state.scenario import VIEW_FIELDS, Scenario, View, from_preset
 from app.view.context import page_context
 from app.view.editor import editor_grids

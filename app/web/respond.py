@@ -16,9 +16,11 @@ from starlette.concurrency import run_in_threadpool
 
 from app.classroom.lesson import Lesson, finish
 from app.config import settings
-from app.state.form import DECIMALS, EDITABLE, FormError, expand_grids
-from app.state.page import lenient_read, read_page
+from app.state.form import DECIMALS, EDITABLE, FormError
+from app.state.grids import expand_grids
+from app.state.page import lenient_read
 from app.state.permalink import fits_in_url, stage_permalinks
+from app.state.reading import read_page
 from app.state.scenario import Scenario, View, encode_edits
 from app.view.charts.learn import short_number
 from app.view.context import page_context
@@ -79,7 +81,7 @@ async def posted_fields(request: Request) -> dict[str, str]:
     """The posted form's text fields, read whole up to the largest valid form. Every edit posts
     the page's urlencoded form, so that is parsed by the standard library's parse_qsl (a third of
     the time of the multipart parser); a file upload goes through Starlette's. With JavaScript the
-    page posts each grid as one field (app.state.form), without it one field per cell."""
+    page posts each grid as one field (app.state.grids), without it one field per cell."""
     if request.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
         body = (await request.body()).decode("utf-8", errors="replace")
 

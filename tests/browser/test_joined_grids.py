@@ -11,7 +11,7 @@ from urllib.parse import parse_qsl
 import pytest
 
 from app.lesson.presets import PRESETS
-from app.state.form import expand_grids
+from app.state.grids import expand_grids
 from app.state.scenario import from_preset
 from tests.browser.test_page import cell, cells, expected_run, fmt, go_to_stage, heatmap
 

@@ -11,7 +11,7 @@ from urllib.parse import parse_qsl
 import pytest
 
 from app.lesson.stages import visible_stages
-from app.state.form import expand_grids
+from app.state.grids import expand_grids
 
 try:
     from playwright.sync_api import expect

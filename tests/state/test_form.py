@@ -17,24 +17,13 @@ from hypothesis import strategies as st
 
 from app.config import settings
 from app.lesson.presets import PRESETS
-from app.state.form import (
-    MAX_GRID_SIDE,
-    FormError,
-    PageForm,
-    count_values,
-    expand_grids,
-    grid_rows,
-    has_grid,
-    hidden_character,
-    is_number,
-    read_fields,
-    read_matrix,
-    read_number,
-    token_pattern,
-)
-from app.state.page import read_page
+from app.state.form import FormError, PageForm, read_fields
+from app.state.grids import MAX_GRID_SIDE, count_values, expand_grids, grid_rows, has_grid, read_matrix
+from app.state.numbers import is_number, read_number
 from app.state.permalink import state_query
-from app.state.scenario import as_stack, diff_edits, from_preset, normalise, read_form
+from app.state.reading import read_form, read_page
+from app.state.scenario import as_stack, diff_edits, from_preset, normalise
+from app.state.tokens import hidden_character, token_pattern
 from tests.conftest import CELL_NAME, form_fields, grid_keys, join_grids
 
 BASE = dict(

@@ -16,18 +16,10 @@ from fastapi.testclient import TestClient
 from app.lesson.goals import GOALS, SEED_003_ALIGNMENT, train_goal, why_scale
 from app.lesson.presets import PRESETS
 from app.state.form import FormError
-from app.state.learning import (
-    MAX_CURVE,
-    Learning,
-    default_target,
-    fit,
-    preset_learning,
-    read_learning,
-    reset,
-    train_page,
-)
-from app.state.page import preset_page, read_page
+from app.state.learning import MAX_CURVE, Learning, default_target, fit, preset_learning, train_page
+from app.state.page import preset_page, reset
 from app.state.permalink import state_query
+from app.state.reading import read_learning, read_page
 from app.state.scenario import add_token, from_preset
 from tests.conftest import form_fields
 

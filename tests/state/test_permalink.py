@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from app.lesson.presets import PRESETS
 from app.lesson.stages import visible_stages
 from app.state.permalink import MAX_URL_CHARS, permalink, query_string, stage_permalinks, state_query
-from app.state.scenario import Scenario, View, add_token, from_preset, read_form
+from app.state.reading import read_form
+from app.state.scenario import Scenario, View, add_token, from_preset
 from tests.conftest import form_fields
 
 HTMX = {"HX-Request": "true"}

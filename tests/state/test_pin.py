@@ -13,9 +13,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.maths.attention import run_attention
+from app.state.form import FormError
 from app.state.permalink import state_query
-from app.state.pin import decode_pin, encode_pin
-from app.state.scenario import FormError, from_preset, read_form
+from app.state.pin import encode_pin
+from app.state.reading import decode_pin, read_form
+from app.state.scenario import from_preset
 from tests.conftest import form_fields
 
 HTMX = {"HX-Request": "true"}

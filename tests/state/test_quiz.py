@@ -13,7 +13,8 @@ from fastapi.testclient import TestClient
 from app.lesson.stages import visible_stages
 from app.state.permalink import state_query
 from app.state.quiz import NEAR, STAGE_RESULTS, check, hidden_cells, stage_results, tolerance
-from app.state.scenario import from_preset, read_form
+from app.state.reading import read_form
+from app.state.scenario import from_preset
 from tests.conftest import form_fields
 
 HTMX = {"HX-Request": "true"}

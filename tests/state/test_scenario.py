@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from app.lesson.presets import PRESETS
 from app.state.form import FormError
 from app.state.permalink import state_query
+from app.state.reading import read_form, with_shown
 from app.state.scenario import (
     Scenario,
     View,
@@ -23,9 +24,7 @@ from app.state.scenario import (
     from_preset,
     new_weights,
     normalise,
-    read_form,
     with_position_table,
-    with_shown,
 )
 
 

@@ -20,8 +20,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.state.form import FormError
-from app.state.page import read_page
-from app.state.pin import MAX_PIN_QUERY_BYTES, decode_pin, encode_pin
+from app.state.pin import MAX_PIN_QUERY_BYTES, encode_pin
+from app.state.reading import decode_pin, read_page
 from app.state.scenario import from_preset
 from app.web.lanes import Lanes
 from app.web.page_work import INLINE_OPERATIONS, page_operations

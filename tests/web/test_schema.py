@@ -69,7 +69,7 @@ def test_every_operation_conforms_to_the_schema(case: schemathesis.Case) -> None
 
 VALUE = st.one_of(st.floats(-bounds.max_abs_value, bounds.max_abs_value, allow_nan=False),
                   st.sampled_from([-bounds.max_abs_value, bounds.max_abs_value, 0.0]))
-# Tokens a student can see (app.state.form: no control, invisible formatting or line break characters).
+# Tokens a student can see (app.state.tokens: no control, invisible formatting or line break characters).
 TOKEN = st.text(st.characters(exclude_categories=["Cc", "Cf", "Zl", "Zp", "Cs"]), max_size=bounds.max_token_chars)
 
 

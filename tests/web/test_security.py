@@ -16,7 +16,8 @@ from fastapi.testclient import TestClient
 from app.lesson.presets import PRESETS
 from app.lesson.stages import visible_stages
 from app.state.permalink import state_query
-from app.state.pin import decode_pin, encode_pin
+from app.state.pin import encode_pin
+from app.state.reading import decode_pin
 from app.state.scenario import from_preset
 from app.web.security import DOCS_POLICY, PAGE_POLICY
 from tests.conftest import form_fields

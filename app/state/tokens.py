@@ -1,0 +1,62 @@
+"""What a token may hold: visible text. The rule a form's token, the API's schema and a page without
+JavaScript all read."""
+
+from __future__ import annotations
+
+import functools
+import sys
+import unicodedata
+
+# Characters no token may hold: controls (Cc: NUL, ESC, newline), invisible formatting (Cf: the
+# right-to-left override, a zero width space, a byte order mark) and line breaks (Zl, Zp). Escaped,
+# they still reorder, hide or break the text around them on the page and in what is copied from it.
+HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+# The zero width non-joiner and joiner may stand between two visible characters: Persian writes them
+# inside ordinary words, Indic scripts and emoji sequences need them. At an end or alone they only hide.
+JOINERS = "\u200c\u200d"
+
+
+def _hidden(c: str) -> bool:
+    return unicodedata.category(c) in HIDDEN_CATEGORIES
+
+
+def hidden_character(text: str) -> str | None:
+    """What to remove from a token, in plain words ("the control character U+001B"), or None."""
+    if text.isprintable():  # holds no character of Unicode's "Other" or "Separator" categories but the space
+        return None
+    for k, c in enumerate(text):
+        if not _hidden(c) or (c in JOINERS and 0 < k < len(text) - 1 and not _hidden(text[k - 1])
+                              and not _hidden(text[k + 1])):
+            continue
+        category, name = unicodedata.category(c), unicodedata.name(c, "").lower()
+        if category == "Cc":
+            return f"the control character U+{ord(c):04X}"
+        what = "line break" if category in ("Zl", "Zp") else "invisible character"
+        return f"the {what} U+{ord(c):04X}" + (f" ({name})" if name else "")
+    return None
+
+
+def visible(text: str) -> str:
+    """The token without the characters hidden_character names (every joiner too): what a page
+    without JavaScript computes with while the typed token stays in its input, marked."""
+    return text if text.isprintable() else "".join(c for c in text if not _hidden(c))
+
+
+@functools.cache
+def token_pattern() -> str:
+    """hidden_character's rule as a regular expression, for the API's schema: visible characters, a
+    joiner only between two of them. Built once from this Python's Unicode tables (a tenth of a second)."""
+    ranges: list[list[int]] = []
+    for c in range(sys.maxunicode + 1):
+        if _hidden(chr(c)):
+            if ranges and ranges[-1][1] == c - 1:
+                ranges[-1][1] = c
+            else:
+                ranges.append([c, c])
+
+    def escaped(c: int) -> str:  # an astral character as itself: JSON Schema's regular expressions have no \\U
+        return f"\\u{c:04x}" if c <= 0xFFFF else chr(c)
+
+    hidden = "".join(escaped(a) if a == b else f"{escaped(a)}-{escaped(b)}" for a, b in ranges)
+    joiners = "".join(escaped(ord(c)) for c in JOINERS)
+    return f"^(?:[^{hidden}]+(?:[{joiners}][^{hidden}]+)*)?$"
