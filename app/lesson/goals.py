@@ -1,8 +1,9 @@
 """Training goals from the seed articles: a starting scenario, a target, and gradient descent towards it.
 
 Pure NumPy and the standard library, on top of app.maths.attention (the forward pass), app.maths.backward (losses,
-gradients, ``train``) and app.lesson.presets (the lesson's sentences): nothing from the web layer is imported
-here. The page's Learn panel reads :data:`GOALS`, runs :func:`train_goal`, and shows what it returns.
+gradients, ``train``), app.lesson.presets and app.lesson.seed_numbers (the lesson's sentences): nothing from the web
+layer is imported here. The page's Learn panel reads :data:`GOALS`, runs :func:`train_goal`, and shows what it
+returns.
 
 Every goal starts from weights drawn by ``np.random.default_rng(seed)`` (app.maths.attention.seeded_weights),
 so the same goal always trains the same way.
@@ -15,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.lesson.presets import (
-    PRESETS,
+from app.lesson.presets import PRESETS
+from app.lesson.seed_numbers import (
     PREVIOUS_TOKEN_SEED,
     PREVIOUS_TOKENS,
     WHY_SCALE_D_K,

@@ -6,10 +6,43 @@ that the pipeline reproduces the seed's results from them.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from app.lesson.seed_numbers import (
+    ALIGN_DIMS,
+    ALIGN_WEIGHTS,
+    BANK,
+    BANK_DIMS,
+    BANK_HEADS,
+    BANK_WEIGHTS,
+    BITES,
+    DEFAULT_SOURCE,
+    DEFAULT_TOKENS,
+    DEFAULT_X,
+    DOG,
+    EN,
+    EN_X,
+    FR,
+    MAN,
+    POOL_A,
+    PREVIOUS_TOKEN_SEED,
+    PREVIOUS_TOKENS,
+    S003_K,
+    S003_Q,
+    S003_V,
+    SPARSE_TOKENS,
+    SPARSE_X,
+    THE,
+    WHY_SCALE_D_K,
+    WHY_SCALE_D_V,
+    WHY_SCALE_SEED,
+    WHY_SCALE_TOKENS,
+    identity,
+    previous_token_x,
+    why_scale_x,
+)
 
 
 @dataclass(frozen=True)
@@ -53,98 +86,6 @@ class Preset:
         return {name: np.array(value, dtype=np.float64) for name, value in self.weights.items()}
 
 
-def _identity(n: int) -> tuple[tuple[float, ...], ...]:
-    return tuple(tuple(float(i == j) for j in range(n)) for i in range(n))
-
-
-# Seed 000's demo size: T = 5 tokens, d = 3.
-_DEFAULT_TOKENS = ("the", "cat", "sat", "on", "mat")
-_DEFAULT_X = ((0.2, 0.1, -0.3), (0.9, -0.4, 0.5), (-0.2, 0.8, 0.1), (0.1, 0.3, -0.7), (0.6, -0.1, 0.8))
-
-# Seed 001: "pool beats badminton", attention(A, A, A) with identity projections and no scaling.
-_POOL_A = ((0.5, 0.1, 0.1, 0.2), (0.1, 0.5, 0.2, 0.1), (0.5, 0.1, 0.2, 0.1))
-
-# Seed 003's three-token worked example: X = I₃ so that Q = W_Q, K = W_K and V = W_V are the
-# article's matrices; d_k = 2. W_O copies the head's two columns into the first two of d_model = 3.
-_S003_Q = ((1.0, 0.0), (0.0, 1.0), (1.0, 1.0))
-_S003_K = ((1.0, 1.0), (0.0, 1.0), (1.0, 0.0))
-_S003_V = ((1.0, 0.0), (0.0, 1.0), (0.0, 0.0))
-
-# Sixteen tokens for the sparse patterns: with T = 16 a stride of √T = 4 is visibly sparse.
-_SPARSE_TOKENS = ("the", "quick", "brown", "fox", "jumps", "over", "the", "lazy",
-                  "dog", "while", "the", "old", "cat", "sleeps", "on", "mats")
-_SPARSE_X = tuple(tuple(round(math.sin(1.7 * i + 0.9 * j), 2) for j in range(4)) for i in range(16))
-
-# Seed 000's homonym "bank", with its three heads: who, when and where. Every dimension has a name
-# and every weight is 0, 1 or 4, so each head's W_Q and W_K read as "who asks for what":
-#   who   (d_k columns: person, action): verbs and places ask for a person; a person asks for an action.
-#   when  (columns: action, time):      people and places ask for a verb's action and time (is lying, needed).
-#   where (columns: outdoors, money):   a place asks "outdoors or money?"; keys offer those two.
-# W_V = W_K: each head carries the dimensions it matched on, and W_O writes them back where they came
-# from, so bank's output takes on outdoors by the river and money next to money.
-_BANK_DIMS = ("person", "action", "time", "outdoors", "money", "place")
-_BANK_HEADS = ("who", "when", "where")
-_BANK = (0.0, 0.0, 0.0, 0.3, 0.3, 1.0)  # a place, halfway between outdoors and money
-_THE = (0.0, 0.0, 0.0, 0.0, 0.0, 0.1)
-_BANK_W_K = (
-    # rows: person, action, time, outdoors, money, place → (who: person, action)
-    ((1.0, 0.0), (0.0, 1.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0)),
-    # → (when: action, time)
-    ((0.0, 0.0), (1.0, 0.0), (0.0, 1.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0)),
-    # → (where: outdoors, money)
-    ((0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (1.0, 0.0), (0.0, 1.0), (0.0, 0.0)),
-)
-_BANK_WEIGHTS = {
-    "w_q": (  # rows: person, action, time, outdoors, money, place
-        # who: a person asks for an action; an action or a place asks for a person.
-        ((0.0, 4.0), (4.0, 0.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (4.0, 0.0)),
-        # when: a person or a place asks for an action and a time.
-        ((4.0, 4.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (4.0, 4.0)),
-        # where: a place asks for outdoors and for money.
-        ((0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (4.0, 4.0)),
-    ),
-    "w_k": _BANK_W_K,
-    "w_v": _BANK_W_K,
-    # concat = (who: person, action | when: action, time | where: outdoors, money) → d_model
-    "w_o": (
-        (1.0, 0.0, 0.0, 0.0, 0.0, 0.0),
-        (0.0, 1.0, 0.0, 0.0, 0.0, 0.0),
-        (0.0, 1.0, 0.0, 0.0, 0.0, 0.0),
-        (0.0, 0.0, 1.0, 0.0, 0.0, 0.0),
-        (0.0, 0.0, 0.0, 1.0, 0.0, 0.0),
-        (0.0, 0.0, 0.0, 0.0, 1.0, 0.0),
-    ),
-}
-
-# Seed 003's alignment table: translating "The cat sat on the mat" into French, each French word
-# attends most to its English counterpart. One dimension per meaning, and an early/late dimension
-# that tells the two articles apart; queries are 4× their embedding, keys and values the embedding.
-_ALIGN_DIMS = ("article", "cat", "sit", "on", "mat", "early/late")
-_EN = ("The", "cat", "sat", "on", "the", "mat")
-_EN_X = (
-    (1.0, 0.0, 0.0, 0.0, 0.0, 0.5),
-    (0.0, 1.0, 0.0, 0.0, 0.0, 0.5),
-    (0.0, 0.0, 1.0, 0.0, 0.0, 0.5),
-    (0.0, 0.0, 0.0, 1.0, 0.0, -0.5),
-    (1.0, 0.0, 0.0, 0.0, 0.0, -0.5),
-    (0.0, 0.0, 0.0, 0.0, 1.0, -0.5),
-)
-_FR = ("Le", "chat", "assis", "sur", "le", "tapis")
-# Seed 003's French sentence as the source for the presets on "the cat sat on mat": ticking
-# cross-attention there gives S = 6 source tokens against T = 5 queries.
-_DEFAULT_SOURCE = _FR
-_ALIGN_WEIGHTS = {
-    "w_q": (tuple(tuple(4.0 * v for v in row) for row in _identity(6)),),
-    "w_k": (_identity(6),),
-    "w_v": (_identity(6),),
-    "w_o": _identity(6),
-}
-
-# Seed 003: without positions, "dog bites man" and "man bites dog" are the same set of tokens.
-_DOG = (0.9, 0.1, -0.3, 0.4)
-_BITES = (-0.2, 0.8, 0.5, -0.1)
-_MAN = (0.3, -0.4, 0.7, 0.6)
-
 PRESETS: dict[str, Preset] = {
     p.key: p
     for p in (
@@ -156,9 +97,9 @@ PRESETS: dict[str, Preset] = {
                 "Five tokens with three-dimensional embeddings and random projections from seed 0. "
                 "Edit any number and watch every later stage follow."
             ),
-            tokens=_DEFAULT_TOKENS,
-            x=_DEFAULT_X,
-            source_tokens=_DEFAULT_SOURCE,
+            tokens=DEFAULT_TOKENS,
+            x=DEFAULT_X,
+            source_tokens=DEFAULT_SOURCE,
         ),
         Preset(
             key="pool",
@@ -170,15 +111,15 @@ PRESETS: dict[str, Preset] = {
                 "adds more to pool's output."
             ),
             tokens=("pool", "beats", "badminton"),
-            x=_POOL_A,
+            x=POOL_A,
             scale=False,
             decimals=2,
             dim_names=("sports", "dim 2", "dim 3", "dim 4"),
             weights={
-                "w_q": (_identity(4),),
-                "w_k": (_identity(4),),
-                "w_v": (_identity(4),),
-                "w_o": _identity(4),
+                "w_q": (identity(4),),
+                "w_k": (identity(4),),
+                "w_v": (identity(4),),
+                "w_o": identity(4),
             },
         ),
         Preset(
@@ -190,12 +131,12 @@ PRESETS: dict[str, Preset] = {
                 "[1, 1] matches key 1 [1, 1] best, so it puts the most weight (0.503) on key 1."
             ),
             tokens=("token 1", "token 2", "token 3"),
-            x=_identity(3),
+            x=identity(3),
             d_k=2,
             weights={
-                "w_q": (_S003_Q,),
-                "w_k": (_S003_K,),
-                "w_v": (_S003_V,),
+                "w_q": (S003_Q,),
+                "w_k": (S003_K,),
+                "w_v": (S003_V,),
                 "w_o": ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0)),
             },
         ),
@@ -215,15 +156,15 @@ PRESETS: dict[str, Preset] = {
                 (0.0, 0.2, 1.0, 0.0, 0.0, 0.0),
                 (0.0, 1.0, 0.5, 0.2, 0.0, 0.0),
                 (0.0, 0.0, 0.0, 0.2, 0.0, 0.5),
-                _THE,
+                THE,
                 (0.0, 0.0, 0.0, 1.0, 0.0, 0.5),
-                _BANK,
+                BANK,
             ),
             num_heads=3,
             d_k=2,
-            dim_names=_BANK_DIMS,
-            head_names=_BANK_HEADS,
-            weights=_BANK_WEIGHTS,
+            dim_names=BANK_DIMS,
+            head_names=BANK_HEADS,
+            weights=BANK_WEIGHTS,
             stage="softmax",  # seed 000's figure: the attention lines
             focus="bank",
         ),
@@ -245,14 +186,14 @@ PRESETS: dict[str, Preset] = {
                 (0.0, 1.0, 0.0, 0.0, 0.5, 0.0),
                 (0.0, 0.0, 0.0, 0.0, 1.0, 0.0),
                 (0.0, 0.0, 0.0, 0.0, 0.0, 0.2),
-                _THE,
-                _BANK,
+                THE,
+                BANK,
             ),
             num_heads=3,
             d_k=2,
-            dim_names=_BANK_DIMS,
-            head_names=_BANK_HEADS,
-            weights=_BANK_WEIGHTS,
+            dim_names=BANK_DIMS,
+            head_names=BANK_HEADS,
+            weights=BANK_WEIGHTS,
             stage="softmax",  # seed 000's figure: the attention lines
             focus="bank",
         ),
@@ -265,12 +206,12 @@ PRESETS: dict[str, Preset] = {
                 "weights form a 6×6 alignment table: each French word attends most to its English "
                 "counterpart, le to the second 'the', not the first."
             ),
-            tokens=_FR,
-            x=_EN_X,  # the French words carry their English counterparts' meanings
-            context_tokens=_EN,
-            context_x=_EN_X,
-            dim_names=_ALIGN_DIMS,
-            weights=_ALIGN_WEIGHTS,
+            tokens=FR,
+            x=EN_X,  # the French words carry their English counterparts' meanings
+            context_tokens=EN,
+            context_x=EN_X,
+            dim_names=ALIGN_DIMS,
+            weights=ALIGN_WEIGHTS,
             stage="softmax",
             decimals=2,
         ),
@@ -284,7 +225,7 @@ PRESETS: dict[str, Preset] = {
                 "sinusoidal and compare the two presets' outputs again."
             ),
             tokens=("dog", "bites", "man"),
-            x=(_DOG, _BITES, _MAN),
+            x=(DOG, BITES, MAN),
             stage="multihead",
         ),
         Preset(
@@ -296,7 +237,7 @@ PRESETS: dict[str, Preset] = {
                 "row equals its row in 'dog bites man'; with sinusoidal PE, they differ."
             ),
             tokens=("man", "bites", "dog"),
-            x=(_MAN, _BITES, _DOG),
+            x=(MAN, BITES, DOG),
             stage="multihead",
         ),
         Preset(
@@ -307,9 +248,9 @@ PRESETS: dict[str, Preset] = {
                 r"GPT-style decoders hide every later token: query $i$ sees keys $1, \ldots, i$ only. The weights "
                 "above the diagonal are exactly 0. Tick cells in the Mask stage to hide more."
             ),
-            tokens=_DEFAULT_TOKENS,
-            x=_DEFAULT_X,
-            source_tokens=_DEFAULT_SOURCE,
+            tokens=DEFAULT_TOKENS,
+            x=DEFAULT_X,
+            source_tokens=DEFAULT_SOURCE,
             mask="causal",
             stage="mask",
         ),
@@ -335,9 +276,9 @@ PRESETS: dict[str, Preset] = {
                 "general (Luong) or dot in Mechanisms to compare."
             ),
             tokens=("token 1", "token 2", "token 3"),
-            x=_identity(3),
+            x=identity(3),
             d_k=2,
-            weights={"w_q": (_S003_Q,), "w_k": (_S003_K,), "w_v": (_S003_V,),
+            weights={"w_q": (S003_Q,), "w_k": (S003_K,), "w_v": (S003_V,),
                      "w_o": ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0))},
             score="additive",
             stage="scores",
@@ -351,8 +292,8 @@ PRESETS: dict[str, Preset] = {
                 r"4th token: about $2\sqrt{T}$ keys instead of $T$. Switch the mask to a local window to compare, "
                 "and open the Cost panel to see what it saves as $T$ grows."
             ),
-            tokens=_SPARSE_TOKENS,
-            x=_SPARSE_X,
+            tokens=SPARSE_TOKENS,
+            x=SPARSE_X,
             mask="strided",
             window=4,
             stage="mask",
@@ -366,9 +307,9 @@ PRESETS: dict[str, Preset] = {
                 r"built once, instead of a $T \times T$ weight matrix. The Output stage shows the result, "
                 "softmax's, and their difference; the Softmax stage shows the weights linear attention implies."
             ),
-            tokens=_DEFAULT_TOKENS,
-            x=_DEFAULT_X,
-            source_tokens=_DEFAULT_SOURCE,
+            tokens=DEFAULT_TOKENS,
+            x=DEFAULT_X,
+            source_tokens=DEFAULT_SOURCE,
             attention="linear",
             stage="output",
         ),
@@ -381,41 +322,14 @@ PRESETS: dict[str, Preset] = {
                 r"$d_{\text{ff}} = 12$, and $\text{LayerNorm}(H + \text{FFN}(H))$: steps 8–10. The second block "
                 "takes the first one's output; choose it with “show block”. Try pre-norm in Transformer block."
             ),
-            tokens=_DEFAULT_TOKENS,
-            x=_DEFAULT_X,
-            source_tokens=_DEFAULT_SOURCE,
+            tokens=DEFAULT_TOKENS,
+            x=DEFAULT_X,
+            source_tokens=DEFAULT_SOURCE,
             blocks=2,
             stage="addnorm1",
         ),
     )
 }
-
-# --- training goals: the Learn panel trains them (app.lesson.goals, app.state.learning) ----------------------------
-# Each starts from weights drawn from its seed (no designed weights): the point is to watch them learned.
-
-PREVIOUS_TOKEN_SEED = 5
-PREVIOUS_TOKENS = ("the", "cat", "sat", "on", "the", "mat")
-
-
-def previous_token_x() -> tuple[tuple[float, ...], ...]:
-    """Seed 003's sentence, d_model = 8; the repeated "the" has one embedding, drawn like the weights."""
-    words = sorted(set(PREVIOUS_TOKENS), key=PREVIOUS_TOKENS.index)
-    rng = np.random.default_rng(PREVIOUS_TOKEN_SEED)
-    embedding = np.round(rng.normal(0.0, 0.5, (len(words), 8)), 2)  # (words, d_model)
-    return tuple(tuple(embedding[words.index(w)].tolist()) for w in PREVIOUS_TOKENS)
-
-
-WHY_SCALE_SEED = 2
-WHY_SCALE_TOKENS = ("the", "cat", "sat", "on", "the", "mat")
-WHY_SCALE_D_MODEL = 16  # what matters is d_k: small embeddings keep the page light
-WHY_SCALE_D_K = 64  # one head with queries and keys of 64: seed 003's "with d_k = 64, the standard deviation is 8"
-WHY_SCALE_D_V = 16
-
-
-def why_scale_x() -> tuple[tuple[float, ...], ...]:
-    """X ~ N(0, 1), rounded to two decimals (a page input shows it exactly): (T, d_model)."""
-    x = np.random.default_rng(WHY_SCALE_SEED).normal(0.0, 1.0, (len(WHY_SCALE_TOKENS), WHY_SCALE_D_MODEL))
-    return tuple(tuple(row) for row in np.round(x, 2).tolist())
 
 
 _translate = PRESETS["translate"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -146,3 +148,21 @@ def test_bank_presets_share_the_bank_embedding_and_weights() -> None:
     assert river.x[river.tokens.index("bank")] == money.x[money.tokens.index("bank")]
     assert river.weights == money.weights
     assert (river.num_heads, river.d_k, river.head_names) == (money.num_heads, money.d_k, money.head_names)
+
+
+def test_without_positions_swapping_tokens_swaps_outputs_with_them_they_differ() -> None:
+    dog, _ = from_preset("dog-bites-man")
+    man, _ = from_preset("man-bites-dog")
+    a, b = dog.run().output, man.run().output
+    assert np.allclose(a, b[[2, 1, 0]])  # the same rows, permuted
+    pa = replace(dog, positional_encoding="sinusoidal").run().output
+    pb = replace(man, positional_encoding="sinusoidal").run().output
+    assert not np.allclose(pa, pb[[2, 1, 0]], atol=1e-3)
+
+
+def test_translation_preset_aligns_each_french_word_with_its_english_counterpart() -> None:
+    sc, view = from_preset("translate")
+    weights = sc.run().heads[0].softmax
+    assert weights.shape == (6, 6)
+    assert weights.argmax(axis=1).tolist() == [0, 1, 2, 3, 4, 5]
+    assert view.stage == "softmax"

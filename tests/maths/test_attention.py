@@ -1,4 +1,5 @@
-"""app.maths.attention: the seeds' worked examples, softmax invariants, and multi-head against an independent loop."""
+"""app.maths.attention: the seeds' worked examples, softmax invariants, multi-head against an independent loop, and
+the same for cross-attention, temperature, the score functions and linear attention."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from app.maths.attention import run_attention, softmax_rows
+from app.maths.attention import elu_plus_one, run_attention, seeded_weights, softmax_rows
 from app.maths.records import AttentionRun
+
+RNG = np.random.default_rng(11)
 
 # Seed 001, "pool beats badminton": A, A·Aᵀ and np.round(softmax(A·Aᵀ)·A, 2) as the article prints them.
 POOL_A = np.array([[0.5, 0.1, 0.1, 0.2], [0.1, 0.5, 0.2, 0.1], [0.5, 0.1, 0.2, 0.1]])
@@ -298,3 +301,156 @@ def test_run_keeps_x() -> None:
 def test_shape_errors_raise_value_error(x: np.ndarray, kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         run_attention(x, **kwargs)
+
+
+# --- cross-attention and temperature against a plain loop -----------------------------------------
+
+
+def reference_attention(x: np.ndarray, c: np.ndarray, w: dict, mask: np.ndarray | None, scale: bool,
+                        temperature: float = 1.0) -> np.ndarray:
+    """A plain loop over heads, query rows and key rows: no vectorised helper from the app."""
+    h = w["w_q"].shape[0]
+    heads = []
+    for i in range(h):
+        q, k, v = x @ w["w_q"][i], c @ w["w_k"][i], c @ w["w_v"][i]
+        d_k = q.shape[1]
+        out = np.zeros((x.shape[0], v.shape[1]))
+        for r in range(x.shape[0]):
+            logits = []
+            for j in range(c.shape[0]):
+                s = sum(q[r, t] * k[j, t] for t in range(d_k)) / ((math.sqrt(d_k) if scale else 1) * temperature)
+                logits.append(None if mask is not None and mask[r, j] else s)
+            top = max(s for s in logits if s is not None)
+            e = [0.0 if s is None else math.exp(s - top) for s in logits]
+            total = sum(e)
+            for j in range(c.shape[0]):
+                out[r] += e[j] / total * v[j]
+        heads.append(out)
+    return np.concatenate(heads, axis=1) @ w["w_o"]
+
+
+def test_cross_attention_matches_a_per_head_loop_and_is_t_by_s() -> None:
+    x, c = RNG.normal(size=(3, 4)), RNG.normal(size=(5, 4))
+    run = run_attention(x, num_heads=2, context=c)
+    assert run.heads[0].scores.shape == (3, 5)
+    assert run.heads[1].v.shape == (5, 2)
+    w = {n: getattr(run.weights, n) for n in ("w_q", "w_k", "w_v", "w_o")}
+    assert np.allclose(run.output, reference_attention(x, c, w, None, True))
+
+
+def test_temperature_divides_the_scaled_scores() -> None:
+    x = RNG.normal(size=(4, 4))
+    base, hot = run_attention(x), run_attention(x, temperature=2.0)
+    assert np.allclose(hot.heads[0].scaled, base.heads[0].scaled / 2)
+    # a higher temperature flattens every row: the largest weight can only fall
+    assert np.all(hot.heads[0].softmax.max(axis=1) <= base.heads[0].softmax.max(axis=1) + 1e-12)
+
+
+# --- score functions ------------------------------------------------------------------------------
+
+
+def test_general_score_is_q_transpose_w_k_per_pair() -> None:
+    x = RNG.normal(size=(4, 6))
+    run = run_attention(x, num_heads=2, score="general", seed=3)
+    for h, head in enumerate(run.heads):
+        w_a = run.weights.w_a[h]
+        for i in range(4):
+            for j in range(4):
+                expected = sum(head.q[i, a] * w_a[a, b] * head.k[j, b] for a in range(3) for b in range(3))
+                assert head.scores[i, j] == pytest.approx(expected)
+        np.testing.assert_allclose(head.scaled, head.scores / math.sqrt(3))  # still a dot product: scaled
+
+
+def test_additive_score_is_a_one_layer_network_per_pair_and_is_not_scaled() -> None:
+    x = RNG.normal(size=(3, 4))
+    run = run_attention(x, num_heads=1, score="additive", seed=5, scale=True)
+    head, w = run.heads[0], run.weights
+    for i in range(3):
+        for j in range(3):
+            hidden = [math.tanh(sum(head.q[i, a] * w.w_1[0, a, m] + head.k[j, a] * w.w_2[0, a, m] for a in range(4)))
+                      for m in range(4)]
+            assert head.scores[i, j] == pytest.approx(sum(w.v_a[0, m] * hidden[m] for m in range(4)))
+    np.testing.assert_array_equal(head.scaled, head.scores)  # Bahdanau's score is never divided by √d_k
+    assert run.scale_factor == 1.0
+    np.testing.assert_allclose(head.q_1, head.q @ w.w_1[0])
+    np.testing.assert_allclose(head.k_2, head.k @ w.w_2[0])
+
+
+def test_additive_scores_are_bounded_by_the_l1_norm_of_v() -> None:
+    run = run_attention(RNG.normal(size=(5, 4)) * 50, score="additive")
+    bound = np.abs(run.weights.v_a[0]).sum()
+    assert np.all(np.abs(run.heads[0].scores) <= bound + 1e-12)
+
+
+def test_score_weights_do_not_change_the_projections_drawn_before_them() -> None:
+    """The score functions' weights have their own stream: W_Q … W_O are what seed 0 always gave."""
+    w = seeded_weights(4, 1, 4, 4, seed=0)
+    rng = np.random.default_rng(0)
+    np.testing.assert_array_equal(w.w_q, np.round(rng.normal(0.0, 0.5, (1, 4, 4)), 2))
+    assert w.w_a.shape == (1, 4, 4) and w.w_1.shape == (1, 4, 4) and w.v_a.shape == (1, 4)
+
+
+def test_given_score_weights_are_used() -> None:
+    w_a = np.eye(2)[None]
+    run = run_attention(np.eye(2), d_k=2, score="general", weights={"w_a": w_a})
+    head = run.heads[0]
+    np.testing.assert_allclose(head.scores, head.q @ head.k.T)  # W_a = I: general = dot
+
+
+# --- linear attention -----------------------------------------------------------------------------
+
+
+def test_elu_plus_one_is_positive_and_matches_its_definition() -> None:
+    z = np.array([-3.0, -0.5, 0.0, 0.5, 2.0])
+    np.testing.assert_allclose(elu_plus_one(z), [math.exp(-3), math.exp(-0.5), 1.0, 1.5, 3.0])
+
+
+def test_linear_attention_matches_a_per_query_loop() -> None:
+    x = RNG.normal(size=(4, 4))
+    run = run_attention(x, num_heads=2, attention="linear", seed=2)
+    for head in run.heads:
+        phi = lambda a: np.array([v + 1 if v > 0 else math.exp(v) for v in a])  # noqa: E731
+        for i in range(4):
+            num = sum(phi(head.q[i]) @ phi(head.k[j]) * head.v[j] for j in range(4))
+            den = sum(phi(head.q[i]) @ phi(head.k[j]) for j in range(4))
+            np.testing.assert_allclose(head.output[i], num / den)
+        lin = head.linear
+        np.testing.assert_allclose(lin.weights.sum(axis=1), 1.0)
+        np.testing.assert_allclose(lin.weights @ head.v, head.output)  # the implied T×S matrix agrees
+        np.testing.assert_allclose(head.softmax_output, head.softmax @ head.v)  # softmax kept to compare
+    concat = np.concatenate([h.output for h in run.heads], axis=1)
+    np.testing.assert_allclose(run.output, concat @ run.weights.w_o)
+
+
+def test_linear_attention_with_a_causal_mask_ignores_later_keys() -> None:
+    run = run_attention(RNG.normal(size=(5, 3)), attention="linear", mask="causal")
+    lin = run.heads[0].linear
+    assert np.all(lin.weights[np.triu_indices(5, k=1)] == 0.0)
+    np.testing.assert_allclose(run.heads[0].output[0], run.heads[0].v[0])  # token 0 sees only itself
+
+
+def test_linear_attention_s_summary_is_built_from_every_key_and_gives_the_unmasked_output() -> None:
+    x = RNG.normal(size=(5, 4))
+    open_run = run_attention(x, attention="linear", seed=6)
+    causal = run_attention(x, attention="linear", seed=6, mask="causal")
+    head = open_run.heads[0]
+    phi = np.vectorize(lambda v: v + 1 if v > 0 else math.exp(v))
+    summary = sum(np.outer(phi(head.k[j]), head.v[j]) for j in range(5))  # Σ_j φ(k_j)·v_jᵀ, (d_k, d_v)
+    np.testing.assert_allclose(head.linear.kv, summary, rtol=1e-14)
+    by_summary = phi(head.q) @ head.linear.kv / head.linear.z[:, None]  # (T, d_v)
+    np.testing.assert_allclose(by_summary, head.output, rtol=1e-14)
+    # Under a mask the summary is the same, every key's; the output skips each query's hidden keys.
+    lin = causal.heads[0].linear
+    np.testing.assert_array_equal(lin.kv, head.linear.kv)
+    for i in range(5):
+        seen = range(i + 1)
+        kernel = [phi(head.q[i]) @ phi(head.k[j]) for j in seen]
+        np.testing.assert_allclose(lin.z[i], sum(kernel), rtol=1e-14)
+        expected = sum(w * head.v[j] for w, j in zip(kernel, seen, strict=True)) / sum(kernel)
+        np.testing.assert_allclose(causal.heads[0].output[i], expected, rtol=1e-13)
+    assert not np.allclose(phi(head.q) @ lin.kv / lin.z[:, None], causal.heads[0].output)
+
+
+def test_linear_attention_differs_from_softmax() -> None:
+    run = run_attention(RNG.normal(size=(5, 4)) * 2, attention="linear")
+    assert np.abs(run.heads[0].output - run.heads[0].softmax_output).max() > 1e-3

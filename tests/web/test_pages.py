@@ -866,3 +866,23 @@ def test_without_a_preset_the_banner_is_empty_but_there_for_updates(client: Test
     r = client.post("/", data={**page_form(client), "action": "new_weights"}, headers=HTMX)
     assert r.status_code == 200
     assert summary(r.text) == '<p id="summary" class="summary" hidden></p>'
+
+
+# --- the lab and cost panels ----------------------------------------------------------------------
+
+
+def test_extra_panels_are_computed_only_when_opened(client: TestClient) -> None:
+    form = page_form(client)
+    assert 'id="lab-panel"' in client.get("/").text
+    closed = client.post("/stages", data=form, headers=HTMX)
+    chart = 'role="img" class="chart '  # the lab's SVG charts (the pipeline map is an SVG too)
+    assert 'name="show_panel" value="lab"' in closed.text and chart not in closed.text
+    opened = client.post("/stages", data={**form, "show_panel": "lab"}, headers=HTMX)
+    assert chart in opened.text and "0.881" in opened.text  # seed 003's softmax([8, −4, 6])
+    assert form_fields(opened.text)["panels"] == "lab"
+    both = client.post("/stages", data={**form, "panels": "lab", "show_panel": "cost"}, headers=HTMX)
+    assert re.search(r'id="cost-panel" open>', both.text) and re.search(r'id="lab-panel" open>', both.text)
+    assert form_fields(both.text)["panels"] == "cost lab"
+    assert "crossover" in both.text
+    ignored = client.post("/stages", data={**form, "panels": "lab <script>"}, headers=HTMX)
+    assert form_fields(ignored.text)["panels"] == "lab"
