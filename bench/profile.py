@@ -53,7 +53,7 @@ TARGET_S = 1.0  # each step is repeated for about this long (at least 3 times)
 
 # (what, file, function) as cProfile names them once directories are stripped.
 NAMED = (
-    ("posted_fields: the posted form read", "pages.py", "posted_fields"),
+    ("posted_fields: the posted form read", "respond.py", "posted_fields"),
     ("  Starlette's form parser (python-multipart)", "formparsers.py", "parse"),
     ("read_form", "reading.py", "read_form"),
     ("  read_matrix: a grid's cells in one call", "grids.py", "read_matrix"),

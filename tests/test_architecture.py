@@ -122,6 +122,11 @@ def test_an_import_inside_a_function_says_why() -> None:
     assert silent == []
 
 
+def test_no_module_of_app_is_much_over_400_lines() -> None:
+    """A module a newcomer can read in one sitting: about 400 lines, never more than 450."""
+    long = {module_name(APP, p): n for p in APP.rglob("*.py") if (n := len(p.read_text().splitlines())) > 450}
+    assert long == {}
+
 # --- the checks themselves fail on a house that breaks the contract ------------------------------
 
 
