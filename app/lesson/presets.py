@@ -86,6 +86,10 @@ class Preset:
         return {name: np.array(value, dtype=np.float64) for name, value in self.weights.items()}
 
 
+# Both bank sentences: the same three heads (who, when, where) and weights, seed 000's attention lines.
+_BANK_SETUP = dict(num_heads=3, d_k=2, dim_names=BANK_DIMS, head_names=BANK_HEADS, weights=BANK_WEIGHTS,
+                   stage="softmax", focus="bank")
+
 PRESETS: dict[str, Preset] = {
     p.key: p
     for p in (
@@ -160,13 +164,7 @@ PRESETS: dict[str, Preset] = {
                 (0.0, 0.0, 0.0, 1.0, 0.0, 0.5),
                 BANK,
             ),
-            num_heads=3,
-            d_k=2,
-            dim_names=BANK_DIMS,
-            head_names=BANK_HEADS,
-            weights=BANK_WEIGHTS,
-            stage="softmax",  # seed 000's figure: the attention lines
-            focus="bank",
+            **_BANK_SETUP,
         ),
         Preset(
             key="bank-money",
@@ -189,13 +187,7 @@ PRESETS: dict[str, Preset] = {
                 THE,
                 BANK,
             ),
-            num_heads=3,
-            d_k=2,
-            dim_names=BANK_DIMS,
-            head_names=BANK_HEADS,
-            weights=BANK_WEIGHTS,
-            stage="softmax",  # seed 000's figure: the attention lines
-            focus="bank",
+            **_BANK_SETUP,
         ),
         Preset(
             key="translate",

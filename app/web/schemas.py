@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from app.config import settings
+from app.lesson.seed_numbers import POOL_A
 from app.maths.backward import check_attention_target
 from app.maths.cost import attention_cost
 from app.maths.masks import MASK_MODES, build_mask
@@ -121,6 +122,11 @@ class Loss(BaseModel):
 MaskRow = Annotated[list[Annotated[bool, Field(strict=True)]], Field(min_length=1, max_length=settings.max_tokens)]
 
 
+# The examples in the API's docs: seed 001's pool sentence (the "pool" preset).
+EXAMPLE_TOKENS = ["pool", "beats", "badminton"]
+EXAMPLE_X = [list(row) for row in POOL_A]
+
+
 class AttentionRequest(BaseModel):
     """Input of POST /api/attention. Sizes are bounded in app.config."""
 
@@ -129,8 +135,8 @@ class AttentionRequest(BaseModel):
         json_schema_extra={
             "examples": [
                 {
-                    "tokens": ["pool", "beats", "badminton"],
-                    "x": [[0.5, 0.1, 0.1, 0.2], [0.1, 0.5, 0.2, 0.1], [0.5, 0.1, 0.2, 0.1]],
+                    "tokens": EXAMPLE_TOKENS,
+                    "x": EXAMPLE_X,
                     "num_heads": 1,
                     "seed": 0,
                     "scale": False,
@@ -313,8 +319,8 @@ class TrainRequest(AttentionRequest):
         json_schema_extra={
             "examples": [
                 {
-                    "tokens": ["pool", "beats", "badminton"],
-                    "x": [[0.5, 0.1, 0.1, 0.2], [0.1, 0.5, 0.2, 0.1], [0.5, 0.1, 0.2, 0.1]],
+                    "tokens": EXAMPLE_TOKENS,
+                    "x": EXAMPLE_X,
                     "loss": {"kind": "attention", "head": 0,
                              "target": [[1, 0, 0], [0, 1, 0], [0, 0, 1]]},
                     "optimizer": "adam",
