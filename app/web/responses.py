@@ -7,7 +7,9 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field
 
 from app.config import settings
+from app.maths.attention import ATTENTION_MODES, SCORE_FUNCTIONS
 from app.maths.masks import MASK_MODES
+from app.maths.positions import POSITIONAL_ENCODINGS
 from app.web.fields import HeadCount, HeadSize, Window
 
 Matrix = list[list[float]]
@@ -160,10 +162,10 @@ class AttentionResponse(BaseModel):
         description='"custom" when the request gave the mask as booleans'
     )
     window: Window | None = Field(description="The local window or the stride")
-    positional_encoding: Literal["none", "sinusoidal", "learned", "rope", "alibi"]
+    positional_encoding: Literal[POSITIONAL_ENCODINGS]
     temperature: float = Field(ge=0.05, le=20.0)
-    score: Literal["dot", "general", "additive"]
-    attention: Literal["softmax", "linear"]
+    score: Literal[SCORE_FUNCTIONS]
+    attention: Literal[ATTENTION_MODES]
     scale_factor: float = Field(gt=0.0, description="What the scores were divided by: √d_k·τ, or τ when not scaling")
     heads: list[HeadOut] = Field(min_length=1, max_length=settings.max_heads)
     concat: Matrix = Field(description="T × (h·d_v)")

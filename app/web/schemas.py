@@ -11,9 +11,12 @@ from pydantic_core import PydanticCustomError
 
 from app.config import settings
 from app.lesson.seed_numbers import POOL_A
-from app.maths.backward import check_attention_target
+from app.maths.attention import ATTENTION_MODES, SCORE_FUNCTIONS
+from app.maths.backward import OPTIMIZERS, check_attention_target
+from app.maths.blocks import ACTIVATIONS, NORM_PLACEMENTS
 from app.maths.cost import attention_cost
 from app.maths.masks import MASK_MODES, build_mask
+from app.maths.positions import POSITIONAL_ENCODINGS
 from app.maths.weights import WEIGHTS, Sizes, shape_table
 from app.web.fields import (
     BlockCount,
@@ -172,13 +175,13 @@ class AttentionRequest(BaseModel):
         None,
         description="local: the window half-width (default 2); strided: the stride (default ⌈√S⌉).",
     )
-    score: Literal["dot", "general", "additive"] = Field(
+    score: Literal[SCORE_FUNCTIONS] = Field(
         "dot",
         description="q_i and k_j are rows of Q and K. dot: q_i·k_j (÷√d_k when scale); general (Luong): "
         "q_i·W_a·k_jᵀ (÷√d_k when scale); additive (Bahdanau): v_a·tanh(q_i·W₁ + k_j·W₂) = "
         "Σ_a (v_a)_a·tanh((Q·W₁)_ia + (K·W₂)_ja), never scaled.",
     )
-    attention: Literal["softmax", "linear"] = Field(
+    attention: Literal[ATTENTION_MODES] = Field(
         "softmax",
         description="linear: φ(q)ᵀ(φ(K)ᵀV)/φ(q)ᵀΣφ(k) with φ = elu + 1; each head's output is linear "
         "attention's, and softmax_output keeps softmax's for comparison.",
@@ -189,19 +192,19 @@ class AttentionRequest(BaseModel):
         "the top-level fields describe the first block's attention.",
     )
     d_ff: HiddenSize | None = Field(None, description="FFN hidden size; default 4·d_model.")
-    activation: Literal["relu", "gelu", "gelu_tanh"] = Field(
+    activation: Literal[ACTIVATIONS] = Field(
         "relu",
         description="The FFN's activation. relu: max(0, z). gelu: exact, z·Φ(z) = ½·z·(1 + erf(z/√2)), as PyTorch's "
         "default and BERT. gelu_tanh: GPT-2's approximation ½·z·(1 + tanh(√(2/π)·(z + 0.044715·z³))), "
         "PyTorch's approximate=\"tanh\"; within 4.74e-4 of gelu.",
     )
-    norm: Literal["post", "pre"] = Field(
+    norm: Literal[NORM_PLACEMENTS] = Field(
         "post", description="post: LayerNorm(x + sublayer(x)) as in the paper; pre: x + sublayer(LayerNorm(x))."
     )
     context: Context | None = Field(
         None, description="Cross-attention: keys and values come from this sequence of S tokens."
     )
-    positional_encoding: Literal["none", "sinusoidal", "learned", "rope", "alibi"] = Field(
+    positional_encoding: Literal[POSITIONAL_ENCODINGS] = Field(
         "none",
         description="sinusoidal: PE(pos, 2i) = sin(pos/10000^(2i/d_model)), PE(pos, 2i+1) = cos(same), pos and "
         "columns from 0 (an odd d_model ends on a sine); learned: a table; both added to x (and context). "
@@ -331,7 +334,7 @@ class TrainRequest(AttentionRequest):
     )
 
     loss: Loss = Field(description="The loss to descend; the response's loss and gradients are of the final state.")
-    optimizer: Literal["sgd", "adam"] = Field(
+    optimizer: Literal[OPTIMIZERS] = Field(
         "sgd",
         description="sgd: p ← p − lr·∂L/∂p. adam: β₁ = 0.9, β₂ = 0.999, ε = 1e-8, bias-corrected, no weight decay.",
     )
