@@ -20,7 +20,7 @@ WORKDIR /srv
 #    suite (17 MB) is left out, as nothing here runs it.
 COPY requirements.lock ./
 RUN python -m venv --without-pip /opt/venv \
-    && python -m pip --python /opt/venv/bin/python install --require-hashes -r requirements.lock \
+    && python -m pip --python /opt/venv/bin/python install --require-hashes --no-deps -r requirements.lock \
     && rm requirements.lock \
     && rm -rf /opt/venv/lib/python3*/site-packages/numpy/tests /opt/venv/lib/python3*/site-packages/numpy/*/tests
 

@@ -20,17 +20,18 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 # Every dependency at the exact version and hashes of the lock files (`make lock` writes them from
-# pyproject.toml); the project itself is installed on top, without resolving anything again.
+# pyproject.toml), exactly those (--no-deps: the lock is complete, and leaves out what
+# requirements-excludes.txt names); the project itself is installed on top, without resolving anything again.
 LOCK      := requirements.lock
 TEST_LOCK := requirements-test.lock
 
 $(VENV)/.installed: pyproject.toml $(LOCK) | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --require-hashes -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r $(LOCK)
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml $(TEST_LOCK) | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --require-hashes -r $(TEST_LOCK)
+	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r $(TEST_LOCK)
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $(VENV)/.installed $@
 
@@ -38,8 +39,8 @@ $(VENV)/.installed-test: pyproject.toml $(TEST_LOCK) | $(BIN)/python
 # 3.11, as the tests do), with the hashes of every file: run after changing a dependency, and commit both files.
 lock: | $(BIN)/python
 	$(BIN)/python -m pip install --quiet "uv>=0.9"
-	$(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --quiet -o $(LOCK)
-	$(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --quiet \
+	$(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --excludes requirements-excludes.txt --quiet -o $(LOCK)
+	$(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --excludes requirements-excludes.txt --quiet \
 		--extra test -o $(TEST_LOCK)
 
 # The other ATTENTION_* settings (docs/configuration.md) come from the environment.

@@ -50,6 +50,10 @@ class Settings(BaseSettings):
     max_seed: int = 2**32 - 1
     max_blocks: int = 4  # transformer blocks stacked
     max_d_ff: int = 256  # the FFN's hidden size
+    # The pretrained model (POST /api/model, the page's "Your sentence"): a sentence's text, and its WordPiece
+    # tokens with [CLS] and [SEP], at most these.
+    model_max_chars: int = Field(default=1000, ge=1, le=10_000)
+    model_max_tokens: int = Field(default=64, ge=3, le=512)
     # Training (POST /api/train): steps × the operations of one forward pass (app.maths.cost: multiply-adds plus
     # elementwise) at most this. The backward pass and the optimiser cost a small multiple of the forward,
     # so the heaviest request (8 heads of 64 tokens, the additive score) trains in well under a second.

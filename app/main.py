@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
+from anyio import to_thread
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
@@ -23,7 +24,8 @@ from app.classroom.memory import MemoryRooms
 from app.classroom.redis_store import RedisRooms
 from app.classroom.store import Rooms, StoreUnavailable
 from app.config import Settings, settings
-from app.web import api, classroom, export, pages
+from app.maths.model_files import load_model_files
+from app.web import api, classroom, export, model_api, pages
 from app.web.compression import MIDDLEWARE_OPTIONS
 from app.web.lanes import Lanes
 from app.web.security import SameOriginMiddleware, SecurityHeadersMiddleware, docs_router
@@ -144,6 +146,7 @@ async def validation_error(request: Request, exc: RequestValidationError) -> JSO
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(app.state.lanes.start, pages.warm)  # the heavy lane's process, while /healthz answers
+        tasks.start_soon(to_thread.run_sync, load_model_files)  # the pretrained model's 91 MB, read once
         yield
         tasks.cancel_scope.cancel()
     await app.state.rooms.close()  # Redis's connections, and this worker's subscription
@@ -191,6 +194,7 @@ def create_app(config: Settings = settings) -> FastAPI:
     app.add_middleware(SecurityHeadersMiddleware)  # outside the body limit: its 413 gets them too
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.include_router(api.router)
+    app.include_router(model_api.router)
     app.include_router(pages.router)
     app.include_router(classroom.router)
     app.include_router(export.router)

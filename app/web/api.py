@@ -251,7 +251,7 @@ def train_body(req: TrainRequest) -> bytes:
                        "double; lower learning_rate or steps")
 
 
-async def _answer(request: Request, operations: int, body: Callable[[], bytes]) -> Response:
+async def answer(request: Request, operations: int, body: Callable[[], bytes]) -> Response:
     """The JSON answer, computed, encoded and compressed in a worker thread of the lane its work asks for."""
     lanes: Lanes = request.app.state.lanes
     accept_encoding = request.headers.get("accept-encoding", "")
@@ -266,7 +266,7 @@ async def attention(req: AttentionRequest, request: Request) -> Response:
     a positional encoding, a temperature, the general or additive score, linear attention, and
     1–4 transformer blocks around it (then `blocks` holds each block's intermediates).
     With a `loss` (attention without blocks), also the loss and every gradient of it."""
-    return await _answer(request, estimated_operations(req), lambda: attention_body(req))
+    return await answer(request, estimated_operations(req), lambda: attention_body(req))
 
 
 @router.post("/api/train", response_model=TrainResponse, tags=["attention"], responses=RESPONSES)
@@ -274,7 +274,7 @@ async def train_attention(req: TrainRequest, request: Request) -> Response:
     """Descend `loss` for `steps` steps of SGD or Adam on the parameters named in `train`, and return
     `losses` (before the first step … after the last) and the final state as POST /api/attention does:
     the trained weights and x_input, its intermediates, its loss and its gradients."""
-    return await _answer(request, estimated_operations(req, passes=req.steps + 1), lambda: train_body(req))
+    return await answer(request, estimated_operations(req, passes=req.steps + 1), lambda: train_body(req))
 
 
 @router.get("/healthz", response_model=Health, tags=["health"])

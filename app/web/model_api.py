@@ -1,0 +1,134 @@
+"""POST /api/model: a pretrained transformer (all-MiniLM-L6-v2) on a sentence — every head's attention
+weights, every layer's hidden states, the sentence embedding, and one head's step-through on request.
+
+The model is read once per worker process (app.maths.model_files) and run in the API's thread lane.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, StrictStr
+
+from app.config import settings
+from app.maths.bert import ModelRun, Tokenized, head_result, run_model, tokenize
+from app.maths.model_files import ModelFiles, load_model_files
+from app.state.tokens import hidden_character
+from app.web.api import RESPONSES, JSONBodyRoute, answer
+from app.web.json_encoding import dumps
+
+router = APIRouter(route_class=JSONBodyRoute)
+
+# The model's sizes, for the schema's bounds (checked against the files when they are read: tests/maths).
+MODEL_LAYERS, MODEL_HEADS, MODEL_D_MODEL, MODEL_D_K = 6, 12, 384, 32
+ALLOWED_CONTROLS = "\n\t"
+
+
+def _sentence(text: str) -> str:
+    if not text.strip():
+        raise ValueError("enter a sentence: the text is empty")
+    hidden = hidden_character(text.translate({ord(c): " " for c in ALLOWED_CONTROLS}))
+    if hidden is not None:  # the tokens' rule (app.state.tokens), newlines and tabs allowed
+        raise ValueError(f"remove {hidden} from the text")
+    return text
+
+
+Sentence = Annotated[StrictStr, Field(max_length=settings.model_max_chars), AfterValidator(_sentence)]
+
+
+class ModelRequest(BaseModel):
+    """Input of POST /api/model."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={
+        "examples": [{"text": "The animal didn't cross the street because it was too tired."},
+                     {"text": "The animal didn't cross the street because it was too tired.", "layer": 2, "head": 5}],
+    })
+
+    text: Sentence = Field(description=f"A sentence of at most {settings.model_max_chars} characters and "
+                                       f"{settings.model_max_tokens} WordPiece tokens with [CLS] and [SEP]; "
+                                       "newlines and tabs are its only control characters.")
+    layer: Annotated[StrictInt, Field(ge=0, le=MODEL_LAYERS - 1)] | None = Field(
+        default=None, description="With head: add that head's step-through (counted from 0).")
+    head: Annotated[StrictInt, Field(ge=0, le=MODEL_HEADS - 1)] | None = Field(
+        default=None, description="With layer: the head, counted from 0.")
+    heads_off: list[tuple[Annotated[StrictInt, Field(ge=0, le=MODEL_LAYERS - 1)],
+                          Annotated[StrictInt, Field(ge=0, le=MODEL_HEADS - 1)]]] = Field(
+        default=[], max_length=MODEL_LAYERS * MODEL_HEADS,
+        description="[layer, head] pairs switched off: their attention weights are 0, as BertModel's head_mask does.")
+
+
+class HeadSteps(BaseModel):
+    x: list[list[float]] = Field(description="(T, 384) the layer's input")
+    q: list[list[float]] = Field(description="(T, 32) X·W_Q + b_Q")
+    k: list[list[float]] = Field(description="(T, 32) X·W_K + b_K")
+    v: list[list[float]] = Field(description="(T, 32) X·W_V + b_V")
+    scores: list[list[float]] = Field(description="(T, T) Q·Kᵀ")
+    scaled: list[list[float]] = Field(description="(T, T) Q·Kᵀ/√32")
+    softmax: list[list[float]] = Field(description="(T, T) the attention weights")
+    output: list[list[float]] = Field(description="(T, 32) softmax·V")
+
+
+class ModelResponse(BaseModel):
+    model: str
+    tokens: list[str] = Field(description="WordPiece tokens, with [CLS] first and [SEP] last")
+    attention: list[list[list[list[float]]]] = Field(description="[6][12][T][T]: every head's attention weights")
+    hidden_states: list[list[list[float]]] = Field(
+        description="[7][T][384]: the embeddings' output, then each layer's (Hugging Face's output_hidden_states)")
+    embedding: list[float] = Field(description="[384]: the sentence embedding (mean of the last layer, L2-normalised)")
+    heads_off: list[tuple[int, int]]
+    head: HeadSteps | None = None
+
+
+def _field_error(field: str, message: str, given: object) -> RequestValidationError:
+    return RequestValidationError([{"type": "value_error", "loc": ("body", field), "input": given,
+                                    "msg": f"Value error, {message}", "ctx": {"error": message}}])
+
+
+def tokenized(model: ModelFiles, text: str) -> Tokenized:
+    """The sentence's WordPiece tokens, or a 422 naming ``text`` with the count and the limit."""
+    tokens = tokenize(model, text)
+    limit = settings.model_max_tokens
+    if len(tokens.ids) > limit:
+        raise _field_error("text", f"the text is {len(tokens.ids)} WordPiece tokens with [CLS] and [SEP]; "
+                                   f"the limit is {limit}", text[:100])
+    return tokens
+
+
+def model_document(model: ModelFiles, run: ModelRun, layer: int | None = None, head: int | None = None) -> dict:
+    doc = {"model": model.name, "tokens": list(run.tokens), "attention": run.attention,
+           "hidden_states": run.hidden_states, "embedding": run.embedding, "heads_off": sorted(run.heads_off)}
+    if layer is not None and head is not None:
+        h = head_result(model, run, layer, head)
+        doc["head"] = {"x": run.hidden_states[layer], "q": h.q, "k": h.k, "v": h.v, "scores": h.scores,
+                       "scaled": h.scaled, "softmax": h.softmax, "output": h.output}
+    return doc
+
+
+def model_operations(t: int) -> int:
+    """A forward pass's multiply-adds, for the lanes: per layer 4·T·d² (Q, K, V, W_O), 2·T²·d (scores, A·V)
+    and 2·T·d·d_ff (the FFN)."""
+    d, d_ff = MODEL_D_MODEL, 4 * MODEL_D_MODEL
+    return MODEL_LAYERS * (4 * t * d * d + 2 * t * t * d + 2 * t * d * d_ff)
+
+
+@router.post("/api/model", response_model=ModelResponse, tags=["model"], responses=RESPONSES)
+async def model(req: ModelRequest, request: Request) -> Response:
+    """Run sentence-transformers' all-MiniLM-L6-v2 (BERT: 6 layers × 12 heads, d_model 384) on `text`:
+    its WordPiece `tokens`, every head's `attention` weights, every layer's `hidden_states` and the
+    sentence `embedding`. With `layer` and `head`, also that head's step-through (`head`). `heads_off`
+    switches heads off. The numbers agree with Hugging Face's BertModel to float32 precision."""
+    if (req.layer is None) != (req.head is None):
+        missing = "head" if req.head is None else "layer"
+        raise _field_error(missing, "give layer and head together", None)
+    files = load_model_files()
+    tokens = tokenized(files, req.text)
+
+    def body() -> bytes:
+        run = run_model(files, tokens, frozenset(req.heads_off))
+        return dumps(model_document(files, run, req.layer, req.head))
+
+    return await answer(request, model_operations(len(tokens.ids)), body)
+
