@@ -43,12 +43,14 @@ def visible(text: str) -> str:
 
 
 @functools.cache
-def token_pattern() -> str:
-    """hidden_character's rule as a regular expression, for the API's schema: visible characters, a
-    joiner only between two of them. Built once from this Python's Unicode tables (a tenth of a second)."""
+def token_pattern(allowed: str = "", nonblank: bool = False) -> str:
+    """hidden_character's rule as a regular expression, for the API's schema: visible characters (and
+    those of ``allowed``, such as a sentence's newlines), a joiner only between two of them; with
+    ``nonblank``, at least one that is not white space. Built once from this Python's Unicode tables
+    (a tenth of a second)."""
     ranges: list[list[int]] = []
     for c in range(sys.maxunicode + 1):
-        if _hidden(chr(c)):
+        if _hidden(chr(c)) and chr(c) not in allowed:
             if ranges and ranges[-1][1] == c - 1:
                 ranges[-1][1] = c
             else:
@@ -59,4 +61,6 @@ def token_pattern() -> str:
 
     hidden = "".join(escaped(a) if a == b else f"{escaped(a)}-{escaped(b)}" for a, b in ranges)
     joiners = "".join(escaped(ord(c)) for c in JOINERS)
+    if nonblank:
+        return f"^(?=[\\s\\S]*\\S)(?:[^{hidden}]+(?:[{joiners}][^{hidden}]+)*)$"
     return f"^(?:[^{hidden}]+(?:[{joiners}][^{hidden}]+)*)?$"

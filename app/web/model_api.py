@@ -9,16 +9,16 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, StrictStr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, StrictInt, StrictStr, model_validator
 
 from app.config import settings
 from app.maths.bert import ModelRun, Tokenized, head_result, run_model, tokenize
 from app.maths.model_files import ModelFiles, load_model_files
-from app.state.tokens import hidden_character
+from app.state.tokens import hidden_character, token_pattern
 from app.web.api import RESPONSES, JSONBodyRoute, answer
 from app.web.json_encoding import dumps
+from app.web.schemas import mismatch
 
 router = APIRouter(route_class=JSONBodyRoute)
 
@@ -36,7 +36,12 @@ def _sentence(text: str) -> str:
     return text
 
 
-Sentence = Annotated[StrictStr, Field(max_length=settings.model_max_chars), AfterValidator(_sentence)]
+# The schema says it too: visible characters, newlines and tabs, and not only white space.
+Sentence = Annotated[
+    StrictStr, AfterValidator(_sentence),
+    Field(max_length=settings.model_max_chars,
+          json_schema_extra=lambda schema: schema.update(pattern=token_pattern(ALLOWED_CONTROLS, nonblank=True))),
+]
 
 
 class ModelRequest(BaseModel):
@@ -58,6 +63,24 @@ class ModelRequest(BaseModel):
                           Annotated[StrictInt, Field(ge=0, le=MODEL_HEADS - 1)]]] = Field(
         default=[], max_length=MODEL_LAYERS * MODEL_HEADS,
         description="[layer, head] pairs switched off: their attention weights are 0, as BertModel's head_mask does.")
+    _tokens: Tokenized | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _across_fields(self) -> ModelRequest:
+        """Layer and head come together; the text's WordPiece tokens are within the limit (known only
+        once the tokenizer has read it)."""
+        if (self.layer is None) != (self.head is None):
+            raise mismatch("head" if self.head is None else "layer", "give layer and head together")
+        try:
+            self._tokens = read_wordpieces(load_model_files(), self.text)
+        except ValueError as e:
+            raise mismatch("text", str(e)) from None
+        return self
+
+    @property
+    def wordpieces(self) -> Tokenized:
+        assert self._tokens is not None
+        return self._tokens
 
 
 class HeadSteps(BaseModel):
@@ -82,18 +105,12 @@ class ModelResponse(BaseModel):
     head: HeadSteps | None = None
 
 
-def _field_error(field: str, message: str, given: object) -> RequestValidationError:
-    return RequestValidationError([{"type": "value_error", "loc": ("body", field), "input": given,
-                                    "msg": f"Value error, {message}", "ctx": {"error": message}}])
-
-
-def tokenized(model: ModelFiles, text: str) -> Tokenized:
-    """The sentence's WordPiece tokens, or a 422 naming ``text`` with the count and the limit."""
+def read_wordpieces(model: ModelFiles, text: str) -> Tokenized:
+    """The sentence's WordPiece tokens, or a ValueError with their count and the limit."""
     tokens = tokenize(model, text)
     limit = settings.model_max_tokens
     if len(tokens.ids) > limit:
-        raise _field_error("text", f"the text is {len(tokens.ids)} WordPiece tokens with [CLS] and [SEP]; "
-                                   f"the limit is {limit}", text[:100])
+        raise ValueError(f"the text is {len(tokens.ids)} WordPiece tokens with [CLS] and [SEP]; the limit is {limit}")
     return tokens
 
 
@@ -120,11 +137,8 @@ async def model(req: ModelRequest, request: Request) -> Response:
     its WordPiece `tokens`, every head's `attention` weights, every layer's `hidden_states` and the
     sentence `embedding`. With `layer` and `head`, also that head's step-through (`head`). `heads_off`
     switches heads off. The numbers agree with Hugging Face's BertModel to float32 precision."""
-    if (req.layer is None) != (req.head is None):
-        missing = "head" if req.head is None else "layer"
-        raise _field_error(missing, "give layer and head together", None)
     files = load_model_files()
-    tokens = tokenized(files, req.text)
+    tokens = req.wordpieces
 
     def body() -> bytes:
         run = run_model(files, tokens, frozenset(req.heads_off))
