@@ -10,13 +10,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, StrictInt, StrictStr, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, model_validator
 
 from app.config import settings
 from app.maths.bert import ModelRun, Tokenized, head_result, run_model, tokenize
 from app.maths.model_files import ModelFiles, load_model_files
 from app.state.tokens import hidden_character, token_pattern
 from app.web.api import RESPONSES, JSONBodyRoute, answer
+from app.web.fields import whole_number
 from app.web.json_encoding import dumps
 from app.web.schemas import mismatch
 
@@ -44,6 +45,18 @@ Sentence = Annotated[
 ]
 
 
+Layer = whole_number(0, MODEL_LAYERS - 1)
+Head = whole_number(0, MODEL_HEADS - 1)
+
+
+class HeadRef(BaseModel):
+    """One head of one layer, each counted from 0."""
+
+    model_config = ConfigDict(extra="forbid")
+    layer: Layer
+    head: Head
+
+
 class ModelRequest(BaseModel):
     """Input of POST /api/model."""
 
@@ -55,14 +68,11 @@ class ModelRequest(BaseModel):
     text: Sentence = Field(description=f"A sentence of at most {settings.model_max_chars} characters and "
                                        f"{settings.model_max_tokens} WordPiece tokens with [CLS] and [SEP]; "
                                        "newlines and tabs are its only control characters.")
-    layer: Annotated[StrictInt, Field(ge=0, le=MODEL_LAYERS - 1)] | None = Field(
-        default=None, description="With head: add that head's step-through (counted from 0).")
-    head: Annotated[StrictInt, Field(ge=0, le=MODEL_HEADS - 1)] | None = Field(
-        default=None, description="With layer: the head, counted from 0.")
-    heads_off: list[tuple[Annotated[StrictInt, Field(ge=0, le=MODEL_LAYERS - 1)],
-                          Annotated[StrictInt, Field(ge=0, le=MODEL_HEADS - 1)]]] = Field(
+    layer: Layer | None = Field(default=None, description="With head: add that head's step-through (counted from 0).")
+    head: Head | None = Field(default=None, description="With layer: the head, counted from 0.")
+    heads_off: list[HeadRef] = Field(
         default=[], max_length=MODEL_LAYERS * MODEL_HEADS,
-        description="[layer, head] pairs switched off: their attention weights are 0, as BertModel's head_mask does.")
+        description="Heads switched off: their attention weights are 0, as BertModel's head_mask does.")
     _tokens: Tokenized | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
@@ -101,7 +111,7 @@ class ModelResponse(BaseModel):
     hidden_states: list[list[list[float]]] = Field(
         description="[7][T][384]: the embeddings' output, then each layer's (Hugging Face's output_hidden_states)")
     embedding: list[float] = Field(description="[384]: the sentence embedding (mean of the last layer, L2-normalised)")
-    heads_off: list[tuple[int, int]]
+    heads_off: list[HeadRef]
     head: HeadSteps | None = None
 
 
@@ -116,7 +126,8 @@ def read_wordpieces(model: ModelFiles, text: str) -> Tokenized:
 
 def model_document(model: ModelFiles, run: ModelRun, layer: int | None = None, head: int | None = None) -> dict:
     doc = {"model": model.name, "tokens": list(run.tokens), "attention": run.attention,
-           "hidden_states": run.hidden_states, "embedding": run.embedding, "heads_off": sorted(run.heads_off)}
+           "hidden_states": run.hidden_states, "embedding": run.embedding,
+           "heads_off": [{"layer": la, "head": h} for la, h in sorted(run.heads_off)]}
     if layer is not None and head is not None:
         h = head_result(model, run, layer, head)
         doc["head"] = {"x": run.hidden_states[layer], "q": h.q, "k": h.k, "v": h.v, "scores": h.scores,
@@ -141,7 +152,7 @@ async def model(req: ModelRequest, request: Request) -> Response:
     tokens = req.wordpieces
 
     def body() -> bytes:
-        run = run_model(files, tokens, frozenset(req.heads_off))
+        run = run_model(files, tokens, frozenset((r.layer, r.head) for r in req.heads_off))
         return dumps(model_document(files, run, req.layer, req.head))
 
     return await answer(request, model_operations(len(tokens.ids)), body)

@@ -44,8 +44,9 @@ def test_a_layer_and_head_add_that_heads_step_through(client: TestClient) -> Non
 
 
 def test_heads_switched_off_weigh_nothing(client: TestClient) -> None:
-    doc = client.post("/api/model", json={"text": SENTENCE, "heads_off": [[3, 4], [0, 0]]}).json()
-    assert doc["heads_off"] == [[0, 0], [3, 4]]
+    off = [{"layer": 3, "head": 4}, {"layer": 0, "head": 0}]
+    doc = client.post("/api/model", json={"text": SENTENCE, "heads_off": off}).json()
+    assert doc["heads_off"] == off[::-1]
     assert not np.any(doc["attention"][3][4]) and not np.any(doc["attention"][0][0])
     assert np.any(doc["attention"][3][5])
 
@@ -67,9 +68,11 @@ def test_heads_switched_off_weigh_nothing(client: TestClient) -> None:
     ({"text": "hi", "layer": 0, "head": 12}, "head", "11"),
     ({"text": "hi", "layer": "1", "head": 1}, "layer", "integer"),
     ({"text": "hi", "layer": 1.5, "head": 1}, "layer", "integer"),
+    ({"text": "hi", "layer": True, "head": 1}, "layer", "integer"),
     ({"text": "hi", "layer": 1}, "head", "together"),
     ({"text": "hi", "head": 1}, "layer", "together"),
-    ({"text": "hi", "heads_off": [[0, 12]]}, "heads_off[0][1]", "11"),
+    ({"text": "hi", "heads_off": [{"layer": 0, "head": 12}]}, "heads_off[0].head", "11"),
+    ({"text": "hi", "heads_off": [[0, 1]]}, "heads_off[0]", "object"),
     ({"text": "hi", "extra": 1}, "extra", "not permitted"),
 ])
 def test_bad_input_is_a_422_naming_its_field(client: TestClient, body: dict, field: str, words: str) -> None:
