@@ -1,8 +1,9 @@
 """The image, built from the Dockerfile unchanged and checked from outside the container.
 
 Budgets from the requirement, measured here and written in README: the layers the image adds over
-the Python base are at most 150 MB; the HEALTHCHECK passes at most 5 s after `run`; a SIGTERM stops
-the container within 10 s. `make test-container` runs this module (-m container).
+the Python base are at most 260 MB (the pretrained model's files are 83 MB of it); the HEALTHCHECK
+passes at most 5 s after `run`; a SIGTERM stops the container within 10 s. `make test-container`
+runs this module (-m container).
 """
 
 from __future__ import annotations
@@ -18,13 +19,17 @@ import numpy as np
 import pytest
 
 from app.maths.attention import run_attention
+from app.maths.bert import run_model, tokenize
+from app.maths.model_files import load_model_files
 from tests.conftest import form_fields
 from tests.container.conftest import REPO_ROOT, Engine, Running, build, logs, wait_for
 from tests.web.test_pages import heatmap
 
 pytestmark = pytest.mark.container
 
-MAX_ADDED_MB = 150.0  # the layers over the base image, in MB of 10⁶ bytes, as docker and podman print them
+# The layers over the base image, in MB of 10⁶ bytes, as docker and podman print them: 150 for the app and its
+# libraries, and the allowance for the pretrained model (its 83 MB zip, tokenizers, safetensors).
+MAX_ADDED_MB = 260.0
 MAX_START_TO_HEALTHY_S = 5.0
 MAX_STOP_S = 10.0
 ROOT_PATH = "/attention"
@@ -60,7 +65,7 @@ def test_image_runs_as_a_user_with_an_exec_form_command_and_a_healthcheck(engine
     assert "8000/tcp" in config["ExposedPorts"]
 
 
-def test_image_adds_at_most_150_mb_over_the_base(
+def test_image_adds_at_most_260_mb_over_the_base(
     engine: Engine, image: str, base_image: str, measurements: dict[str, str]
 ) -> None:
     base, built = engine.inspect(base_image, image, kind="image")
@@ -141,6 +146,20 @@ def test_an_api_edit_gives_the_pipelines_numbers(server: Running) -> None:
     assert after.json()["x"][0][0] == 2.5
     np.testing.assert_allclose(after.json()["output"], expected.output, rtol=1e-12)
     assert not np.allclose(after.json()["output"], before.json()["output"])
+
+
+def test_the_pretrained_model_answers_with_no_network(server: Running) -> None:
+    """The model's files are in the image: nothing is fetched (the container has no route out in CI)."""
+    sentence = "The animal didn't cross the street because it was too tired."
+    with server.client() as client:
+        r = client.post("/api/model", json={"text": sentence, "layer": 2, "head": 5})
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    model = load_model_files()
+    run = run_model(model, tokenize(model, sentence))
+    assert doc["tokens"] == list(run.tokens)
+    np.testing.assert_allclose(doc["attention"], run.attention, atol=1e-6)
+    np.testing.assert_allclose(doc["embedding"], run.embedding, atol=1e-6)
 
 
 def test_an_htmx_edit_returns_the_changed_stages(server: Running) -> None:
