@@ -10,6 +10,7 @@ from markupsafe import Markup, escape
 
 from app.maths.masks import build_mask
 from app.maths.records import AttentionRun, TransformerRun
+from app.maths.weights import WEIGHTS
 from app.state.learning import Learning
 from app.state.scenario import Scenario, View, format_input
 from app.view.heatmap import format_numbers
@@ -48,6 +49,12 @@ def editor_grids(sc: Scenario, view: View, run: AttentionRun, stack: Transformer
     h = view.head
     hn = f" ({head_label(sc, h)})" if sc.num_heads > 1 else ""
     dims = dim_labels(sc)
+
+    def weight(name: str, m: np.ndarray, rows: list[str], cols: list[str]) -> EditorGrid:
+        """A weight's grid, titled by the weights registry (app.maths.weights), with the head for a per-head one."""
+        title = WEIGHTS[name].label + (hn if WEIGHTS[name].per_head else "")
+        return grid(name, title, m, rows, cols, title)
+
     d_v = sc.d_v
     q_cols, k_cols, a_cols = (numbered(prefix, sc.d_k) for prefix in "qka")
     o_rows = [f"h{h + 1}·v{j + 1}" for j in range(d_v)]
@@ -57,34 +64,34 @@ def editor_grids(sc: Scenario, view: View, run: AttentionRun, stack: Transformer
         "c": None,
         "pos": None,
         "weights": [
-            grid("w_q", f"W_Q{hn}", w.w_q[h], dims, q_cols, f"W_Q{hn}"),
-            grid("w_k", f"W_K{hn}", w.w_k[h], dims, k_cols, f"W_K{hn}"),
-            grid("w_v", f"W_V{hn}", w.w_v[h], dims, numbered("v", d_v), f"W_V{hn}"),
+            weight("w_q", w.w_q[h], dims, q_cols),
+            weight("w_k", w.w_k[h], dims, k_cols),
+            weight("w_v", w.w_v[h], dims, numbered("v", d_v)),
             grid("w_o", f"W_O rows of head {h + 1}", w.w_o[h * d_v:(h + 1) * d_v], o_rows, dims, "W_O"),
         ],
         "score": [],
         "block": [],
     }
     if sc.score == "general":
-        grids["score"] = [grid("w_a", f"W_a{hn}", w.w_a[h], q_cols, k_cols, f"W_a{hn}")]
+        grids["score"] = [weight("w_a", w.w_a[h], q_cols, k_cols)]
     elif sc.score == "additive":
         grids["score"] = [
-            grid("w_1", f"W₁{hn}", w.w_1[h], q_cols, a_cols, f"W₁{hn}"),
-            grid("w_2", f"W₂{hn}", w.w_2[h], k_cols, a_cols, f"W₂{hn}"),
-            grid("v_a", f"v_a{hn}", w.v_a[h], ["v_a"], a_cols, f"v_a{hn}"),
+            weight("w_1", w.w_1[h], q_cols, a_cols),
+            weight("w_2", w.w_2[h], k_cols, a_cols),
+            weight("v_a", w.v_a[h], ["v_a"], a_cols),
         ]
     if stack is not None:
         bw = stack.blocks[0].weights
         hidden = numbered("f", stack.blocks[0].d_ff)
         grids["block"] = [
-            grid("ffn_w1", "FFN W₁", bw.ffn_w1, dims, hidden, "FFN W₁"),
-            grid("ffn_b1", "FFN b₁", bw.ffn_b1, ["b₁"], hidden, "FFN b₁"),
-            grid("ffn_w2", "FFN W₂", bw.ffn_w2, hidden, dims, "FFN W₂"),
-            grid("ffn_b2", "FFN b₂", bw.ffn_b2, ["b₂"], dims, "FFN b₂"),
-            grid("ln1_gamma", "LayerNorm₁ γ", bw.ln1_gamma, ["γ₁"], dims, "LayerNorm₁ γ"),
-            grid("ln1_beta", "LayerNorm₁ β", bw.ln1_beta, ["β₁"], dims, "LayerNorm₁ β"),
-            grid("ln2_gamma", "LayerNorm₂ γ", bw.ln2_gamma, ["γ₂"], dims, "LayerNorm₂ γ"),
-            grid("ln2_beta", "LayerNorm₂ β", bw.ln2_beta, ["β₂"], dims, "LayerNorm₂ β"),
+            weight("ffn_w1", bw.ffn_w1, dims, hidden),
+            weight("ffn_b1", bw.ffn_b1, ["b₁"], hidden),
+            weight("ffn_w2", bw.ffn_w2, hidden, dims),
+            weight("ffn_b2", bw.ffn_b2, ["b₂"], dims),
+            weight("ln1_gamma", bw.ln1_gamma, ["γ₁"], dims),
+            weight("ln1_beta", bw.ln1_beta, ["β₁"], dims),
+            weight("ln2_gamma", bw.ln2_gamma, ["γ₂"], dims),
+            weight("ln2_beta", bw.ln2_beta, ["β₂"], dims),
         ]
     if sc.cross and sc.context_x is not None:
         grids["c"] = grid("c", "C (source sentence: keys and values)", sc.context_x, token_labels(sc.context_tokens),
