@@ -52,6 +52,7 @@ class EntryView:
     title: str
     explanation: str
     claim: str  # "Layer 1 Head 3: previous token, 1.00 of each token's attention on average."
+    shown: bool  # some head reaches the threshold; if not, the claim names the closest head
     verdict: str  # how many heads reach the threshold, or that none does
     threshold: str
     baseline: str
@@ -76,8 +77,10 @@ def short_token(token: str) -> str:
     return token if len(token) <= LABEL_CHARS else token[: LABEL_CHARS - 1] + "…"
 
 
-def attention_svg(weights: np.ndarray, tokens: tuple[str, ...], *, title: str, desc: str) -> Markup:
-    """A (T, T) attention map: queries down the left, keys along the top; a darker cell, a larger weight."""
+def attention_svg(weights: np.ndarray, tokens: tuple[str, ...], *, title: str, desc: str,
+                  mark: tuple[int, int] | None = None) -> Markup:
+    """A (T, T) attention map: queries down the left, keys along the top; a darker cell, a larger weight.
+    ``mark`` (query, key) outlines the one cell a measurement reads, such as a pronoun's noun."""
     t = len(tokens)
     classes, _ = bucket_classes(weights, "weights")
     size = LABEL_W + t * CELL
@@ -95,6 +98,9 @@ def attention_svg(weights: np.ndarray, tokens: tuple[str, ...], *, title: str, d
         for j, c in enumerate(classes[i].tolist()):
             cells.setdefault(c, []).append(f"M{LABEL_W + j * CELL} {y}h{CELL}v{CELL}h-{CELL}z")
     parts.extend(f'<path class="{c}" d="{"".join(d)}"/>' for c, d in sorted(cells.items()))
+    if mark is not None:
+        parts.append(f'<rect class="mark" x="{LABEL_W + mark[1] * CELL}" y="{LABEL_W + mark[0] * CELL}" '
+                     f'width="{CELL}" height="{CELL}"/>')
     parts.append("</svg>")
     return Markup("".join(parts))
 
@@ -105,7 +111,9 @@ def row_peaks(weights: np.ndarray, tokens: tuple[str, ...]) -> tuple[RowPeak, ..
                  for i, j in enumerate(strongest.tolist()))
 
 
-def entry_view(entry: CatalogueEntry, example: ModelRun, sentence: str) -> EntryView:
+def entry_view(entry: CatalogueEntry, example: ModelRun, sentence: str,
+               pronoun: tuple[int, int] | None = None) -> EntryView:
+    """One behaviour for the page; ``pronoun`` (its position, its noun's) is outlined in the pronoun's figure."""
     text = BEHAVIOUR_TEXTS[entry.behaviour]
     best = entry.best
     if entry.showing:
@@ -117,14 +125,18 @@ def entry_view(entry: CatalogueEntry, example: ModelRun, sentence: str) -> Entry
                    f"only weakly, and the strongest heads are listed all the same.")
     weights = example.attention[best.layer, best.head]  # (T, T)
     caption = f"{head_name(best)} on “{sentence}”"
+    mark = pronoun if entry.behaviour == "antecedent" else None
+    if mark is not None:
+        caption += f", the cell from “{example.tokens[mark[0]]}” to “{example.tokens[mark[1]]}” outlined"
     desc = ("Rows are queries, columns keys, darker is more weight. Each row's strongest key: "
             + "; ".join(f"{p.query} → {p.key} {p.weight}" for p in row_peaks(weights, example.tokens)))
     return EntryView(
         key=entry.behaviour, title=text.title, explanation=text.explanation,
         claim=f"{head_name(best)}: {text.short}, {best.score:.2f} of {text.whose} attention on average.",
+        shown=entry.showing > 0,
         verdict=verdict, threshold=f"{entry.threshold:.2f}", baseline=f"{entry.baseline:.2f}",
         heads=tuple(HeadLine(head_name(h), f"{h.score:.2f}", h.score >= entry.threshold) for h in entry.heads),
-        figure=attention_svg(weights, example.tokens, title=caption, desc=desc), figure_caption=caption,
+        figure=attention_svg(weights, example.tokens, title=caption, desc=desc, mark=mark), figure_caption=caption,
         peaks=row_peaks(weights, example.tokens))
 
 
@@ -138,7 +150,7 @@ def catalogue_context() -> CatalogueView:
     entries = head_catalogue(runs, pronouns)
     example, sentence = runs[EXAMPLE_SENTENCE], MODEL_SENTENCES[EXAMPLE_SENTENCE].text
     return CatalogueView(
-        entries=tuple(entry_view(e, example, sentence) for e in entries),
+        entries=tuple(entry_view(e, example, sentence, pronouns[EXAMPLE_SENTENCE]) for e in entries),
         sentences=tuple(s.text for s in MODEL_SENTENCES), pronoun_sentences=sum(p is not None for p in pronouns),
         example=sentence,
         layers=example.layers, heads=example.heads, seconds=time.perf_counter() - start)

@@ -11,7 +11,7 @@ import numpy as np
 
 from app.lesson.model_sentences import BEHAVIOUR_TEXTS, MODEL_SENTENCES
 from app.maths.head_catalogue import BEHAVIOURS
-from app.view.head_catalogue import attention_svg, catalogue_context
+from app.view.head_catalogue import CELL, LABEL_W, attention_svg, catalogue_context
 from app.web.respond import templates
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -57,3 +57,25 @@ def test_the_figure_escapes_its_tokens_and_colours_by_bucket() -> None:
 
 def test_the_catalogue_is_computed_once_per_process() -> None:
     assert catalogue_context() is catalogue_context()
+
+
+def test_the_pronoun_figure_outlines_the_cell_it_measures() -> None:
+    catalogue = catalogue_context()
+    (entry,) = [e for e in catalogue.entries if e.key == "antecedent"]
+    root = ET.fromstring(str(entry.figure))
+    (mark,) = root.findall(f"{SVG}rect")
+    tokens = [t.text for t in root.findall(f"{SVG}text")][16:]  # the queries, top to bottom
+    row, col = (int(mark.get("y")) - LABEL_W) // CELL, (int(mark.get("x")) - LABEL_W) // CELL
+    assert (tokens[row], tokens[col]) == ("it", "animal")
+    assert "“it” to “animal” outlined" in entry.figure_caption
+    others = [e for e in catalogue.entries if e.key != "antecedent"]
+    assert not any(ET.fromstring(str(e.figure)).findall(f"{SVG}rect") for e in others)
+
+
+def test_a_behaviour_no_head_reaches_says_so() -> None:
+    catalogue = catalogue_context()
+    html = render(catalogue)
+    for entry in catalogue.entries:
+        assert entry.shown == any(h.shows for h in entry.heads)
+        said = "Below the threshold; the closest is <strong>" + entry.claim.replace("'", "&#39;")
+        assert (said in html) == (not entry.shown)
