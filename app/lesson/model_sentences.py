@@ -76,10 +76,12 @@ BEHAVIOUR_TEXTS: dict[str, BehaviourText] = {
         "head with nothing useful to add for a word parks its weight somewhere harmless."),
     "sep": BehaviourText(
         "Park on [SEP]", "attention on [SEP]", "each token's",
-        "The weight piles up on [SEP], the token after the sentence: another harmless place to park it."),
+        "A head of this kind piles its weight on [SEP], the token after the sentence: another harmless "
+        "place to park it, common in BERT models."),
     "punctuation": BehaviourText(
         "Look at punctuation", "attention on punctuation", "each token's",
-        "Commas, apostrophes and full stops draw the weight: they mark where phrases end."),
+        "A head of this kind sends its weight to commas, apostrophes and full stops, which mark where "
+        "phrases end."),
     "antecedent": BehaviourText(
         "Send a pronoun to its noun", "pronoun to its noun", "the pronoun's",
         "From a pronoun (it, she, they) to the noun it stands for: in “…because it was too tired”, from "
