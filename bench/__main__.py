@@ -3,6 +3,8 @@
     python -m bench                       # everything (a few minutes); writes bench/RESULTS.md
     python -m bench --docs docs/performance.md    # … and that page's block between the bench markers
     python -m bench --quick               # a few seconds, to prove it runs; writes only with --out
+
+The real model against Hugging Face (bench.model) runs too where /tmp/refvenv has torch and transformers.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import httpx
 
 from app.main import create_app
 from bench import compression
+from bench import model as real_model
 from bench.cases import (
     DEFAULT_CASE,
     GRID,
@@ -108,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--docs", type=Path, help="also rewrite this page's block between the bench markers")
     parser.add_argument("--no-load", action="store_true",
                         help="skip the class load and the class following its teacher")
+    parser.add_argument("--no-model", action="store_true",
+                        help="skip the real model against Hugging Face (skipped anyway without its venv)")
     parser.add_argument("--no-redis", action="store_true", help="the class following its teacher in memory only, "
                                                                 "not also with Redis")
     args = parser.parse_args(argv)
@@ -131,6 +136,12 @@ def main(argv: list[str] | None = None) -> int:
         stores = ["memory"] + ([] if args.no_redis or find_redis_server() is None else ["redis"])
         log(f"a class following its teacher: {students} students, {steps} steps ({', '.join(stores)})")
         results.following = [run_follow(students, steps, log, redis=store == "redis", pause=pause) for store in stores]
+    if not args.no_model and real_model.HF_PYTHON.exists():
+        log(f"the real model against Hugging Face ({real_model.HF_PYTHON}):")
+        results.model = f"## {real_model.TITLE}\n\n{real_model.run(args.quick, log)}"
+    elif not args.no_model:
+        log(f"the real model skipped: {real_model.HF_PYTHON} is missing ({real_model.HF_INSTALL}; then "
+            "python -m bench.model)")
     results.environment += f", {load_average()} at the end."
     text = markdown(results)
     print(text)

@@ -46,6 +46,7 @@ class Results:
     compression: list[Compressed] = field(default_factory=list)
     load: list[LoadResult] = field(default_factory=list)
     following: list[FollowResult] = field(default_factory=list)  # a class following its teacher's steps
+    model: str = ""  # bench.model's section with its heading (the real model against Hugging Face), when it ran
 
 
 @dataclass(frozen=True)
@@ -457,6 +458,8 @@ def markdown(results: Results) -> str:
                   "aiohttp client on the same machine; *client CPU*: its CPU time over the steps' wall time. "
                   "*redis*: the same with REDIS_URL, the rooms and their events going through a redis-server on "
                   "the same machine.", follow_table(results.following)]
+    if results.model:
+        parts.append(results.model.rstrip())
     return "\n\n".join(parts) + "\n"
 
 

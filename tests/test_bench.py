@@ -165,3 +165,18 @@ def test_the_trust_bench_runs_and_reports_every_heavy_request() -> None:
     assert all(re.fullmatch(r"\*\*\d+\.\d\d×\*\* \((met|NOT met)\)", r[4]) for r in rows[1:])
     assert "422" in rows[-1][1]  # the bomb is refused, every time
     assert re.search(r"Resident memory: the worker \d+ MB at start", proc.stdout)
+
+
+def test_the_model_bench_runs_and_says_how_to_measure_hugging_face(tmp_path: Path) -> None:
+    missing = tmp_path / "no-venv" / "python"  # the baseline's venv absent, as on a fresh machine
+    proc = subprocess.run([sys.executable, "-m", "bench.model", "--quick", "--hf-python", str(missing)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (rows,) = tables(proc.stdout)
+    assert rows[0] == ["measure", "value", "ratio", "goal", "verdict"]
+    by_name = {row[0]: row for row in rows[1:]}
+    ours = by_name["POST /api/model, no compression (as curl)"]
+    assert ours[1].endswith(" ms") and float(ours[1][:-3]) > 0 and ours[4] == "not measured"
+    assert by_name["time to healthy (start → /healthz 200)"][4] in VERDICTS
+    assert float(by_name["worker's resident memory after the first /api/model"][1][:-3]) > 0
+    assert f"{missing} is missing" in proc.stdout and "pip install torch" in proc.stdout

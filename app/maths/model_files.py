@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import zipfile
 from dataclasses import dataclass
 from functools import lru_cache
@@ -170,7 +171,16 @@ def read_model_files(path: Path, expected_sha256: str = WEIGHTS_SHA256) -> Model
     return ModelFiles(name=MODEL_NAME, config=cfg, weights=weights, tokenizer=tokenizer, sha256=digest)
 
 
+_READING = threading.Lock()  # lru_cache alone lets callers that come together each read the files
+
+
 @lru_cache(maxsize=1)
-def load_model_files() -> ModelFiles:
-    """The model, read once per process (about 91 MB of float32 weights)."""
+def _read_once() -> ModelFiles:
     return read_model_files(model_zip())
+
+
+def load_model_files() -> ModelFiles:
+    """The model, read once per process (about 91 MB of float32 weights), however many threads ask at once:
+    the app's start reads it in a thread while the first POST /api/model may be asking for it."""
+    with _READING:
+        return _read_once()

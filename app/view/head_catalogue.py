@@ -1,0 +1,156 @@
+"""What heads do, for the page: the catalogue of app.maths.head_catalogue over the lesson's fixed
+sentences (app.lesson.model_sentences), each behaviour with its best heads' numbers and a figure.
+
+Computed once per process (one forward pass per sentence, about 0.3 s) and kept: the sentences and
+the weights never change. The figure is the best head's attention map on the example sentence, a
+server-drawn SVG whose cells take app.view.heatmap's weight buckets (CSS classes s0–s8, no style
+attribute); the numbers it shows are written beside it, so colour is never their only carrier.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from markupsafe import Markup, escape
+
+from app.lesson.model_sentences import BEHAVIOUR_TEXTS, EXAMPLE_SENTENCE, MODEL_SENTENCES
+from app.maths.bert import ModelRun, run_model, tokenize
+from app.maths.head_catalogue import CatalogueEntry, HeadScore, head_catalogue
+from app.maths.model_files import load_model_files
+from app.view.heatmap import bucket_classes
+
+CELL = 12  # px per attention weight
+LABEL_W = 78  # px for a token's label beside or above the map
+LABEL_CHARS = 11  # a longer token is cut with "…" in the figure (its full text is in the numbers)
+
+
+def head_name(h: HeadScore) -> str:
+    """As the page counts: layers and heads from 1."""
+    return f"Layer {h.layer + 1} Head {h.head + 1}"
+
+
+@dataclass(frozen=True)
+class HeadLine:
+    name: str  # "Layer 1 Head 3"
+    score: str  # "0.87"
+    shows: bool  # reaches the threshold
+
+
+@dataclass(frozen=True)
+class RowPeak:
+    query: str  # the token, counted from 1: "3 animal"
+    key: str
+    weight: str
+
+
+@dataclass(frozen=True)
+class EntryView:
+    key: str
+    title: str
+    explanation: str
+    claim: str  # "Layer 1 Head 3: previous token, 1.00 of each token's attention on average."
+    shown: bool  # some head reaches the threshold; if not, the claim names the closest head
+    verdict: str  # how many heads reach the threshold, or that none does
+    threshold: str
+    baseline: str
+    heads: tuple[HeadLine, ...]
+    figure: Markup
+    figure_caption: str
+    peaks: tuple[RowPeak, ...]  # the figure's strongest weight in each row
+
+
+@dataclass(frozen=True)
+class CatalogueView:
+    entries: tuple[EntryView, ...]
+    sentences: tuple[str, ...]
+    pronoun_sentences: int
+    example: str
+    layers: int
+    heads: int
+    seconds: float  # to compute it, once per process
+
+
+def short_token(token: str) -> str:
+    return token if len(token) <= LABEL_CHARS else token[: LABEL_CHARS - 1] + "…"
+
+
+def attention_svg(weights: np.ndarray, tokens: tuple[str, ...], *, title: str, desc: str,
+                  mark: tuple[int, int] | None = None) -> Markup:
+    """A (T, T) attention map: queries down the left, keys along the top; a darker cell, a larger weight.
+    ``mark`` (query, key) outlines the one cell a measurement reads, such as a pronoun's noun."""
+    t = len(tokens)
+    classes, _ = bucket_classes(weights, "weights")
+    size = LABEL_W + t * CELL
+    parts = [f'<svg class="attention-map" xmlns="http://www.w3.org/2000/svg" role="img" width="{size}" '
+             f'height="{size}" viewBox="0 0 {size} {size}"><title>{escape(title)}</title><desc>{escape(desc)}</desc>']
+    labels = [escape(short_token(tok)) for tok in tokens]
+    for j, label in enumerate(labels):  # keys, written upwards above their columns
+        x = LABEL_W + j * CELL + CELL - 3
+        parts.append(f'<text class="key" x="{x}" y="{LABEL_W - 4}" transform="rotate(-90 {x} {LABEL_W - 4})">'
+                     f"{label}</text>")
+    cells: dict[str, list[str]] = {}  # one path per weight bucket: a square per cell
+    for i, label in enumerate(labels):
+        y = LABEL_W + i * CELL
+        parts.append(f'<text class="query" x="{LABEL_W - 4}" y="{y + CELL - 3}" text-anchor="end">{label}</text>')
+        for j, c in enumerate(classes[i].tolist()):
+            cells.setdefault(c, []).append(f"M{LABEL_W + j * CELL} {y}h{CELL}v{CELL}h-{CELL}z")
+    parts.extend(f'<path class="{c}" d="{"".join(d)}"/>' for c, d in sorted(cells.items()))
+    if mark is not None:
+        parts.append(f'<rect class="mark" x="{LABEL_W + mark[1] * CELL}" y="{LABEL_W + mark[0] * CELL}" '
+                     f'width="{CELL}" height="{CELL}"/>')
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+def row_peaks(weights: np.ndarray, tokens: tuple[str, ...]) -> tuple[RowPeak, ...]:
+    strongest = weights.argmax(axis=1)  # (T,)
+    return tuple(RowPeak(f"{i + 1} {tokens[i]}", f"{j + 1} {tokens[j]}", f"{weights[i, j]:.2f}")
+                 for i, j in enumerate(strongest.tolist()))
+
+
+def entry_view(entry: CatalogueEntry, example: ModelRun, sentence: str,
+               pronoun: tuple[int, int] | None = None) -> EntryView:
+    """One behaviour for the page; ``pronoun`` (its position, its noun's) is outlined in the pronoun's figure."""
+    text = BEHAVIOUR_TEXTS[entry.behaviour]
+    best = entry.best
+    if entry.showing:
+        verb = "reaches" if entry.showing == 1 else "reach"
+        verdict = (f"{entry.showing} of the model's {example.layers * example.heads} heads {verb} the threshold "
+                   f"of {entry.threshold:.2f}.")
+    else:
+        verdict = (f"No head reaches the threshold of {entry.threshold:.2f}: this model shows this behaviour "
+                   f"only weakly, and the strongest heads are listed all the same.")
+    weights = example.attention[best.layer, best.head]  # (T, T)
+    caption = f"{head_name(best)} on “{sentence}”"
+    mark = pronoun if entry.behaviour == "antecedent" else None
+    if mark is not None:
+        caption += f", the cell from “{example.tokens[mark[0]]}” to “{example.tokens[mark[1]]}” outlined"
+    desc = ("Rows are queries, columns keys, darker is more weight. Each row's strongest key: "
+            + "; ".join(f"{p.query} → {p.key} {p.weight}" for p in row_peaks(weights, example.tokens)))
+    return EntryView(
+        key=entry.behaviour, title=text.title, explanation=text.explanation,
+        claim=f"{head_name(best)}: {text.short}, {best.score:.2f} of {text.whose} attention on average.",
+        shown=entry.showing > 0,
+        verdict=verdict, threshold=f"{entry.threshold:.2f}", baseline=f"{entry.baseline:.2f}",
+        heads=tuple(HeadLine(head_name(h), f"{h.score:.2f}", h.score >= entry.threshold) for h in entry.heads),
+        figure=attention_svg(weights, example.tokens, title=caption, desc=desc, mark=mark), figure_caption=caption,
+        peaks=row_peaks(weights, example.tokens))
+
+
+@lru_cache(maxsize=1)
+def catalogue_context() -> CatalogueView:
+    """What templates/model/catalogue.html reads (as ``catalogue``), computed once per process."""
+    start = time.perf_counter()
+    model = load_model_files()
+    runs = [run_model(model, tokenize(model, s.text)) for s in MODEL_SENTENCES]
+    pronouns = [s.positions(r.tokens) for s, r in zip(MODEL_SENTENCES, runs, strict=True)]
+    entries = head_catalogue(runs, pronouns)
+    example, sentence = runs[EXAMPLE_SENTENCE], MODEL_SENTENCES[EXAMPLE_SENTENCE].text
+    return CatalogueView(
+        entries=tuple(entry_view(e, example, sentence, pronouns[EXAMPLE_SENTENCE]) for e in entries),
+        sentences=tuple(s.text for s in MODEL_SENTENCES), pronoun_sentences=sum(p is not None for p in pronouns),
+        example=sentence,
+        layers=example.layers, heads=example.heads, seconds=time.perf_counter() - start)
