@@ -43,9 +43,10 @@ lock: | $(BIN)/python
 	$(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --excludes requirements-excludes.txt --quiet \
 		--extra test -o $(TEST_LOCK)
 
-# The other ATTENTION_* settings (docs/configuration.md) come from the environment.
+# The other ATTENTION_* settings (docs/configuration.md) come from the environment. One BLAS thread, as in the
+# image: a request's matrix products are small, and BLAS threads spinning beside the server's only slow it.
 run: $(VENV)/.installed
-	ATTENTION_HOST=$(HOST) ATTENTION_PORT=$(PORT) $(BIN)/python -m app.serve
+	OPENBLAS_NUM_THREADS=1 ATTENTION_HOST=$(HOST) ATTENTION_PORT=$(PORT) $(BIN)/python -m app.serve
 
 # Browser tests drive Debian's Chromium (Playwright cannot download its own browser offline).
 browser:
