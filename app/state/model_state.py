@@ -29,7 +29,7 @@ def check_sentence(text: str) -> str:
     if not text.strip():
         raise ValueError("enter a sentence: the text is empty")
     if len(text) > settings.model_max_chars:
-        raise ValueError(f"the text is {len(text)} characters; the limit is {settings.model_max_chars}")
+        raise ValueError(f"a text has at most {settings.model_max_chars} characters; this one has {len(text)}")
     hidden = hidden_character(text.translate({ord(c): " " for c in ALLOWED_CONTROLS}))
     if hidden is not None:
         raise ValueError(f"remove {hidden} from the text")
