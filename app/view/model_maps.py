@@ -128,13 +128,13 @@ def condensed_svg(x: np.ndarray, tokens: Sequence[str], title: str) -> tuple[Mar
     t, d = x.shape
     top = float(np.percentile(np.abs(x), X_PERCENTILE)) or 1.0
     image = data_uri(png(signed_colours(x, top)))
-    row, col = 14, 2  # viewBox units per row and per column
-    left = _label_width(tokens) + 18
+    row, col = 18, 2  # viewBox units per row and per column
+    left = round(_label_width(tokens) * 1.3) + 10  # labels at 13 units
     width, height = left + d * col, 16 + t * row
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" class="x-svg" role="img" '
              f'aria-label="{escape(title)}"><title>{escape(title)}</title>']
     for i, tok in enumerate(tokens):
-        parts.append(f'<text class="row-lab" x="{left - 4}" y="{16 + i * row + 10.5}" text-anchor="end">'
+        parts.append(f'<text class="row-lab" x="{left - 4}" y="{16 + i * row + 13.5}" text-anchor="end">'
                      f'{i + 1} {escape(_short(tok))}</text>')
     for j in (0, 95, 191, 287, d - 1):  # a few column numbers, counted from 1
         parts.append(f'<text class="col-lab" x="{left + j * col + 1}" y="11" text-anchor="middle">{j + 1}</text>')
