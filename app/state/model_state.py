@@ -20,6 +20,7 @@ DEFAULT_TEXT2 = "The animal didn't cross the street because it was too wide."
 DEFAULT_QUERY_WORD = "it"  # the query compared by default, when the first sentence holds it
 LAYERS, HEADS = 6, 12  # all-MiniLM-L6-v2 (checked against the files: tests/state)
 ALLOWED_CONTROLS = "\n\t"
+TOKEN_POSITIONS = ("q", "matrix", "row", "col", "x_row")  # fields that count the first sentence's tokens
 INSPECTABLE = {"scores": "scores Q·Kᵀ", "scaled": "scaled ÷√d_k", "softmax": "weights A", "output": "output A·V"}
 
 
@@ -110,8 +111,11 @@ def read_model_page(model: ModelFiles, pairs: Iterable[tuple[str, str]]) -> Mode
             off.add(_head_ref("off", value))
         elif key == "off_layer":
             off_layers.add(_whole("off_layer", value, 1, LAYERS))
-        elif key in ("text", "text2", "layer", "head", "q", "matrix", "row", "col", "x_row"):
+        elif key in ("text", "text2", "layer", "head", "q", "matrix", "row", "col", "x_row", "shown_text"):
             given[key] = value
+    if "shown_text" in given and given["shown_text"] != given.get("text", DEFAULT_TEXT):
+        for key in TOKEN_POSITIONS:  # they point into the sentence the page showed, not the one typed since
+            given.pop(key, None)
     tokens = {}
     for name, default in (("text", DEFAULT_TEXT), ("text2", DEFAULT_TEXT2)):
         text = given.get(name, default)

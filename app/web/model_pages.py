@@ -30,8 +30,9 @@ def model_error_slot(field: str) -> str:
     return field if field in ("text", "text2") else "view"
 
 
-def model_work(page: PageRequest, pairs: list[tuple[str, str]], model_url: str) -> Rendered:
-    """The page or its fragment for one query string; a bad field's 422."""
+def model_work(page: PageRequest, pairs: list[tuple[str, str]], model_url: str, typing: bool = False) -> Rendered:
+    """The page or its fragment for one query string; a bad field's 422. ``typing``: the request comes from a
+    sentence being typed, which replaces the address rather than adding a step to the browser's history."""
     model = load_model_files()
     try:
         read = read_model_page(model, pairs)
@@ -40,8 +41,10 @@ def model_work(page: PageRequest, pairs: list[tuple[str, str]], model_url: str) 
     ctx = model_context(model, read)
     ctx.update(model_url=model_url, error=None, error_slots=MODEL_ERROR_SLOTS,
                typed={"text": read.page.text, "text2": read.page.text2})
-    return render(page, "model/fragment.html" if page.htmx else "model.html", ctx,
-                  headers={"Vary": "HX-Request"})
+    if page.htmx:  # the address bar gets the clean permalink, not the form's every field
+        history = "HX-Replace-Url" if typing else "HX-Push-Url"
+        return render(page, "model/fragment.html", ctx, headers={history: f"{model_url}?{ctx['query_string']}"})
+    return render(page, "model.html", ctx)
 
 
 def model_error(page: PageRequest, pairs: list[tuple[str, str]], error: FormError, model_url: str) -> Rendered:
@@ -63,7 +66,8 @@ async def model_page(request: Request) -> Response:
     page = page_request(request)
     pairs = list(request.query_params.multi_items())
     model_url = request.url_for("model_page").path
+    typing = request.headers.get("HX-Trigger-Name") in ("text", "text2")  # htmx names the element that sent it
     operations = 4 * model_operations(64)  # up to four forward passes: two sentences, intact and switched off
     rendered = await request.app.state.lanes.run(
-        operations, lambda: encoded(page.accept_encoding, model_work, page, pairs, model_url))
+        operations, lambda: encoded(page.accept_encoding, model_work, page, pairs, model_url, typing))
     return respond(rendered)

@@ -140,3 +140,21 @@ def test_the_page_fits_every_screen(page: Page, width: int, height: int) -> None
         assert grid["y"] + grid["height"] <= height + 200
     save_screenshot(page, f"model-{width}x{height}", full_page=False)
     save_screenshot(page, f"model-{width}x{height}-full")
+
+
+@pytest.mark.parametrize("js_enabled", [False])
+def test_without_javascript_the_page_is_plain_get_forms(page: Page, page_log: PageLog) -> None:
+    page_log.allow(422, "/model", "GET")
+    page.goto("/model")
+    page.locator("#text").fill("The bank by the river flooded.")
+    page.locator(".sentence-go button").click()
+    page.wait_for_url("**/model?text=The+bank+by+the+river+flooded.*")
+    expect(page.locator("#enlarged svg text.row-lab").nth(2)).to_have_text("3 bank")
+    page.locator('a.thumb[data-head="L6 H12"]').click()  # a link: the head's step-through
+    expect(page.locator("#steps-h")).to_have_text("Step through one head: L6 H12")
+    page.locator("#off-3-4").check()
+    page.locator("#switch button").click()
+    expect(page.locator("p.cosines")).to_contain_text("with 1 head off")
+    page.locator("#text").fill("")
+    page.locator(".sentence-go button").click()
+    expect(page.locator("#err-model-text")).to_contain_text("first sentence: enter a sentence")

@@ -41,3 +41,14 @@ def test_a_bad_field_is_named(pairs: list[tuple[str, str]], field: str) -> None:
     with pytest.raises(FormError) as e:
         read_model_page(load_model_files(), pairs)
     assert e.value.field == field
+
+
+def test_a_new_sentence_drops_the_positions_that_counted_the_old_one() -> None:
+    model = load_model_files()
+    old = [("q", "11"), ("matrix", "softmax"), ("row", "11"), ("col", "14"), ("x_row", "16")]
+    shown = ("shown_text", "A much longer sentence than that.")
+    page = read_model_page(model, [("text", "Short one."), shown, *old]).page
+    assert (page.query, page.cell, page.x_row) == (None, None, None)
+    with pytest.raises(FormError) as e:  # the same sentence: a position out of range is the student's to fix
+        read_model_page(model, [("text", "Short one."), ("shown_text", "Short one."), *old])
+    assert e.value.field == "q"

@@ -77,6 +77,9 @@ def test_htmx_gets_the_workspace_alone_and_empties_the_message_slots(client: Tes
     for name in ("text", "text2", "view"):
         assert slot(r.text, name) == ("", None)
     assert len(re.findall(r'<a class="thumb[ "]', r.text)) == 72
+    assert r.headers["hx-push-url"] == "/model?text=A+cat+sat+on+the+mat."  # the address bar's permalink
+    typed = client.get("/model", params={"text": "A cat sat."}, headers={**HTMX, "HX-Trigger-Name": "text"})
+    assert typed.headers["hx-replace-url"] == "/model?text=A+cat+sat." and "hx-push-url" not in typed.headers
 
 
 def test_the_permalink_reads_back_to_the_same_view(client: TestClient) -> None:
