@@ -10,11 +10,13 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.browser.conftest import PageLog, save_screenshot
+from tests.browser.test_accessibility import violations
 
 try:
+    from axe_playwright_python.sync_playwright import Axe
     from playwright.sync_api import expect
 except ImportError:  # conftest's fixtures skip every test (or fail them under REQUIRE_BROWSER=1)
-    expect = None
+    Axe = expect = None
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -158,3 +160,17 @@ def test_without_javascript_the_page_is_plain_get_forms(page: Page, page_log: Pa
     page.locator("#text").fill("")
     page.locator(".sentence-go button").click()
     expect(page.locator("#err-model-text")).to_contain_text("first sentence: enter a sentence")
+
+
+
+@pytest.fixture(scope="module")
+def axe() -> Axe:
+    if Axe is None:
+        pytest.skip("axe-playwright-python is not installed (pip install -e '.[test]')")
+    return Axe()
+
+
+def test_the_page_has_no_serious_accessibility_violations(page: Page, axe: Axe) -> None:
+    page.goto("/model?matrix=softmax&row=11&col=3&x_row=11")
+    expect(page.locator("a.thumb")).to_have_count(72)
+    assert violations(axe, page) == []
