@@ -71,6 +71,7 @@ def thumbnail(weights: np.ndarray) -> str:
 
 # Geometry of the enlarged head, in viewBox units.
 CELL = 22
+CELLS_WITH_NUMBERS = 24  # up to 24 tokens a cell prints its weight and names its pair on hover
 LABEL_CHARS = 12
 
 
@@ -84,8 +85,8 @@ def _label_width(tokens: Sequence[str]) -> int:
 
 def head_svg(weights: np.ndarray, tokens: Sequence[str], title: str) -> Markup:
     """One head's (T, T) weights, enlarged: query tokens down the left, key tokens across the top
-    (numbered from 1), each cell coloured by its weight and printed with it (2 decimals, shown when
-    the figure is large enough: static/model.css); every cell's title names its pair."""
+    (numbered from 1), each cell coloured by its weight; up to CELLS_WITH_NUMBERS tokens each cell also
+    prints its weight (2 decimals) and its title names its pair."""
     t = weights.shape[0]
     left = _label_width(tokens) + 22  # the labels and their numbers
     top = left
@@ -100,18 +101,22 @@ def head_svg(weights: np.ndarray, tokens: Sequence[str], title: str) -> Markup:
         x = left + i * CELL + CELL * 0.68
         parts.append(f'<text class="col-lab" transform="translate({x:.1f} {top - 4}) rotate(-90)">'
                      f'{i + 1} {escape(_short(tok))}</text>')
-    flat = weights.tolist()
-    for i in range(t):
-        for j in range(t):
-            r, g, b = colours[i, j]
-            w = flat[i][j]
-            ink = "dark" if w >= 0.45 else "light"
-            parts.append(
-                f'<g><title>query {i + 1} {escape(tokens[i])} → key {j + 1} {escape(tokens[j])}: {w:.3f}</title>'
-                f'<rect x="{left + j * CELL}" y="{top + i * CELL}" width="{CELL}" height="{CELL}" '
-                f'fill="#{r:02x}{g:02x}{b:02x}"/>'
-                f'<text class="num {ink}" x="{left + j * CELL + CELL / 2:.0f}" y="{top + i * CELL + CELL * 0.65:.1f}" '
-                f'text-anchor="middle">{_two(w)}</text></g>')
+    if t > CELLS_WITH_NUMBERS:  # too small to read a number: one image, the numbers in the table below it
+        parts.append(f'<image href="{data_uri(png(colours))}" x="{left}" y="{top}" width="{size}" height="{size}" '
+                     'preserveAspectRatio="none"/>')
+    else:
+        flat = weights.tolist()
+        for i in range(t):
+            for j in range(t):
+                r, g, b = colours[i, j]
+                w = flat[i][j]
+                ink = "dark" if w >= 0.45 else "light"
+                parts.append(
+                    f'<g><title>query {i + 1} {escape(tokens[i])} → key {j + 1} {escape(tokens[j])}: {w:.3f}</title>'
+                    f'<rect x="{left + j * CELL}" y="{top + i * CELL}" width="{CELL}" height="{CELL}" '
+                    f'fill="#{r:02x}{g:02x}{b:02x}"/>'
+                    f'<text class="num {ink}" x="{left + j * CELL + CELL / 2:.0f}" '
+                    f'y="{top + i * CELL + CELL * 0.65:.1f}" text-anchor="middle">{_two(w)}</text></g>')
     parts.append("</svg>")
     return Markup("".join(parts))
 
