@@ -26,7 +26,7 @@ from app.classroom.store import Rooms, StoreUnavailable
 from app.config import Settings, settings
 from app.maths.model_files import load_model_files
 from app.view.head_catalogue import catalogue_context
-from app.web import api, classroom, export, model_api, pages
+from app.web import api, classroom, export, model_api, model_pages, pages
 from app.web.compression import MIDDLEWARE_OPTIONS
 from app.web.lanes import Lanes
 from app.web.security import SameOriginMiddleware, SecurityHeadersMiddleware, docs_router
@@ -203,6 +203,7 @@ def create_app(config: Settings = settings) -> FastAPI:
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.include_router(api.router)
     app.include_router(model_api.router)
+    app.include_router(model_pages.router)
     app.include_router(pages.router)
     app.include_router(classroom.router)
     app.include_router(export.router)

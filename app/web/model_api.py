@@ -13,9 +13,10 @@ from fastapi.responses import Response
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, model_validator
 
 from app.config import settings
-from app.maths.bert import ModelRun, Tokenized, head_result, run_model, tokenize
+from app.maths.bert import ModelRun, Tokenized, head_result, run_model
 from app.maths.model_files import ModelFiles, load_model_files
-from app.state.tokens import hidden_character, token_pattern
+from app.state.model_state import ALLOWED_CONTROLS, check_sentence, read_wordpieces
+from app.state.tokens import token_pattern
 from app.web.api import RESPONSES, JSONBodyRoute, answer
 from app.web.fields import whole_number
 from app.web.json_encoding import dumps
@@ -25,21 +26,11 @@ router = APIRouter(route_class=JSONBodyRoute)
 
 # The model's sizes, for the schema's bounds (checked against the files when they are read: tests/maths).
 MODEL_LAYERS, MODEL_HEADS, MODEL_D_MODEL, MODEL_D_K = 6, 12, 384, 32
-ALLOWED_CONTROLS = "\n\t"
-
-
-def _sentence(text: str) -> str:
-    if not text.strip():
-        raise ValueError("enter a sentence: the text is empty")
-    hidden = hidden_character(text.translate({ord(c): " " for c in ALLOWED_CONTROLS}))
-    if hidden is not None:  # the tokens' rule (app.state.tokens), newlines and tabs allowed
-        raise ValueError(f"remove {hidden} from the text")
-    return text
 
 
 # The schema says it too: visible characters, newlines and tabs, and not only white space.
 Sentence = Annotated[
-    StrictStr, AfterValidator(_sentence),
+    StrictStr, AfterValidator(check_sentence),
     Field(max_length=settings.model_max_chars,
           json_schema_extra=lambda schema: schema.update(pattern=token_pattern(ALLOWED_CONTROLS, nonblank=True))),
 ]
@@ -113,15 +104,6 @@ class ModelResponse(BaseModel):
     embedding: list[float] = Field(description="[384]: the sentence embedding (mean of the last layer, L2-normalised)")
     heads_off: list[HeadRef]
     head: HeadSteps | None = None
-
-
-def read_wordpieces(model: ModelFiles, text: str) -> Tokenized:
-    """The sentence's WordPiece tokens, or a ValueError with their count and the limit."""
-    tokens = tokenize(model, text)
-    limit = settings.model_max_tokens
-    if len(tokens.ids) > limit:
-        raise ValueError(f"the text is {len(tokens.ids)} WordPiece tokens with [CLS] and [SEP]; the limit is {limit}")
-    return tokens
 
 
 def model_document(model: ModelFiles, run: ModelRun, layer: int | None = None, head: int | None = None) -> dict:

@@ -1,0 +1,163 @@
+"""What a student has in front of them on "Your sentence" (GET /model): two sentences, the head being
+stepped through, the query token compared, the heads switched off and the inspected cell, read from the
+query string once, and written back into a permalink. Layers, heads, tokens, rows and columns are
+counted from 1 in the query string, as the page counts them; from 0 here."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from urllib.parse import urlencode
+
+from app.config import settings
+from app.maths.bert import Tokenized, tokenize
+from app.maths.model_files import ModelFiles
+from app.state.form import FormError
+from app.state.tokens import hidden_character
+
+DEFAULT_TEXT = "The animal didn't cross the street because it was too tired."
+DEFAULT_TEXT2 = "The animal didn't cross the street because it was too wide."
+DEFAULT_QUERY_WORD = "it"  # the query compared by default, when the first sentence holds it
+LAYERS, HEADS = 6, 12  # all-MiniLM-L6-v2 (checked against the files: tests/state)
+ALLOWED_CONTROLS = "\n\t"
+TOKEN_POSITIONS = ("q", "matrix", "row", "col", "x_row")  # fields that count the first sentence's tokens
+INSPECTABLE = {"scores": "scores Q·Kᵀ", "scaled": "scaled ÷√d_k", "softmax": "weights A", "output": "output A·V"}
+
+
+def check_sentence(text: str) -> str:
+    """A sentence the model may read: not empty, at most model_max_chars characters, no control
+    characters but newlines and tabs (the tokens' rule, app.state.tokens). ValueError says why."""
+    if not text.strip():
+        raise ValueError("enter a sentence: the text is empty")
+    if len(text) > settings.model_max_chars:
+        raise ValueError(f"a text has at most {settings.model_max_chars} characters; this one has {len(text)}")
+    hidden = hidden_character(text.translate({ord(c): " " for c in ALLOWED_CONTROLS}))
+    if hidden is not None:
+        raise ValueError(f"remove {hidden} from the text")
+    return text
+
+
+def read_wordpieces(model: ModelFiles, text: str) -> Tokenized:
+    """The sentence's WordPiece tokens, or a ValueError with their count and the limit."""
+    tokens = tokenize(model, text)
+    limit = settings.model_max_tokens
+    if len(tokens.ids) > limit:
+        raise ValueError(f"the text is {len(tokens.ids)} WordPiece tokens with [CLS] and [SEP]; the limit is {limit}")
+    return tokens
+
+
+@dataclass(frozen=True)
+class Cell:
+    """An inspected cell of the head's step-through: a matrix of INSPECTABLE, its row and column."""
+
+    matrix: str
+    row: int
+    col: int
+
+
+@dataclass(frozen=True)
+class ModelPage:
+    """The page's state; every index from 0. ``layer``/``head`` and ``query`` None: the page chooses."""
+
+    text: str = DEFAULT_TEXT
+    text2: str = DEFAULT_TEXT2
+    layer: int | None = None
+    head: int | None = None
+    query: int | None = None  # a position of the first sentence's tokens
+    off: frozenset[tuple[int, int]] = frozenset()  # heads ticked one by one
+    off_layers: frozenset[int] = frozenset()  # layers ticked whole
+    cell: Cell | None = None
+    x_row: int | None = None  # the token whose 384 numbers of X are shown
+
+    @property
+    def heads_off(self) -> frozenset[tuple[int, int]]:
+        """Every head switched off: those ticked, and every head of a layer ticked."""
+        return self.off | frozenset((la, h) for la in self.off_layers for h in range(HEADS))
+
+
+@dataclass(frozen=True)
+class ModelRead:
+    """The page read: its state, and the two sentences' tokens."""
+
+    page: ModelPage
+    first: Tokenized
+    second: Tokenized
+
+
+def _whole(name: str, text: str, low: int, high: int) -> int:
+    """A count from 1 in [low, high], returned from 0."""
+    if not text.strip().isdigit() or not text.strip().isascii():
+        raise FormError(name, f"{name}: enter a whole number from {low} to {high}")
+    value = int(text)
+    if not low <= value <= high:
+        raise FormError(name, f"{name}: {value} is outside {low}–{high}")
+    return value - 1
+
+
+def _head_ref(name: str, text: str) -> tuple[int, int]:
+    """"5.3" → layer 5, head 3, from 0."""
+    layer, dot, head = text.partition(".")
+    if not dot:
+        raise FormError(name, f"{name}: write a head as layer.head, such as 5.3")
+    return _whole(name, layer, 1, LAYERS), _whole(name, head, 1, HEADS)
+
+
+def read_model_page(model: ModelFiles, pairs: Iterable[tuple[str, str]]) -> ModelRead:
+    """The query string read once. A bad field raises FormError naming it (the sentences' first)."""
+    given: dict[str, str] = {}
+    off, off_layers = set(), set()
+    for key, value in pairs:
+        if key == "off":
+            off.add(_head_ref("off", value))
+        elif key == "off_layer":
+            off_layers.add(_whole("off_layer", value, 1, LAYERS))
+        elif key in ("text", "text2", "layer", "head", "q", "matrix", "row", "col", "x_row", "shown_text"):
+            given[key] = value
+    if "shown_text" in given and given["shown_text"] != given.get("text", DEFAULT_TEXT):
+        for key in TOKEN_POSITIONS:  # they point into the sentence the page showed, not the one typed since
+            given.pop(key, None)
+    tokens = {}
+    for name, default in (("text", DEFAULT_TEXT), ("text2", DEFAULT_TEXT2)):
+        text = given.get(name, default)
+        try:
+            tokens[name] = read_wordpieces(model, check_sentence(text))
+        except ValueError as e:
+            label = "first sentence" if name == "text" else "second sentence"
+            raise FormError(name, f"{label}: {e}") from None
+    t = len(tokens["text"].ids)
+    layer = _whole("layer", given["layer"], 1, LAYERS) if given.get("layer") else None
+    head = _whole("head", given["head"], 1, HEADS) if given.get("head") else None
+    if (layer is None) != (head is None):
+        missing = "head" if head is None else "layer"
+        raise FormError(missing, f"{missing}: choose a layer and a head together")
+    query = _whole("q", given["q"], 1, t) if given.get("q") else None
+    cell = None
+    if given.get("matrix"):
+        matrix = given["matrix"]
+        if matrix not in INSPECTABLE:
+            raise FormError("matrix", f"matrix: choose one of {', '.join(INSPECTABLE)}")
+        cols = t if matrix != "output" else model.config.d_k
+        cell = Cell(matrix, _whole("row", given.get("row", "1"), 1, t), _whole("col", given.get("col", "1"), 1, cols))
+    x_row = _whole("x_row", given["x_row"], 1, t) if given.get("x_row") else None
+    page = ModelPage(text=tokens["text"].text, text2=tokens["text2"].text, layer=layer, head=head, query=query,
+                     off=frozenset(off), off_layers=frozenset(off_layers), cell=cell, x_row=x_row)
+    return ModelRead(page, tokens["text"], tokens["text2"])
+
+
+def model_query(page: ModelPage, **changes: object) -> str:
+    """The page's state as a query string (counted from 1; defaults left out), with ``changes``."""
+    page = replace(page, **changes) if changes else page
+    pairs: list[tuple[str, str | int]] = [("text", page.text)]
+    if page.text2 != DEFAULT_TEXT2:
+        pairs.append(("text2", page.text2))
+    if page.layer is not None and page.head is not None:
+        pairs += [("layer", page.layer + 1), ("head", page.head + 1)]
+    if page.query is not None:
+        pairs.append(("q", page.query + 1))
+    pairs += [("off_layer", la + 1) for la in sorted(page.off_layers)]
+    pairs += [("off", f"{la + 1}.{h + 1}") for la, h in sorted(page.off)]
+    if page.cell is not None:
+        pairs += [("matrix", page.cell.matrix), ("row", page.cell.row + 1), ("col", page.cell.col + 1)]
+    if page.x_row is not None:
+        pairs.append(("x_row", page.x_row + 1))
+    return urlencode(pairs)

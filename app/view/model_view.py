@@ -1,0 +1,174 @@
+"""Everything the "Your sentence" templates get (model_context): the model view's 72 maps, the chosen head
+enlarged, its step-through on the real numbers (X, Q, K, V, scores, scaled, softmax, A·V, the lines view
+and the cell inspector's arithmetic), the two sentences compared, and heads switched off. Every label
+counts from 1; every number comes from app.maths."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from markupsafe import Markup
+
+from app.maths.arithmetic import CellRef, explain
+from app.maths.bert import ModelRun, layer_attention_run, run_model
+from app.maths.model_files import ModelFiles
+from app.maths.sentence_pair import HeadShift, attention_shifts, first_position, moved_grid, switch_off
+from app.state.model_state import DEFAULT_QUERY_WORD, HEADS, INSPECTABLE, LAYERS, ModelPage, ModelRead, model_query
+from app.view.attention_lines import attention_lines
+from app.view.head_catalogue import catalogue_context
+from app.view.heatmap import heatmap_table, legend
+from app.view.labels import numbered, token_labels
+from app.view.model_maps import condensed_svg, head_svg, thumbnail
+from app.view.panels import Panel
+from app.view.worked import worked
+
+DECIMALS = 3
+TOP_SHIFTS = 8  # heads listed under the comparison
+
+
+def head_name(layer: int, head: int) -> str:
+    """"L5 H3": layer and head counted from 1."""
+    return f"L{layer + 1} H{head + 1}"
+
+
+@dataclass(frozen=True)
+class Thumb:
+    layer: int
+    head: int
+    src: str  # a PNG data URI
+    query: str  # the permalink's query string that steps through this head
+    selected: bool
+    off: bool
+
+    @property
+    def name(self) -> str:
+        return head_name(self.layer, self.head)
+
+
+def _panel(m: np.ndarray, title: str, label: str, rows: list[str], cols: list[str], kind: str = "signed",
+           ref: str = "", selected: tuple[int, int] | None = None, decimals: int = 2) -> Panel:
+    table, top = heatmap_table(m, row_labels=rows, col_labels=cols, kind=kind, decimals=decimals, ref=ref,
+                               caption=title, selected=selected)
+    return Panel(title, f"{m.shape[0]}×{m.shape[1]}", table, legend(kind, top, decimals), kind, "", Markup(label))
+
+
+def default_query(tokens: tuple[str, ...]) -> int:
+    """The first "it" when there is one, else the first token after [CLS]."""
+    found = first_position(tokens, DEFAULT_QUERY_WORD)
+    return found if found is not None else min(1, len(tokens) - 1)
+
+
+def model_view(run: ModelRun, page: ModelPage, layer: int, head: int) -> dict:
+    """The 72 maps, row by row, and the chosen head enlarged."""
+    off = page.heads_off
+    thumbs = [[Thumb(la, h, thumbnail(run.attention[la, h]), model_query(page, layer=la, head=h, cell=None),
+                     (la, h) == (layer, head), (la, h) in off) for h in range(run.heads)] for la in range(run.layers)]
+    weights = run.attention[layer, head]  # (T, T)
+    rows = token_labels(run.tokens)
+    title = f"Layer {layer + 1}, head {head + 1}: attention weights, queries down, keys across"
+    return {"thumbs": thumbs, "enlarged": head_svg(weights, run.tokens, title), "enlarged_title": title,
+            "enlarged_panel": _panel(weights, title, "", rows, rows, kind="weights")}
+
+
+def steps(model: ModelFiles, run: ModelRun, page: ModelPage, layer: int, head: int, query: int) -> dict:
+    """One head's step-through: every stage's heatmap, the lines view and the inspected cell's arithmetic."""
+    att = layer_attention_run(model, run, layer)
+    h = att.heads[head]
+    rows, dims = token_labels(run.tokens), numbered("", att.d_k)
+    sel = page.cell
+
+    def at(matrix: str) -> tuple[int, int] | None:
+        return (sel.row, sel.col) if sel is not None and sel.matrix == matrix else None
+
+    x_svg, x_top = condensed_svg(att.x, run.tokens, f"X, the input of layer {layer + 1}: {len(rows)}×{att.d_model}")
+    panels = {
+        "q": _panel(h.q, "Q", "Q = X W_Q + b_Q", rows, dims),
+        "k": _panel(h.k, "K", "K = X W_K + b_K", rows, dims),
+        "v": _panel(h.v, "V", "V = X W_V + b_V", rows, dims),
+        "scores": _panel(h.scores, "Scores Q·Kᵀ", "", rows, rows, ref="scores", selected=at("scores")),
+        "scaled": _panel(h.scaled, "Scaled Q·Kᵀ/√d_k", "", rows, rows, ref="scaled", selected=at("scaled")),
+        "softmax": _panel(h.softmax, "Attention weights A", "", rows, rows, kind="weights", ref="softmax",
+                          selected=at("softmax")),
+        "output": _panel(h.output, "Output A·V", "", rows, dims, ref="output", selected=at("output")),
+    }
+    explanation = None
+    if sel is not None:
+        explanation = explain(att, CellRef(sel.matrix, head, sel.row, sel.col), list(run.tokens),
+                              numbered("x", att.d_model))
+    lines = attention_lines(h.softmax[None], run.tokens, run.tokens, [f"head {head + 1}"],
+                            fig_id="model-lines", focus=query)
+    x_row = None
+    if page.x_row is not None:
+        x_row = {"index": page.x_row, "token": run.tokens[page.x_row],
+                 "numbers": [f"{v:.3f}".replace("-", "−") for v in att.x[page.x_row].tolist()]}
+    return {"x_svg": x_svg, "x_top": f"{x_top:.2f}", "x_legend": legend("signed", x_top, 2), "panels": panels,
+            "d_k": att.d_k, "d_model": att.d_model, "sqrt_d_k": f"{att.scale_factor:.3f}", "lines": lines,
+            "explanation": explanation,
+            "worked": None if explanation is None else worked(explanation, DECIMALS), "x_row": x_row,
+            "inspectable": INSPECTABLE}
+
+
+def _shift_line(s: HeadShift, first: tuple[str, ...], second: tuple[str, ...], query: str, page: ModelPage) -> dict:
+    """"L4 H2: it → 3 animal 0.41 → 0.12; → 1 [CLS] 0.20 → 0.49" as its parts, with a link that steps through it."""
+    return {"link": model_query(page, layer=s.layer, head=s.head, cell=None), "name": head_name(s.layer, s.head),
+            "moved": f"{s.moved:.2f}", "query": query, "layer": s.layer, "head": s.head,
+            "lost": f"{s.lost + 1} {first[s.lost]}", "lost_before": f"{s.before[s.lost]:.2f}",
+            "lost_after": f"{s.after[s.lost]:.2f}", "gained": f"{s.gained + 1} {second[s.gained]}",
+            "gained_before": f"{s.before[s.gained]:.2f}", "gained_after": f"{s.after[s.gained]:.2f}"}
+
+
+def compare(one: ModelRun, two: ModelRun, page: ModelPage, query: int, layer: int, head: int) -> dict:
+    """The query's attention in the two sentences: per head, how much moved, and the heads that moved most;
+    or, when the WordPiece sequences differ in length, the chosen head's two rows side by side."""
+    token = one.tokens[query]
+    if len(one.tokens) != len(two.tokens):
+        other = first_position(two.tokens, token)
+        rows = [{"sentence": 1, "query": query, "pairs": list(zip(token_labels(one.tokens),
+                                                                  [f"{w:.2f}" for w in one.attention[layer, head,
+                                                                                                      query]],
+                                                                  strict=True))}]
+        if other is not None:
+            rows.append({"sentence": 2, "query": other,
+                         "pairs": list(zip(token_labels(two.tokens),
+                                           [f"{w:.2f}" for w in two.attention[layer, head, other]], strict=True))})
+        return {"aligned": False, "token": token, "lengths": (len(one.tokens), len(two.tokens)), "rows": rows,
+                "head": head_name(layer, head), "missing": other is None}
+    shifts = attention_shifts(one.attention, two.attention, query)
+    grid = moved_grid(one.attention, two.attention, query)
+    table, top = heatmap_table(grid, row_labels=[f"L{la + 1}" for la in range(LAYERS)],
+                               col_labels=[f"H{h + 1}" for h in range(HEADS)], kind="weights", decimals=2,
+                               ref="moved", caption=f"Share of {token}'s attention that moved, per head",
+                               corner="layer")
+    return {"aligned": True, "token": token, "query": query,
+            "top": [_shift_line(s, one.tokens, two.tokens, token, page) for s in shifts[:TOP_SHIFTS]],
+            "grid": table, "grid_legend": legend("weights", top, 2),
+            "differs": [i for i, (a, b) in enumerate(zip(one.tokens, two.tokens, strict=True)) if a != b]}
+
+
+def model_context(model: ModelFiles, read: ModelRead) -> dict:
+    """The whole page's context for a state read by app.state.model_state.read_model_page."""
+    page = read.page
+    one, two = run_model(model, read.first), run_model(model, read.second)
+    query = page.query if page.query is not None else default_query(one.tokens)
+    if page.layer is not None and page.head is not None:
+        layer, head = page.layer, page.head
+    elif len(one.tokens) == len(two.tokens):  # the head that moves the compared token most
+        best = attention_shifts(one.attention, two.attention, query)[0]
+        layer, head = best.layer, best.head
+    else:
+        layer, head = 0, 0
+    off = page.heads_off
+    switched = switch_off(model, read.first, read.second, off, (one, two))
+    return {
+        "page": page, "one": one, "two": two, "layer": layer, "head": head, "query": query,
+        "query_string": model_query(page), "head_name": head_name(layer, head),
+        "layers": LAYERS, "heads": HEADS, "rows": token_labels(one.tokens),
+        "view": model_view(one, page, layer, head),
+        "steps": steps(model, one, page, layer, head, query),
+        "compare": compare(one, two, page, query, layer, head),
+        "switched": {"off": off, "before": f"{switched.before:.4f}", "after": f"{switched.after:.4f}",
+                     "change": f"{switched.after - switched.before:+.4f}".replace("-", "−"),
+                     "count": len(off)},
+        "catalogue": catalogue_context(),
+    }

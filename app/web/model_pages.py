@@ -1,0 +1,73 @@
+"""GET /model: "Your sentence" — the pretrained model (all-MiniLM-L6-v2) on a sentence the student types.
+
+One GET form holds the page's whole state, so every view is a permalink and the page works without
+JavaScript; htmx gets the same form back as a fragment (#model-work) and swaps it in place. A bad field is
+a 422 with its message beside it: for htmx only the message (out of band, the last good result stays);
+without JavaScript the page again, with what the student typed still in the boxes.
+The model runs in a worker thread of the API's lanes, never on the event loop.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, Response
+
+from app.maths.model_files import load_model_files
+from app.state.form import FormError
+from app.state.model_state import DEFAULT_TEXT, DEFAULT_TEXT2, read_model_page
+from app.view.model_view import model_context
+from app.web.model_api import model_operations
+from app.web.page_work import PageRequest, Rendered
+from app.web.respond import encoded, page_request, render, respond
+
+router = APIRouter()
+
+# Which slot beside the form shows a field's message.
+MODEL_ERROR_SLOTS = ("text", "text2", "view")
+
+
+def model_error_slot(field: str) -> str:
+    return field if field in ("text", "text2") else "view"
+
+
+def model_work(page: PageRequest, pairs: list[tuple[str, str]], model_url: str, typing: bool = False) -> Rendered:
+    """The page or its fragment for one query string; a bad field's 422. ``typing``: the request comes from a
+    sentence being typed, which replaces the address rather than adding a step to the browser's history."""
+    model = load_model_files()
+    try:
+        read = read_model_page(model, pairs)
+    except FormError as error:
+        return model_error(page, pairs, error, model_url)
+    ctx = model_context(model, read)
+    ctx.update(model_url=model_url, error=None, error_slots=MODEL_ERROR_SLOTS,
+               typed={"text": read.page.text, "text2": read.page.text2})
+    if page.htmx:  # the address bar gets the clean permalink, not the form's every field
+        history = "HX-Replace-Url" if typing else "HX-Push-Url"
+        return render(page, "model/fragment.html", ctx, headers={history: f"{model_url}?{ctx['query_string']}"})
+    return render(page, "model.html", ctx)
+
+
+def model_error(page: PageRequest, pairs: list[tuple[str, str]], error: FormError, model_url: str) -> Rendered:
+    """422: htmx swaps only the message into its slot (HX-Reswap: none keeps the last good result);
+    without JavaScript the page comes back with the typed sentences in their boxes and the message."""
+    ctx = {"error": error, "error_slot": model_error_slot(error.field), "error_slots": MODEL_ERROR_SLOTS,
+           "model_url": model_url}
+    if page.htmx:
+        return render(page, "model/errors.html", ctx, status=422, headers={"HX-Reswap": "none"})
+    given = dict(pairs)
+    ctx["typed"] = {"text": given.get("text", DEFAULT_TEXT), "text2": given.get("text2", DEFAULT_TEXT2)}
+    return render(page, "model.html", ctx, status=422)
+
+
+@router.get("/model", response_class=HTMLResponse, include_in_schema=False, name="model_page")
+async def model_page(request: Request) -> Response:
+    """The page for ``?text=…&text2=…&layer=…&head=…&q=…&off=5.3&off_layer=2&matrix=…&row=…&col=…``
+    (every index counted from 1)."""
+    page = page_request(request)
+    pairs = list(request.query_params.multi_items())
+    model_url = request.url_for("model_page").path
+    typing = request.headers.get("HX-Trigger-Name") in ("text", "text2")  # htmx names the element that sent it
+    operations = 4 * model_operations(64)  # up to four forward passes: two sentences, intact and switched off
+    rendered = await request.app.state.lanes.run(
+        operations, lambda: encoded(page.accept_encoding, model_work, page, pairs, model_url, typing))
+    return respond(rendered)
