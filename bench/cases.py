@@ -20,6 +20,7 @@ from tests.conftest import form_fields, join_grids
 
 BROWSER = {"Accept-Encoding": "gzip, deflate, br, zstd"}  # what Chromium sends
 HTMX = {**BROWSER, "HX-Request": "true"}
+VALUE_EDIT = {"Attention-Edit": "value"}  # what the page's script adds when only numbers in a grid changed
 EDIT_STAGE = "softmax"  # the stage an edit's fragment shows: the T×T weights, the centre of the lesson
 ATTENTION_STAGES = ("x", "qkv", "scores", "scaled", "mask", "softmax", "output", "multihead")
 EDIT_VARIANTS = 4  # prebuilt edits cycled through, so consecutive requests change a value

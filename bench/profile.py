@@ -38,9 +38,11 @@ from app.state.scenario import read_form
 from app.view.context import page_context
 from app.view.panels import PanelBuilder
 from app.view.stage_panels import stage_views
+from app.web import pages
 from app.web.api import attention_body, run_document
 from app.web.compression import BROTLI_QUALITY, GZIP_LEVEL, ZSTD_LEVEL, compress
 from app.web.json_encoding import dumps
+from app.web.page_work import PageRequest, Rendered
 from app.web.respond import posted_fields, templates
 from app.web.schemas import AttentionRequest
 from bench.cases import DEFAULT_CASE, EDIT_STAGE, HTMX, Case, api_body, edited, page_state
@@ -123,22 +125,22 @@ def _steps_table(steps: list[tuple[str, Callable[[], object]]], repeat: int) -> 
 
 async def _rendered(client: httpx.AsyncClient, fields: dict[str, str]) -> tuple[str, dict]:
     """The template and context the /stages handler renders for ``fields``, caught on their way to
-    ``TemplateResponse``, so the render can be timed alone with exactly the handler's context."""
+    ``render``, so the render can be timed alone with exactly the handler's context."""
     caught: list[tuple[str, dict]] = []
-    original = templates.TemplateResponse
+    original = pages.render
 
-    def spy(request: Request, name: str, context: dict | None = None, *args: object, **kwargs: object) -> object:
-        response = original(request, name, context, *args, **kwargs)
-        caught.append((name, context or {}))  # the handler's dict, with "request" added by Starlette
-        return response
+    def spy(page: PageRequest, name: str, context: dict, *args: object, **kwargs: object) -> Rendered:
+        rendered = original(page, name, context, *args, **kwargs)
+        caught.append((name, context))  # the handler's dict, with the page's urls added by render
+        return rendered
 
-    templates.TemplateResponse = spy
+    pages.render = spy
     try:
         response = await client.post("/stages", data=fields, headers=HTMX)
     finally:
-        templates.TemplateResponse = original
+        pages.render = original
     if response.status_code != 200 or not caught:
-        raise RuntimeError(f"/stages answered {response.status_code}")
+        raise RuntimeError(f"/stages answered {response.status_code} ({len(caught)} renders caught)")
     return caught[-1]
 
 
