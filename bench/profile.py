@@ -45,7 +45,7 @@ from app.web.json_encoding import dumps
 from app.web.page_work import PageRequest, Rendered
 from app.web.respond import posted_fields, templates
 from app.web.schemas import AttentionRequest
-from bench.cases import DEFAULT_CASE, EDIT_STAGE, HTMX, Case, api_body, edited, page_state
+from bench.cases import DEFAULT_CASE, EDIT_STAGE, HTMX, VALUE_EDIT, Case, api_body, edited, page_state
 from bench.report import GOAL_CASE, table
 from bench.timing import send_raw
 from tests.conftest import join_grids
@@ -136,7 +136,7 @@ async def _rendered(client: httpx.AsyncClient, fields: dict[str, str]) -> tuple[
 
     pages.render = spy
     try:
-        response = await client.post("/stages", data=fields, headers=HTMX)
+        response = await client.post("/stages", data=fields, headers={**HTMX, **VALUE_EDIT})
     finally:
         pages.render = original
     if response.status_code != 200 or not caught:
@@ -146,7 +146,7 @@ async def _rendered(client: httpx.AsyncClient, fields: dict[str, str]) -> tuple[
 
 def fragment_steps(app: FastAPI, cells: dict[str, str]) -> tuple[str, int, Callable[[], bytes]]:
     """POST /stages's steps for the form ``cells`` (one field per cell) as the page's script posts
-    it, each timed alone; the fragment's size; and the whole request as one call (through the ASGI
+    it (a value edit), each timed alone; the fragment's size; and the whole request as one call (through the ASGI
     stack in this thread: /stages is an async route, run on this loop)."""
     fields = join_grids(cells)
     body = urlencode(fields).encode()
@@ -154,7 +154,7 @@ def fragment_steps(app: FastAPI, cells: dict[str, str]) -> tuple[str, int, Calla
     loop = asyncio.new_event_loop()
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bench.local")
     request = client.build_request("POST", "/stages", content=body,
-                                   headers={**HTMX, "Content-Type": "application/x-www-form-urlencoded"})
+                                   headers={**HTMX, **VALUE_EDIT, "Content-Type": "application/x-www-form-urlencoded"})
 
     def parse(raw: bytes = body) -> None:
         loop.run_until_complete(posted_fields(_request(app, "/stages", raw, "application/x-www-form-urlencoded")))
@@ -176,7 +176,8 @@ def fragment_steps(app: FastAPI, cells: dict[str, str]) -> tuple[str, int, Calla
         ("Scenario.compute: the NumPy pipeline", sc.compute),
         ("heatmaps: PanelBuilder + heatmap_table for the stages in view",
          lambda: stage_views(PanelBuilder(sc, first, view, stack), view)),
-        ("page_context (pipeline + heatmaps + inspector + lists)", lambda: page_context(sc, view)),
+        ("page_context for a value edit (pipeline + heatmaps + inspector + lists)",
+         lambda: page_context(sc, view, shell=False)),
         (f"templates: {name} rendered", lambda: template.render(ctx)),
         *compression_steps(html, "the fragment"),
         ("the whole request through the app (ASGI, middleware included)", whole),
