@@ -2,7 +2,8 @@
 
 An edit is built the way the page builds it: the page's ``<form id="state">`` is read back as a
 browser would post it, one X cell is changed, and the whole form goes to POST /stages with
-``HX-Request: true``, each grid joined into one field as the page's script sends it. The JSON
+``HX-Request: true`` and ``Attention-Edit: value``, each grid joined into one field as the page's
+script sends it. The JSON
 API gets the same computation: the same tokens, X, sizes and seed.
 """
 
@@ -20,6 +21,7 @@ from tests.conftest import form_fields, join_grids
 
 BROWSER = {"Accept-Encoding": "gzip, deflate, br, zstd"}  # what Chromium sends
 HTMX = {**BROWSER, "HX-Request": "true"}
+VALUE_EDIT = {"Attention-Edit": "value"}  # what the page's script adds when only numbers in a grid changed
 EDIT_STAGE = "softmax"  # the stage an edit's fragment shows: the T×T weights, the centre of the lesson
 ATTENTION_STAGES = ("x", "qkv", "scores", "scaled", "mask", "softmax", "output", "multihead")
 EDIT_VARIANTS = 4  # prebuilt edits cycled through, so consecutive requests change a value
@@ -108,9 +110,11 @@ def api_request(client: httpx.AsyncClient, fields: dict[str, str]) -> httpx.Requ
                                 headers={**BROWSER, "Content-Type": "application/json"})
 
 
-def fragment_request(client: httpx.AsyncClient, fields: dict[str, str]) -> httpx.Request:
-    """The htmx edit of ``fields`` (one field per cell) as the page sends it: grids joined (static/app.js)."""
-    return client.build_request("POST", "/stages", data=join_grids(fields), headers=HTMX)
+def fragment_request(client: httpx.AsyncClient, fields: dict[str, str], *, value_edit: bool = True) -> httpx.Request:
+    """The htmx edit of ``fields`` (one field per cell) as the page sends it: grids joined, and marked as a value
+    edit (static/app.js), so the stage body comes back; unmarked, the whole stages section, as any other control."""
+    headers = {**HTMX, **VALUE_EDIT} if value_edit else HTMX
+    return client.build_request("POST", "/stages", data=join_grids(fields), headers=headers)
 
 
 def health_request(client: httpx.AsyncClient) -> httpx.Request:
@@ -164,7 +168,8 @@ async def api_requests(client: httpx.AsyncClient, cases: tuple[ApiCase, ...]) ->
 
 async def edit_requests(client: httpx.AsyncClient, case: Case) -> dict[str, list[httpx.Request]]:
     """Prebuilt requests per endpoint, so encoding them is not timed: /healthz, the JSON API, the
-    edit's fragment (one stage) and the same edit with every stage shown."""
+    edit's fragment (one stage), the same edit with every stage shown, and the same edit unmarked (the
+    whole stages section)."""
     fields = await page_state(client, case)
     forms = [edited(fields, k) for k in range(EDIT_VARIANTS)]
     return {
@@ -172,6 +177,7 @@ async def edit_requests(client: httpx.AsyncClient, case: Case) -> dict[str, list
         "api": [api_request(client, f) for f in forms],
         "stage": [fragment_request(client, f) for f in forms],
         "all": [fragment_request(client, edited(fields, k, show_all=True)) for k in range(EDIT_VARIANTS)],
+        "whole": [fragment_request(client, f, value_edit=False) for f in forms],
     }
 
 

@@ -34,7 +34,7 @@ import aiohttp
 import httpx
 import numpy as np
 
-from bench.cases import BROWSER, DEFAULT_CASE, HTMX, LARGEST_REQUEST, edited, page_state
+from bench.cases import BROWSER, DEFAULT_CASE, HTMX, LARGEST_REQUEST, VALUE_EDIT, edited, page_state
 from bench.results import INTERVAL_S, HeavyResult, LoadResult
 from tests.conftest import join_grids
 from tests.servers import LOOPBACK, free_port, running, tail, uvicorn_args
@@ -102,7 +102,7 @@ async def class_load(base_url: str, students: int, seconds: float, *, server_pid
     # Edits are encoded before the clock starts, and answers are not decompressed: the client
     # shares the machine with the server and should take as little of it as it can.
     bodies = [urlencode(join_grids(edited(base, k))).encode() for k in range(BODIES)]  # as the page's script posts
-    headers = {**HTMX, "Content-Type": "application/x-www-form-urlencoded"}
+    headers = {**HTMX, **VALUE_EDIT, "Content-Type": "application/x-www-form-urlencoded"}  # a value edit
     latencies: list[float] = []
     lags: list[float] = []
     errors: Counter = Counter()

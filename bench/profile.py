@@ -38,12 +38,14 @@ from app.state.reading import read_form
 from app.view.context import page_context
 from app.view.panels import PanelBuilder
 from app.view.stage_panels import stage_views
+from app.web import pages
 from app.web.api import attention_body, run_document
 from app.web.compression import BROTLI_QUALITY, GZIP_LEVEL, ZSTD_LEVEL, compress
 from app.web.json_encoding import dumps
+from app.web.page_work import PageRequest, Rendered
 from app.web.respond import posted_fields, templates
 from app.web.schemas import AttentionRequest
-from bench.cases import DEFAULT_CASE, EDIT_STAGE, HTMX, Case, api_body, edited, page_state
+from bench.cases import DEFAULT_CASE, EDIT_STAGE, HTMX, VALUE_EDIT, Case, api_body, edited, page_state
 from bench.report import GOAL_CASE, table
 from bench.timing import send_raw
 from tests.conftest import join_grids
@@ -123,28 +125,28 @@ def _steps_table(steps: list[tuple[str, Callable[[], object]]], repeat: int) -> 
 
 async def _rendered(client: httpx.AsyncClient, fields: dict[str, str]) -> tuple[str, dict]:
     """The template and context the /stages handler renders for ``fields``, caught on their way to
-    ``TemplateResponse``, so the render can be timed alone with exactly the handler's context."""
+    ``render``, so the render can be timed alone with exactly the handler's context."""
     caught: list[tuple[str, dict]] = []
-    original = templates.TemplateResponse
+    original = pages.render
 
-    def spy(request: Request, name: str, context: dict | None = None, *args: object, **kwargs: object) -> object:
-        response = original(request, name, context, *args, **kwargs)
-        caught.append((name, context or {}))  # the handler's dict, with "request" added by Starlette
-        return response
+    def spy(page: PageRequest, name: str, context: dict, *args: object, **kwargs: object) -> Rendered:
+        rendered = original(page, name, context, *args, **kwargs)
+        caught.append((name, context))  # the handler's dict, with the page's urls added by render
+        return rendered
 
-    templates.TemplateResponse = spy
+    pages.render = spy
     try:
-        response = await client.post("/stages", data=fields, headers=HTMX)
+        response = await client.post("/stages", data=fields, headers={**HTMX, **VALUE_EDIT})
     finally:
-        templates.TemplateResponse = original
+        pages.render = original
     if response.status_code != 200 or not caught:
-        raise RuntimeError(f"/stages answered {response.status_code}")
+        raise RuntimeError(f"/stages answered {response.status_code} ({len(caught)} renders caught)")
     return caught[-1]
 
 
 def fragment_steps(app: FastAPI, cells: dict[str, str]) -> tuple[str, int, Callable[[], bytes]]:
     """POST /stages's steps for the form ``cells`` (one field per cell) as the page's script posts
-    it, each timed alone; the fragment's size; and the whole request as one call (through the ASGI
+    it (a value edit), each timed alone; the fragment's size; and the whole request as one call (through the ASGI
     stack in this thread: /stages is an async route, run on this loop)."""
     fields = join_grids(cells)
     body = urlencode(fields).encode()
@@ -152,7 +154,7 @@ def fragment_steps(app: FastAPI, cells: dict[str, str]) -> tuple[str, int, Calla
     loop = asyncio.new_event_loop()
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bench.local")
     request = client.build_request("POST", "/stages", content=body,
-                                   headers={**HTMX, "Content-Type": "application/x-www-form-urlencoded"})
+                                   headers={**HTMX, **VALUE_EDIT, "Content-Type": "application/x-www-form-urlencoded"})
 
     def parse(raw: bytes = body) -> None:
         loop.run_until_complete(posted_fields(_request(app, "/stages", raw, "application/x-www-form-urlencoded")))
@@ -174,7 +176,8 @@ def fragment_steps(app: FastAPI, cells: dict[str, str]) -> tuple[str, int, Calla
         ("Scenario.compute: the NumPy pipeline", sc.compute),
         ("heatmaps: PanelBuilder + heatmap_table for the stages in view",
          lambda: stage_views(PanelBuilder(sc, first, view, stack), view)),
-        ("page_context (pipeline + heatmaps + inspector + lists)", lambda: page_context(sc, view)),
+        ("page_context for a value edit (pipeline + heatmaps + inspector + lists)",
+         lambda: page_context(sc, view, shell=False)),
         (f"templates: {name} rendered", lambda: template.render(ctx)),
         *compression_steps(html, "the fragment"),
         ("the whole request through the app (ASGI, middleware included)", whole),

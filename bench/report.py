@@ -106,10 +106,11 @@ def cost_table(cases: Measured) -> str:
             ms(t["all"].median_ms), ratio(t["all"].ratio(floor)),
             ratio(t["stage"].median_ms / t["api"].median_ms),
             size(t["api"]), size(t["stage"]), size(t["all"]), kb(t["stage"].request_bytes),
+            ms(t["whole"].median_ms), ratio(t["whole"].ratio(floor)), size(t["whole"]),
         ])
     return table(["case", "/healthz ms", "API ms", "API ÷ healthz", "fragment ms", "fragment ÷ healthz",
                   "all stages ms", "all ÷ healthz", "fragment ÷ API", "API KB", "fragment KB",
-                  "all stages KB", "edit post KB"], rows)
+                  "all stages KB", "edit post KB", "whole stages ms", "whole ÷ healthz", "whole stages KB"], rows)
 
 
 def stage_table(measured: Measured) -> str:
@@ -404,8 +405,11 @@ def markdown(results: Results) -> str:
     if results.cases:
         parts += ["## Cost of one edit, per size",
                   f"*fragment*: POST /stages with HX-Request, the page's whole form with one X cell changed and "
-                  f"the {EDIT_STAGE} stage in view; *all stages*: the same with *show all stages* ticked; "
-                  "*API*: POST /api/attention for the same computation. *edit post KB*: the form a browser posts.",
+                  f"the {EDIT_STAGE} stage in view, marked as a value edit as the page's script marks it "
+                  "(Attention-Edit: value): the stage body comes back; *all stages*: the same with *show all "
+                  "stages* ticked; *whole stages*: the same edit unmarked, answered with the whole stages section "
+                  "as every other control is; *API*: POST /api/attention for the same computation. *edit post "
+                  "KB*: the form a browser posts.",
                   cost_table(results.cases)]
     if results.stages:
         parts += ["## The edit's fragment for each stage in view", stage_table(results.stages)]

@@ -235,11 +235,44 @@
     return out;
   }
 
+  // A value edit: since the editor's last request, only number inputs of its grids changed (not a token,
+  // not a padding box). Such an edit changes numbers only, so the server answers with the stage body alone
+  // (Attention-Edit: value) and leaves the map, the stepper and the view options on the page.
+  let onlyNumbers = true;
+  const isNumberCell = (el) => el.matches && el.matches("table[data-grid] input[type='number']");
+  document.addEventListener("input", function (ev) {
+    if (ev.target.closest && ev.target.closest(".values") && !isNumberCell(ev.target)) onlyNumbers = false;
+  });
+
   // htmx 2 hands the request's fields over in detail.parameters (a FormData, or a proxy of one) and
   // sends whatever FormData is there once the listeners are done.
   document.addEventListener("htmx:configRequest", function (ev) {
     const joined = joinGrids(ev.detail.parameters);
     if (joined) ev.detail.parameters = joined;
+    if (ev.detail.elt && ev.detail.elt.matches && ev.detail.elt.matches(".values")) {
+      if (onlyNumbers) ev.detail.headers["Attention-Edit"] = "value";
+      onlyNumbers = true;
+    }
+  });
+
+  // After a value edit the map stays, but its links (each stage's permalink, for a new tab or without
+  // JavaScript) held the old values: each becomes the new permalink at its own stage, as the server
+  // writes them (app.state.permalink.stage_permalinks), or the step buttons when one is too long for a link.
+  function refreshMapLinks() {
+    const map = document.querySelector(".pipeline-map[data-max-url]");
+    if (!map) return;
+    const permalink = document.getElementById("permalink");
+    const base = permalink ? permalink.getAttribute("href") : null;
+    const links = map.querySelectorAll("a[data-stage]");
+    const hrefs = Array.from(links, function (a) {
+      return base && base.replace(/([?&]stage=)[^&]*/, "$1" + encodeURIComponent(a.getAttribute("data-stage")));
+    });
+    const fit = hrefs.every(function (h) { return h && h.length <= Number(map.dataset.maxUrl); });
+    links.forEach(function (a, i) { a.setAttribute("href", fit ? hrefs[i] : "#map-steps"); });
+  }
+
+  document.addEventListener("htmx:afterSwap", function (ev) {
+    if (ev.detail.target && ev.detail.target.id === "stage-body") refreshMapLinks();
   });
 
   document.addEventListener("DOMContentLoaded", function () {

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 SCORES = ("dot", "general", "additive")
 ATTENTIONS = ("softmax", "linear")
@@ -217,6 +218,7 @@ def _params(
     return tuple(rows)
 
 
+@lru_cache(maxsize=1024)  # a frozen record of a few sizes: every request of the same sizes asks for it again
 def attention_cost(
     *,
     t: int,

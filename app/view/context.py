@@ -99,8 +99,9 @@ def inspector(builder: PanelBuilder) -> Explanation | GradientExplanation | None
 
 
 
-def page_context(sc: Scenario, view: View) -> dict:
-    """Everything the workspace templates need for one scenario."""
+def page_context(sc: Scenario, view: View, *, shell: bool = True) -> dict:
+    """Everything the workspace templates need for one scenario. Without the ``shell`` (a value edit's
+    answer, templates/partials/stage_body.html) the map and the lab and cost panels are not built."""
     first, stack = sc.compute()
     run = first if stack is None else stack.blocks[view.block].attention  # the block in view
     learning = view.learning if stack is None else None
@@ -126,7 +127,7 @@ def page_context(sc: Scenario, view: View) -> dict:
         "presets": PRESETS,
         "stages": stages,
         "current": current,
-        "pipeline": pipeline_map(sc, run, stack, view),
+        "pipeline": pipeline_map(sc, run, stack, view) if shell else None,
         "prev": prev,
         "next": nxt,
         "stage_views": ctx_views,
@@ -139,8 +140,8 @@ def page_context(sc: Scenario, view: View) -> dict:
         "key_rows": builder.keys,
         "head_labels": [head_label(sc, h) for h in range(sc.num_heads)],
         "mask_rows": mask_grid(sc, run, view) if any(v.stage.key == "mask" for v in ctx_views) else Markup(""),
-        "lab": lab_panel(sc, run) if "lab" in view.panels else None,
-        "cost": cost_panel(sc, run, stack) if "cost" in view.panels else None,
+        "lab": lab_panel(sc, run) if shell and "lab" in view.panels else None,
+        "cost": cost_panel(sc, run, stack) if shell and "cost" in view.panels else None,
         "quiz": quiz_context(builder, current),
         "inspect_hidden": builder.selected is not None and builder.is_hidden(builder.selected),
         "pin_summary": describe_pin(pinned) if pinned is not None else "",

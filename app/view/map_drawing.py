@@ -4,7 +4,8 @@ width (``compact``, without the weights, which are not stages); static/map.css s
 fits. Each stage's nodes sit inside one ``<a>``: its href is the stage's permalink (works without
 JavaScript) and its hx-post steps there through the stages endpoint with the form's unsaved edits
 (htmx). A drawing is kept for the next request with the same shapes and stage in view; only its
-hrefs (permalinks, which hold every value) are new.
+hrefs (permalinks, which hold every value) are new. A value edit leaves the map on the page and the
+page's script sets each href (``data-stage``) from the new permalink.
 
 Pure Python: no web framework. Colours and the focus ring come from classes in static/map.css,
 so the page's strict CSP holds (no style attribute, no <style>). Every text is escaped here.
@@ -220,7 +221,8 @@ def _link(link: StageLink, drawn: str, boxes: list[list[_Box]], rows: list[int],
                     'class="ring"/>')
     state = ' class="stage-node current" aria-current="step"' if link.key == current else ' class="stage-node"'
     return [
-        f'<a id="{ident}-{escape(link.key)}" href="', _Href(link.key), f'" hx-post="{escape(post)}" '
+        f'<a id="{ident}-{escape(link.key)}" data-stage="{escape(link.key)}" href="', _Href(link.key),
+        f'" hx-post="{escape(post)}" '
         f'hx-vals="{escape(json.dumps({"goto": link.key}))}" hx-target="#stages" hx-swap="outerHTML"{state} '
         f'aria-label="{escape(link.accessible_name)}">{"".join(ring)}{drawn}</a>',
     ]

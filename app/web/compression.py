@@ -10,6 +10,7 @@ loop would hold up every other request meanwhile; the middleware leaves an encod
 
 from __future__ import annotations
 
+import threading
 import zlib
 
 import brotli
@@ -60,9 +61,15 @@ def preferred_encoding(accept_encoding: str) -> str | None:
     return next((e for e in PREFERENCE if e in accepted), None)
 
 
+_local = threading.local()  # a zstd compressor per thread: making one costs more than a small answer's compression
+
+
 def compress(body: bytes, encoding: str) -> bytes:
     if encoding == "zstd":
-        return zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(body)
+        compressor = getattr(_local, "zstd", None)
+        if compressor is None:
+            compressor = _local.zstd = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+        return compressor.compress(body)
     if encoding == "br":
         return brotli.compress(body, quality=BROTLI_QUALITY)
     if encoding == "gzip":

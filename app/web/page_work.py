@@ -45,6 +45,7 @@ class PageRequest:
     urls: SimpleNamespace  # app.web.respond.page_urls
     port: int | None  # the server's port, for the class panel's hint
     accept_encoding: str = ""  # a large answer is compressed where it is made (app.web.compression)
+    value_edit: bool = False  # htmx, and only numbers in the editor's grids changed (the stage body is enough)
 
 
 @dataclass(frozen=True)

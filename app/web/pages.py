@@ -3,8 +3,9 @@
 - GET  /          the page for a preset (``?preset=pool``) or for a full state in the query string
 - POST /          a structural change (tokens, sizes, head, new weights): the whole workspace for
                   htmx, or the whole page for a browser without JavaScript
-- POST /stages    a value edit, a step, or an inspected cell: only the stages and the inspector
-Every response varies on HX-Request, since the same URL answers with a fragment or a page.
+- POST /stages    a value edit, a step, or an inspected cell: only the stages and the inspector; for an
+                  edit of the editor's numbers alone (header Attention-Edit: value), only the stage body
+Every response varies on HX-Request and Attention-Edit, since the same URL answers with a fragment or a page.
 """
 
 from __future__ import annotations
@@ -140,7 +141,8 @@ def _stages(page: PageRequest, fields: dict[str, str], lesson: Lesson | None = N
         sc, view = read or read_page(fields)
         if fields.get("action") == "pin":  # pinning changes no number: the stages are enough
             sc, view = apply_action(sc, view, "pin")
-        ctx = page_context(sc, view)
+        value_edit = page.value_edit and not fields.get("action") and "goto" not in fields
+        ctx = page_context(sc, view, shell=not value_edit)
         ctx["classroom"] = finish(lesson, sc, view)
     except FormError as e:
         return error_page(page, fields, e, lesson)
@@ -151,6 +153,11 @@ def _stages(page: PageRequest, fields: dict[str, str], lesson: Lesson | None = N
         return render(page, "index.html", ctx, shown=(sc, view))
     # A step is a place to come back to (history); a value edit only updates the address.
     header = "HX-Push-Url" if "goto" in fields else "HX-Replace-Url"
+    if value_edit:
+        # Only numbers changed: the map, the stepper, the view options and the closed panels stay as they are.
+        swap = {"HX-Retarget": "#stage-body", "HX-Reswap": "outerHTML"}
+        return render(page, "partials/values_response.html", ctx,
+                      headers={**swap, **(_address(url, lesson, header) or {})}, shown=(sc, view))
     return render(page, "partials/stages_response.html", ctx, headers=_address(url, lesson, header),
                    shown=(sc, view))
 

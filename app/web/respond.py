@@ -19,7 +19,7 @@ from app.config import settings
 from app.state.form import DECIMALS, EDITABLE, FormError
 from app.state.grids import expand_grids
 from app.state.page import lenient_read
-from app.state.permalink import fits_in_url, stage_permalinks
+from app.state.permalink import MAX_URL_CHARS, fits_in_url, stage_permalinks
 from app.state.reading import read_page
 from app.state.scenario import Scenario, View, encode_edits
 from app.view.charts.learn import short_number
@@ -42,7 +42,7 @@ templates.env.globals.update(settings=settings, equations=equations, decimals_ch
                              number_math=number_math, vector_math=vector_math, fraction_math=fraction_math,
                              formula_text=formula_text, label_text=label_text,
                              weight_tex={"w_q": "W_Q", "w_k": "W_K", "w_v": "W_V", "w_o": "W_O"},
-                             short_number=short_number)
+                             short_number=short_number, max_url_chars=MAX_URL_CHARS)
 templates.env.filters["edits"] = encode_edits
 # {% filter prose %}text with $maths${% endfilter %}: LaTeX as template text, free of string escapes.
 templates.env.filters.update(tex=tex, prose=prose)
@@ -101,9 +101,17 @@ def _is_htmx(request: Request) -> bool:
     return request.headers.get("HX-Request") == "true"
 
 
+# The page's script sends this header with an edit of the editor's number inputs alone (static/app.js):
+# such an edit is answered with the stage body, not the whole stages section (app.web.pages).
+VALUE_EDIT_HEADER = "Attention-Edit"
+VARY = f"HX-Request, {VALUE_EDIT_HEADER}"  # the same URL answers with a page, the stages or the stage body
+
+
 def page_request(request: Request) -> PageRequest:
-    return PageRequest(htmx=_is_htmx(request), urls=page_urls(request), port=request.url.port,
-                       accept_encoding=request.headers.get("accept-encoding", ""))
+    htmx = _is_htmx(request)
+    return PageRequest(htmx=htmx, urls=page_urls(request), port=request.url.port,
+                       accept_encoding=request.headers.get("accept-encoding", ""),
+                       value_edit=htmx and request.headers.get(VALUE_EDIT_HEADER) == "value")
 
 
 # The routes the templates link to: resolved once per root path, not once per link per render.
@@ -132,7 +140,7 @@ def render(page: PageRequest, template: str, context: dict, status: int = 200,
     context.setdefault("urls", page.urls)
     context.setdefault("port", page.port)
     html = templates.get_template(template).render(context)
-    return Rendered(status, html, "text/html", {**(headers or {}), "Vary": "HX-Request"}, shown)
+    return Rendered(status, html, "text/html", {**(headers or {}), "Vary": VARY}, shown)
 
 
 def respond(rendered: Rendered) -> Response:

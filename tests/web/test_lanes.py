@@ -14,6 +14,7 @@ import pytest
 from app.config import Settings
 from app.main import create_app
 from app.web import api
+from app.web.lanes import INLINE_OPERATIONS
 from app.web.schemas import AttentionRequest, TrainRequest
 
 LIGHT = {"tokens": ["a", "b"], "x": [[0.1, 0.2], [0.3, 0.4]]}
@@ -128,3 +129,29 @@ def test_a_refused_heavy_request_gives_its_slot_back() -> None:
             assert (await client.post("/api/attention", json=LIGHT)).status_code == 200
 
     asyncio.run(scenario())
+
+
+def test_the_lightest_requests_are_answered_on_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thread's hop would cost as much as the default preset's edit: it runs on the loop, a larger one does not."""
+    threads: list[str] = []
+
+    def recorded(x: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return run(x, **kwargs)
+
+    run = api.run_attention
+    monkeypatch.setattr(api, "run_attention", recorded)
+    app = create_app(Settings(heavy_operations=LINE))
+    middle = {"tokens": [f"w{i}" for i in range(8)], "x": np.full((8, 16), 0.1).tolist(), "num_heads": 4}
+    light, larger = AttentionRequest.model_validate(LIGHT), AttentionRequest.model_validate(middle)
+    assert api.estimated_operations(light) <= INLINE_OPERATIONS < api.estimated_operations(larger) < LINE
+
+    async def scenario() -> None:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            assert (await client.post("/api/attention", json=LIGHT)).status_code == 200
+            assert (await client.post("/api/attention", json=middle)).status_code == 200
+
+    asyncio.run(scenario())
+    assert threads[0] == threading.main_thread().name
+    assert threads[1] != threading.main_thread().name

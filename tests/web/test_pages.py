@@ -122,6 +122,97 @@ def test_htmx_edit_returns_a_fragment_with_changed_numbers(client: TestClient) -
         assert re.search(rf'<div id="err-{slot}"[^>]*hx-swap-oob="true"[^>]*></div>', after.text), slot
 
 
+VALUE_EDIT = {**HTMX, "Attention-Edit": "value"}  # what static/app.js adds when only grid numbers changed
+
+
+def test_a_value_edit_returns_the_stage_body_with_the_same_numbers_as_the_whole_stages(client: TestClient) -> None:
+    form = {**page_form(client), "stage": "softmax", "inspect": "softmax.0.1.2", "x-1-2": "0.75"}
+    whole = client.post("/stages", data=form, headers=HTMX)
+    body = client.post("/stages", data=form, headers=VALUE_EDIT)
+    assert whole.status_code == body.status_code == 200
+    assert body.text.lstrip().startswith('<div id="stage-body"')
+    assert body.headers["HX-Retarget"] == "#stage-body" and body.headers["HX-Reswap"] == "outerHTML"
+    assert "HX-Retarget" not in whole.headers
+    assert "attention-edit" in [v.strip().lower() for v in body.headers["vary"].split(",")]
+    # What a value does not change stays on the page: the map, the stepper, the view options, the closed panels.
+    for part in ('id="stages"', 'class="pipeline-map', 'class="stepper"', 'class="view-options"', 'class="extras"'):
+        assert part in whole.text and part not in body.text, part
+    # What it changes comes in full: every heatmap, the lines, the inspector's arithmetic and the page's link.
+    for ref in ("scaled.0", "softmax.0"):
+        assert heatmap(body.text, ref) == heatmap(whole.text, ref), ref
+    assert re.search(r'<figure class="lines[^"]*" id="[^"]+"', body.text)
+    assert inspector(body.text) == inspector(whole.text) and "Select a cell" not in inspector(body.text)
+    permalink = re.search(r'href="([^"]*)" id="permalink"', body.text)
+    assert permalink and permalink.group(1) == re.search(r'href="([^"]*)" id="permalink"', whole.text).group(1)
+    assert "x-1-2=0.75" in html_unescape(permalink.group(1))
+    assert len(body.content) < 0.6 * len(whole.content)
+    # Out of band, as with the whole stages: the summary and the cleared error slots.
+    assert re.search(r'<p id="summary"[^>]*hx-swap-oob="true"', body.text)
+    for slot in ("tokens", "x", "weights", "sizes", "view"):
+        assert re.search(rf'<div id="err-{slot}"[^>]*hx-swap-oob="true"[^>]*></div>', body.text), slot
+
+
+def test_a_value_edit_follows_the_numbers(client: TestClient) -> None:
+    form = {**page_form(client), "show_all": "on"}
+    before = client.post("/stages", data=form, headers=VALUE_EDIT)
+    after = client.post("/stages", data={**form, "x-1-2": "0.75"}, headers=VALUE_EDIT)
+    assert before.status_code == after.status_code == 200
+    assert heatmap(after.text, "x")[1][2] == "0.750" and heatmap(before.text, "x")[1][2] == "0.500"
+    for ref in ("q.0", "scores.0", "softmax.0", "output.0", "final"):
+        assert heatmap(after.text, ref) != heatmap(before.text, ref), ref
+    assert stage_articles(after.text) == STAGE_KEYS  # show all stages: every stage in the body
+
+
+@pytest.mark.parametrize("extra", [{"goto": "scores"}, {"action": "pin"}, {"action": "inspect"}])
+def test_a_step_or_an_action_gets_the_whole_stages_even_when_marked(client: TestClient, extra: dict) -> None:
+    r = client.post("/stages", data={**page_form(client), **extra}, headers=VALUE_EDIT)
+    assert r.status_code == 200
+    assert r.text.lstrip().startswith('<section id="stages"') and "HX-Retarget" not in r.headers
+
+
+def test_the_mark_without_htmx_is_the_whole_page(client: TestClient) -> None:
+    r = client.post("/stages", data={**page_form(client), "x-0-0": "0.25"}, headers={"Attention-Edit": "value"})
+    assert r.status_code == 200
+    assert is_full_page(r) and heatmap(r.text, "x")[0][0] == "0.250"
+
+
+def test_a_bad_value_in_a_value_edit_is_422_naming_it_and_swaps_nothing(client: TestClient) -> None:
+    r = client.post("/stages", data={**page_form(client), "x-1-2": "abc"}, headers=VALUE_EDIT)
+    assert r.status_code == 422
+    assert r.headers["HX-Reswap"] == "none" and "HX-Retarget" not in r.headers
+    message, field = error_slot(r.text, "x")
+    assert field == "x-1-2" and message.startswith("X row 2, column 3: ")
+
+
+def test_a_value_edit_while_learning_sends_the_gradient_sizes_out_of_band(client: TestClient) -> None:
+    form = page_form(client, "learn-translate")
+    before = client.post("/stages", data=form, headers=VALUE_EDIT)
+    after = client.post("/stages", data={**form, "x-0-0": "0.9"}, headers=VALUE_EDIT)
+    assert before.status_code == after.status_code == 200
+
+    def sizes(html: str) -> list[str]:
+        nav = re.search(r'<nav class="backward-map" id="backward-map"[^>]*hx-swap-oob="true"[^>]*>(.*?)</nav>',
+                        html, re.S)
+        assert nav, "no backward map out of band"
+        return re.findall(r'<span class="grad-size">([^<]*)</span>', nav.group(1))
+
+    assert len(sizes(after.text)) == 6 and sizes(after.text) != sizes(before.text)
+    assert 'id="learn"' in after.text  # the Learn panel's loss follows the values too
+
+
+def test_every_map_link_names_its_stage_for_the_page_script(client: TestClient) -> None:
+    """After a value edit the page's script sets each map link from the new permalink (static/app.js)."""
+    r = client.post("/stages", data=page_form(client), headers=HTMX)
+    assert r.status_code == 200
+    links = re.findall(r'<a id="map-(?:wide|compact)-([a-z_0-9]+)" data-stage="([a-z_0-9]+)" href="([^"]*)"', r.text)
+    assert len(links) == 2 * len(STAGE_KEYS)
+    permalink = html_unescape(re.search(r'href="([^"]*)" id="permalink"', r.text).group(1))
+    for key, stage, href in links:
+        assert key == stage
+        assert html_unescape(href) == re.sub(r"([?&]stage=)[^&]*", rf"\g<1>{stage}", permalink)
+    assert 'data-max-url="8000"' in r.text
+
+
 def test_htmx_structural_post_returns_the_workspace(client: TestClient) -> None:
     r = client.post("/", data=page_form(client), headers=HTMX)
     assert r.status_code == 200
@@ -153,7 +244,7 @@ def test_goto_renders_that_stage(client: TestClient, key: str) -> None:
 
 def map_links(html: str) -> list[tuple[str, str, str]]:
     """(id, href, aria-current) of every link on the pipeline map, both drawings, in order."""
-    m = re.search(r'<nav class="pipeline-map [^"]*" aria-label="Pipeline">(.*?)</nav>', html, re.S)
+    m = re.search(r'<nav class="pipeline-map [^"]*" aria-label="Pipeline"[^>]*>(.*?)</nav>', html, re.S)
     assert m, "no pipeline map"
     found = []
     for tag in re.findall(r"<a ([^>]*)>", m.group(1)):
