@@ -26,7 +26,7 @@ from app.classroom.store import Rooms, StoreUnavailable
 from app.config import Settings, settings
 from app.maths.model_files import load_model_files
 from app.view.head_catalogue import catalogue_context
-from app.web import api, classroom, export, model_api, model_pages, pages
+from app.web import api, class_model, classroom, export, model_api, model_pages, pages
 from app.web.compression import MIDDLEWARE_OPTIONS
 from app.web.lanes import Lanes
 from app.web.security import SameOriginMiddleware, SecurityHeadersMiddleware, docs_router
@@ -206,6 +206,7 @@ def create_app(config: Settings = settings) -> FastAPI:
     app.include_router(model_pages.router)
     app.include_router(pages.router)
     app.include_router(classroom.router)
+    app.include_router(class_model.router)
     app.include_router(export.router)
     app.include_router(docs_router)
     if config.root_path:

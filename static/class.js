@@ -40,7 +40,9 @@
   }
 
   function fetchWorkspace() {
-    window.htmx.ajax("GET", panel().dataset.workspace, { target: "#workspace", swap: "outerHTML" });
+    // The real model's page swaps its results (#model-work); a toy scenario's page its workspace.
+    const target = document.getElementById("model-work") ? "#model-work" : "#workspace";
+    window.htmx.ajax("GET", panel().dataset.workspace, { target: target, swap: "outerHTML" });
   }
 
   function fetchResults() {
@@ -98,6 +100,13 @@
   // following, as do the class's own requests (the workspace, a prediction, their verdict).
   document.addEventListener("htmx:configRequest", function (ev) {
     const p = panel();
+    const m = document.getElementById("model-form");
+    // On the real model's page a student's own sentence, head or view is a GET of the form's address.
+    if (p && m && p.dataset.role === "student" && following && ev.detail.verb === "get" &&
+        ev.detail.path.split("?")[0] === m.getAttribute("action")) {
+      follow(false);
+      return;
+    }
     const f = document.getElementById("state");
     if (!p || !f || p.dataset.role !== "student" || !following || ev.detail.verb !== "post") return;
     const path = ev.detail.path;
@@ -116,6 +125,7 @@
   document.addEventListener("DOMContentLoaded", function () {
     const p = panel();
     if (!p || !window.EventSource || !window.htmx) return;
+    following = !p.classList.contains("exploring"); // a page of the student's own sentence explores
     connect(p);
   });
 })();

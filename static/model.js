@@ -2,6 +2,11 @@
 // (the form's matrix, row and column fields, then the form's own submit, which htmx sends). No inline handlers.
 (function () {
   "use strict";
+  // A sentence box sends itself as it is typed (its own trigger): the "change" it fires on blur must not
+  // also send the form, whose older answer could land after the one of the map just clicked.
+  document.addEventListener("change", function (ev) {
+    if (ev.target.matches && ev.target.matches("#model-form textarea")) ev.stopPropagation();
+  }, true);
   document.addEventListener("click", function (ev) {
     const td = ev.target.closest && ev.target.closest("#steps .mpanel table.heatmap[data-ref] td");
     if (!td) return;

@@ -62,6 +62,21 @@ def check_state(state: str, budget: int) -> None:
                               f"this field alone is {len(value):,}. Reload the preset or make it smaller.")
 
 
+# A room showing the real model ("Your sentence") keeps its page's query string after this prefix: a toy
+# state is urlencoded, so its text never holds a bare ":" and the two kinds cannot be confused.
+MODEL_STATE = "model:"
+
+
+def model_room_state(query: str) -> str:
+    """The room's state for the model page's state (its query string, app.state.model_state.model_query)."""
+    return MODEL_STATE + query
+
+
+def shown_model(state: str) -> str | None:
+    """The model page's query string when the room shows the real model, else None (a toy scenario)."""
+    return state.removeprefix(MODEL_STATE) if state.startswith(MODEL_STATE) else None
+
+
 def fingerprint(state: str) -> str:
     """Which scenario predictions are about: the state without its view fields."""
     kept = [(k, v) for k, v in parse_qsl(state, keep_blank_values=True) if k not in VIEW_FIELDS]
@@ -207,6 +222,7 @@ class Lesson:
     join_url: str = ""
     qr: Markup = Markup("")
     message: str = ""  # a student's last prediction, acknowledged
+    model: bool = False  # the page is the real model's ("Your sentence"), not a toy scenario's
 
     @property
     def spoken(self) -> str:

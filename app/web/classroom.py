@@ -13,6 +13,9 @@
 - POST /class/{code}/predict    a student's prediction of a hidden quiz cell
 - POST /class/{code}/results    the teacher's live view of the class's predictions
 
+The real model in a class (GET and POST /class/{code}/model) is app.web.class_model's; while the room shows
+it, a student's page and the workspace here are the model page's.
+
 The teacher's own edits go through the page's usual routes (app.web.pages), which call ``teacher_edit``
 after a good edit: the state is kept in the room and its streams told. Only the teacher key changes
 a room, and it is read from an HttpOnly cookie, never from the page; students are anonymous ids in a
@@ -45,6 +48,7 @@ from app.classroom.lesson import (
     rendered,
     room_state,
     shown,
+    shown_model,
 )
 from app.classroom.store import Room, Rooms, RoomsFull, ShareUsed, normal_code
 from app.lesson.presets import PRESETS
@@ -78,6 +82,7 @@ from app.web.class_hooks import (
     set_client,
     teacher_key,
 )
+from app.web.class_model import model_page_html, model_workspace, other_page
 from app.web.respond import error_response, link, page_response, page_urls, posted_fields, templates, workspace_context
 
 router = APIRouter()
@@ -140,6 +145,8 @@ async def teach_page(request: Request, store: Store, code: str, key: str = "") -
     room = await store.get(normal)
     if room is None:
         return notice(request, 403, "This class has ended", "Start a new class from the page.")
+    if shown_model(room.state) is not None:  # the class is on the real model: the teacher's page for it
+        return RedirectResponse(request.url_for("class_model", code=normal).path, status_code=303)
     sh = await shown(room)
     lesson = await lesson_for(request, room, "teacher", key=key)
 
@@ -220,6 +227,18 @@ async def class_page(request: Request, store: Store, code: str, room: OpenRoom) 
     student, refused = await _student(request, store, room.code)
     if refused is not None:
         return refused
+    model = shown_model(room.state)
+    if model is not None:
+        html = await model_page_html(request, room, model)
+    else:
+        html = await _toy_page(request, room)
+    response = HTMLResponse(html, headers={"Cache-Control": "no-store", "Vary": "HX-Request"})
+    _set_student(request, response, room.code, student)
+    set_client(request, response)
+    return response
+
+
+async def _toy_page(request: Request, room: Room) -> str:
     lesson = await lesson_for(request, room, "student")
     sh = await shown(room)
 
@@ -228,11 +247,7 @@ async def class_page(request: Request, store: Store, code: str, room: OpenRoom) 
         ctx["classroom"] = finish(lesson, sh.sc, sh.view, sh)
         return page_response(request, "index.html", ctx).body.decode()
 
-    html = await rendered((room.code, room.version, room.state, "page", app_root(request)), render)
-    response = HTMLResponse(html, headers={"Cache-Control": "no-store", "Vary": "HX-Request"})
-    _set_student(request, response, room.code, student)
-    set_client(request, response)
-    return response
+    return await rendered((room.code, room.version, room.state, "page", app_root(request)), render)
 
 
 def _set_student(request: Request, response: Response, code: str, student: str) -> None:
@@ -298,6 +313,11 @@ async def class_workspace(request: Request, room: OpenRoom) -> Response:
         return too_many(request)
     if not isinstance(room, Room):
         return notice(request, 404, "This class has ended", "The teacher's room is closed.")
+    model = shown_model(room.state) is not None
+    if model != (request.query_params.get("page") == "model"):  # the class moved between toy and real model
+        return other_page(request, room.code)
+    if model:
+        return await model_workspace(request, room)
     urls = page_urls(request)
     sh = await shown(room)
     lesson = await lesson_for(request, room, "student")
@@ -330,6 +350,8 @@ async def class_predict(request: Request, store: Store, room: OpenRoom) -> Respo
     who = client_id(request) or student
     if not await store.allow(f"predict:{normal}:{who}", limit):
         return _feedback(request, 429, f"More than {limit} predictions this minute: wait a moment, then send it again.")
+    if shown_model(room.state) is not None:
+        return _feedback(request, 422, "The teacher is showing the real model: there is nothing to predict now.")
     fields = await posted_fields(request)
     sh = await shown(room)
     try:
@@ -360,6 +382,8 @@ async def class_results(request: Request, store: Store, teacher: TeacherOf) -> R
     room = await store.get(teacher.code)
     if room is None:
         return Response("this class has ended", status_code=404, media_type="text/plain")
+    if shown_model(room.state) is not None:  # a page left open on a scenario: no predictions on the model
+        return Response(status_code=204)
     sh = await shown(room)
     lesson = finish(await lesson_for(request, room, "teacher", key=teacher.key), sh.sc, sh.view, sh)
     return page_response(request, "partials/class_results.html", {"classroom": lesson, "view": sh.view})
@@ -375,7 +399,7 @@ async def class_mine(request: Request, store: Store, room: OpenRoom) -> Response
         return Response("no class with this code", status_code=404, media_type="text/plain")
     student = request.cookies.get(STUDENT_COOKIE, "")
     feedback, view = [], None
-    if student and await store.is_student(room.code, student):
+    if student and shown_model(room.state) is None and await store.is_student(room.code, student):
         sh = await shown(room)
         view = sh.view
         mine = await store.mine(room.code, student)
