@@ -25,7 +25,6 @@ from app.classroom.redis_store import RedisRooms
 from app.classroom.store import Rooms, StoreUnavailable
 from app.config import Settings, settings
 from app.maths.model_files import load_model_files
-from app.view.head_catalogue import catalogue_context
 from app.web import api, class_model, classroom, export, model_api, model_pages, pages
 from app.web.compression import MIDDLEWARE_OPTIONS
 from app.web.lanes import Lanes
@@ -143,18 +142,18 @@ async def validation_error(request: Request, exc: RequestValidationError) -> JSO
     return JSONResponse({"detail": detail}, status_code=422)
 
 
-def warm_model() -> None:
-    load_model_files()
-    catalogue_context()
-
-
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    async def warm() -> None:
+        # The heavy lane's process first (a process start cannot be cut short, so a heavy page waits for it),
+        # then the pretrained model's 91 MB; /healthz answers all along. What its heads do (a second of
+        # forward passes) waits for the first student to open /model: computed at start, it held the heavy
+        # lane's first pages back by seconds.
+        await app.state.lanes.start(pages.warm)
+        await to_thread.run_sync(load_model_files)
+
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(app.state.lanes.start, pages.warm)  # the heavy lane's process, while /healthz answers
-        # The pretrained model's 91 MB, read once, then what its heads do (a second of forward passes), so the
-        # first student to open /model waits for neither.
-        tasks.start_soon(to_thread.run_sync, warm_model)
+        tasks.start_soon(warm)
         yield
         tasks.cancel_scope.cancel()
     await app.state.rooms.close()  # Redis's connections, and this worker's subscription
