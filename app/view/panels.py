@@ -18,6 +18,7 @@ from app.maths.arithmetic import BLOCK_CELLS as BLOCK_MATRICES
 from app.maths.arithmetic import INSPECTABLE, CellRef
 from app.maths.backward import Gradients
 from app.maths.records import AttentionRun, HeadResult, TransformerRun
+from app.maths.weights import WEIGHTS
 from app.state.cells import parse_cell
 from app.state.quiz import hidden_cells, stage_results
 from app.state.quiz import owner as cell_owner
@@ -205,7 +206,7 @@ class PanelBuilder:
         m = getattr(self.run.weights, name)[h]
         if m.ndim == 1:
             m = m[None, :]  # v_a: one row
-        label = {"w_q": "W_Q", "w_k": "W_K", "w_v": "W_V", "w_a": "W_a", "w_1": "W₁", "w_2": "W₂", "v_a": "v_a"}[name]
+        label = WEIGHTS[name].label
         col = {"w_q": "q", "w_k": "k", "w_v": "v", "w_a": "k", "w_1": "a", "w_2": "a", "v_a": "a"}[name]
         rows = {"w_q": self.dims, "w_k": self.dims, "w_v": self.dims, "v_a": ["v_a"]}.get(
             name, [f"{'q' if name in ('w_a', 'w_1') else 'k'}{j + 1}" for j in range(m.shape[0])])
