@@ -12,7 +12,7 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: run test lint lock browser services container-engine test-container clean bench bench-quick
+.PHONY: run test lint lock browser services container-engine test-container clean bench bench-quick bench-wrk
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 is needed"'
@@ -89,6 +89,12 @@ test-container: $(VENV)/.installed-test container-engine
 # Figures for reading, not assertions: writes bench/RESULTS.md and docs/performance.md's block.
 bench: $(VENV)/.installed-test services
 	$(BIN)/python -m bench --docs docs/performance.md
+
+# An edit's rate against /healthz's under wrk (Debian's wrk, installed here when missing, as root).
+bench-wrk: $(VENV)/.installed-test
+	@command -v wrk >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get update -qq \
+		&& DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
+	$(BIN)/python -m bench.wrk
 
 # A few seconds, only to prove the bench still runs (tests/test_bench.py does the same).
 bench-quick: $(VENV)/.installed-test

@@ -7,9 +7,9 @@ each round is the edit's requests/s over /healthz's, and the median round is rep
 /healthz, 0.5 = half its rate). The requests:
 
 - ``api``: the default preset's edit through POST /api/attention, a new seed in each request
-  (bench/wrk/seeded.lua), compressed as Chromium asks;
+  (bench/wrk/post.lua, seeded), compressed as Chromium asks;
 - ``htmx``: the default preset's edit as the page sends it (POST /stages, HX-Request, each grid one field,
-  a value edit as the editor's inputs mark it), a different cell each time (bench/wrk/forms.lua);
+  a value edit as the editor's inputs mark it), a different cell each time (bench/wrk/post.lua, forms);
 - ``htmx-full``: the same edit without the value-edit mark: the whole stages section, as every other
   control gets it;
 - ``api-64``: T = 64, d_model = 64, 8 heads through the API, a new seed each time, sent uncompressed.
@@ -47,11 +47,11 @@ FORM_VARIANTS = 64  # edits cycled through: each changes another cell of X
 
 @dataclass(frozen=True)
 class Target:
-    """One request for wrk: a path, a Lua script and its file, and the headers of -H."""
+    """One request for wrk: a path, how bench/wrk/post.lua posts (its mode and file), and the headers of -H."""
 
     name: str
     path: str
-    script: str
+    mode: str  # "forms" or "seeded"
     data: Path
     headers: dict[str, str]
 
@@ -64,7 +64,7 @@ def _wrk(base: str, target: Target | None, seconds: float, connections: int, off
     else:
         for name, value in target.headers.items():
             args += ["-H", f"{name}: {value}"]
-        args += ["-s", str(HERE / target.script), base + target.path, "--", str(target.data), str(offset)]
+        args += ["-s", str(HERE / "post.lua"), base + target.path, "--", target.mode, str(target.data), str(offset)]
     out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
     if "Non-2xx" in out or "Socket errors" in out:
         raise RuntimeError(f"wrk {target.name if target else 'healthz'}:\n{out}")
@@ -81,10 +81,10 @@ async def _targets(base: str, folder: Path, only: set[str]) -> list[Target]:
     big = ApiCase(GOAL_CASE.tokens, GOAL_CASE.d_model, GOAL_CASE.heads)
     (folder / "api-64.json").write_bytes(big.body())
     targets = [
-        Target("api", "/api/attention", "seeded.lua", folder / "api.json", BROWSER),
-        Target("htmx", "/stages", "forms.lua", folder / "forms.txt", {**HTMX, **VALUE_EDIT}),
-        Target("htmx-full", "/stages", "forms.lua", folder / "forms.txt", HTMX),
-        Target("api-64", "/api/attention", "seeded.lua", folder / "api-64.json", {}),
+        Target("api", "/api/attention", "seeded", folder / "api.json", BROWSER),
+        Target("htmx", "/stages", "forms", folder / "forms.txt", {**HTMX, **VALUE_EDIT}),
+        Target("htmx-full", "/stages", "forms", folder / "forms.txt", HTMX),
+        Target("api-64", "/api/attention", "seeded", folder / "api-64.json", {}),
     ]
     return [t for t in targets if not only or t.name in only]
 
