@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.maths.attention import attend
+from app.maths.blocks import layer_norm
 from app.maths.model_files import BertLayerWeights, ModelFiles
 from app.maths.records import AttentionRun, HeadResult, Weights
 
@@ -37,6 +38,11 @@ class Tokenized:
     ids: np.ndarray  # (T,) int
 
 
+def heads_in(heads: frozenset[tuple[int, int]], layer: int) -> list[int]:
+    """Of (layer, head) pairs, the heads of ``layer``."""
+    return [h for (l_, h) in heads if l_ == layer]
+
+
 @dataclass(frozen=True)
 class ModelRun:
     """Every layer of one sentence: what each layer took in and gave out, and every head's weights."""
@@ -47,6 +53,10 @@ class ModelRun:
     attention: np.ndarray  # (N, h, T, T): softmax(Q·Kᵀ/√d_k) of every head of every layer
     embedding: np.ndarray  # (d_model,) the sentence's embedding, L2-normalised
     heads_off: frozenset[tuple[int, int]] = frozenset()  # (layer, head) switched off
+
+    def off_in(self, layer: int) -> list[int]:
+        """The heads of ``layer`` switched off."""
+        return heads_in(self.heads_off, layer)
 
     @property
     def layers(self) -> int:
@@ -63,19 +73,12 @@ def tokenize(model: ModelFiles, text: str) -> Tokenized:
     return Tokenized(text=text, tokens=tuple(encoding.tokens), ids=np.asarray(encoding.ids, dtype=np.int64))
 
 
-def layer_norm(z: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
-    """LayerNorm over the last axis (as app.maths.blocks.layer_norm, for any leading axes, in z's dtype)."""
-    mean = z.mean(axis=-1, keepdims=True)  # (T, 1)
-    var = z.var(axis=-1, keepdims=True)  # (T, 1)
-    return (z - mean) / np.sqrt(var + eps) * gamma + beta  # (T, d_model)
-
-
 def embed(model: ModelFiles, ids: np.ndarray) -> np.ndarray:
     """E = LayerNorm(word[ids] + position[0..T) + token_type[0]), (T, d_model)."""
     w = model.weights
     t = len(ids)
     summed = w.word[ids] + w.position[:t] + w.token_type[0]  # (T, d_model)
-    return layer_norm(summed, w.ln_gamma, w.ln_beta, model.config.eps)
+    return layer_norm(summed, w.ln_gamma, w.ln_beta, model.config.eps).output
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,17 @@ class LayerHeads:
     scaled: np.ndarray  # (h, T, T)  ÷ √d_k
     weights: np.ndarray  # (h, T, T)  softmax, 0 for a head switched off
     output: np.ndarray  # (h, T, d_k) weights·V
+
+    @property
+    def concat(self) -> np.ndarray:
+        """Concat(head₁ … head_h), (T, h·d_k)."""
+        h, t, d_k = self.output.shape
+        return self.output.transpose(1, 0, 2).reshape(t, h * d_k)
+
+    def head(self, i: int) -> HeadResult:
+        """Head i as the page's pipeline records a head (no mask: masked is scaled)."""
+        return HeadResult(q=self.q[i], k=self.k[i], v=self.v[i], scores=self.scores[i], scaled=self.scaled[i],
+                          masked=self.scaled[i], softmax=self.weights[i], output=self.output[i])
 
 
 def layer_heads(lw: BertLayerWeights, x: np.ndarray, off: Iterable[int] = ()) -> LayerHeads:
@@ -112,11 +126,9 @@ def encoder_layer(model: ModelFiles, layer: int, x: np.ndarray,
     """One encoder layer: attention, residual and LayerNorm; the FFN, residual and LayerNorm."""
     lw, eps = model.weights.layers[layer], model.config.eps
     heads = layer_heads(lw, x, off)
-    t = x.shape[0]
-    concat = heads.output.transpose(1, 0, 2).reshape(t, -1)  # (T, h·d_k)
-    attended = layer_norm(x + concat @ lw.w_o + lw.b_o, lw.ln1_gamma, lw.ln1_beta, eps)  # (T, d_model)
+    attended = layer_norm(x + heads.concat @ lw.w_o + lw.b_o, lw.ln1_gamma, lw.ln1_beta, eps).output  # (T, d_model)
     hidden = gelu(attended @ lw.ffn_w1 + lw.ffn_b1)  # (T, d_ff)
-    out = layer_norm(attended + hidden @ lw.ffn_w2 + lw.ffn_b2, lw.ln2_gamma, lw.ln2_beta, eps)  # (T, d_model)
+    out = layer_norm(attended + hidden @ lw.ffn_w2 + lw.ffn_b2, lw.ln2_gamma, lw.ln2_beta, eps).output
     return out, heads
 
 
@@ -156,7 +168,7 @@ def run_model(model: ModelFiles, tokenized: Tokenized,
     x = embed(model, tokenized.ids)  # (T, d_model)
     hidden, attention = [x], []
     for layer in range(model.config.layers):
-        x, heads = encoder_layer(model, layer, x, [h for (l_, h) in heads_off if l_ == layer])
+        x, heads = encoder_layer(model, layer, x, heads_in(heads_off, layer))
         hidden.append(x)
         attention.append(heads.weights)
     return ModelRun(tokens=tokenized.tokens, ids=tokenized.ids, hidden_states=np.stack(hidden),
@@ -170,11 +182,7 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 def head_result(model: ModelFiles, run: ModelRun, layer: int, head: int) -> HeadResult:
     """One head of one layer, every intermediate as the page's step-through shows it, from the layer's input."""
-    heads = layer_heads(model.weights.layers[layer], run.hidden_states[layer],
-                        [h for (l_, h) in run.heads_off if l_ == layer])
-    return HeadResult(q=heads.q[head], k=heads.k[head], v=heads.v[head], scores=heads.scores[head],
-                      scaled=heads.scaled[head], masked=heads.scaled[head], softmax=heads.weights[head],
-                      output=heads.output[head])
+    return layer_heads(model.weights.layers[layer], run.hidden_states[layer], run.off_in(layer)).head(head)
 
 
 def layer_attention_run(model: ModelFiles, run: ModelRun, layer: int) -> AttentionRun:
@@ -182,14 +190,11 @@ def layer_attention_run(model: ModelFiles, run: ModelRun, layer: int) -> Attenti
     head, the concatenation and Concat·W_O. BERT then adds b_O, the residual and a LayerNorm."""
     lw = model.weights.layers[layer]
     x = run.hidden_states[layer]  # (T, d_model)
-    heads = layer_heads(lw, x, [h for (l_, h) in run.heads_off if l_ == layer])
-    h, t, d_k = heads.q.shape
-    concat = heads.output.transpose(1, 0, 2).reshape(t, h * d_k)  # (T, h·d_k)
+    heads = layer_heads(lw, x, run.off_in(layer))
+    h, _, d_k = heads.q.shape
     empty = np.zeros((h, d_k, 0), dtype=x.dtype)
     weights = Weights(w_q=lw.w_q, w_k=lw.w_k, w_v=lw.w_v, w_o=lw.w_o, w_a=np.zeros((h, d_k, d_k), dtype=x.dtype),
                       w_1=empty, w_2=empty, v_a=np.zeros((h, 0), dtype=x.dtype))
-    results = tuple(HeadResult(q=heads.q[i], k=heads.k[i], v=heads.v[i], scores=heads.scores[i],
-                               scaled=heads.scaled[i], masked=heads.scaled[i], softmax=heads.weights[i],
-                               output=heads.output[i]) for i in range(h))
-    return AttentionRun(x=x, heads=results, concat=concat, output=concat @ lw.w_o, weights=weights,
-                        d_k=d_k, d_v=d_k, scale=True)
+    concat = heads.concat  # (T, h·d_k)
+    return AttentionRun(x=x, heads=tuple(heads.head(i) for i in range(h)), concat=concat, output=concat @ lw.w_o,
+                        weights=weights, d_k=d_k, d_v=d_k, scale=True)
