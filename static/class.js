@@ -12,6 +12,7 @@
   let version = null; // the room's version this page shows
   let source = null;
   let retryMs = 2000; // after a refused stream: doubles up to 30 s while the class cannot be reached
+  let kept = null; // a following student's stage and open drawers, taken before the workspace is fetched
 
   const panel = () => document.getElementById("class-panel");
   const field = (name) => document.querySelector('#state input[name="' + name + '"]');
@@ -42,8 +43,70 @@
   function fetchWorkspace() {
     // The real model's page swaps its results (#model-work); a toy scenario's page its workspace.
     const target = document.getElementById("model-work") ? "#model-work" : "#workspace";
+    kept = { stage: stageId(), drawers: openDrawers() };
     window.htmx.ajax("GET", panel().dataset.workspace, { target: target, swap: "outerHTML" });
   }
+
+  // --- what a student's page keeps of its own while it follows ---------------------------------
+  // The room carries no drawer: each student's Inputs (and learning target) stay as they left them.
+  // At a new stage the page brings the stage's heading and first result into view, as the teacher's
+  // Next does on the projector; it never takes the focus, nor moves the page under a field being typed in.
+  const stage = () => document.querySelector("#stages article.stage");
+  const stageId = () => (stage() ? stage().id : "");
+  const openDrawers = () => Array.from(document.querySelectorAll("details[data-drawer]"))
+    .filter(function (d) { return d.open; }).map(function (d) { return d.dataset.drawer; });
+
+  function isWorkspace(ev) {
+    const p = panel();
+    const info = ev.detail.pathInfo;
+    return Boolean(kept && p && info && info.requestPath === p.dataset.workspace);
+  }
+
+  function keepDrawers(drawers) {
+    document.querySelectorAll("details[data-drawer]").forEach(function (d) {
+      const open = drawers.indexOf(d.dataset.drawer) >= 0;
+      if (d.open !== open) d.open = open;
+      d.dataset.keep = open ? "open" : "closed";
+    });
+    const field = document.getElementById("open-panels");
+    if (!field) return;
+    const words = new Set(field.value.split(" ").filter(Boolean));
+    document.querySelectorAll("details[data-drawer]").forEach(function (d) { words.delete(d.dataset.drawer); });
+    drawers.forEach(function (w) { words.add(w); });
+    field.value = Array.from(words).sort().join(" ");
+  }
+
+  function typing() {
+    const a = document.activeElement;
+    if (!a || a === document.body || !a.matches) return false;
+    return a.matches("textarea, select, [contenteditable], input:not([type=checkbox]):not([type=radio])" +
+                     ":not([type=range]):not([type=button]):not([type=submit]):not([type=reset])");
+  }
+
+  function inView(el) {
+    if (!el) return true;
+    const r = el.getBoundingClientRect();
+    return r.top >= 0 && r.bottom <= window.innerHeight;
+  }
+
+  function showStage() {
+    const s = stage();
+    if (!s || typing()) return;
+    const heading = s.querySelector("h3");
+    const result = s.querySelector(".stage-head ~ * table, .stage-head ~ * figure, .stage-head ~ table, .stage-head ~ figure");
+    if (inView(heading) && inView(result)) return;
+    window.scrollTo(0, Math.max(0, s.getBoundingClientRect().top + window.scrollY - 8));
+  }
+
+  document.addEventListener("htmx:afterSwap", function (ev) {
+    if (isWorkspace(ev)) keepDrawers(kept.drawers);
+  });
+  document.addEventListener("htmx:afterSettle", function (ev) {
+    if (!isWorkspace(ev)) return;
+    const before = kept.stage;
+    kept = null;
+    if (stageId() && stageId() !== before) showStage();
+  });
 
   function fetchResults() {
     if (!document.getElementById("class-results")) return;

@@ -42,10 +42,15 @@ async def heavy(work: Callable[[], T]) -> T:
 # --- what a room shows --------------------------------------------------------------------------
 
 
+# Drawers a reader opens and closes for themselves (the inputs, the learning target): each page keeps its own.
+OWN_DRAWERS = frozenset({"inputs", "target"})
+
+
 def room_state(sc: Scenario, view: View) -> str:
     """The teacher's state as the room keeps it: the permalink's fields. Students get the same view
-    but not presenter mode (a phone is not a projector), nor the teacher's last checked guess."""
-    view = replace(view, present=False, guess="", guess_ref="")
+    but not presenter mode (a phone is not a projector), nor the teacher's last checked guess, nor the
+    teacher's open drawers (a phone's stage would move down by the drawer's height)."""
+    view = replace(view, present=False, guess="", guess_ref="", panels=view.panels - OWN_DRAWERS)
     return urlencode(state_query(sc, view))
 
 

@@ -123,7 +123,7 @@ async def test_a_step_on_server_a_reaches_a_student_on_server_b(redis_db: RedisS
                 r = await student.get(f"/class/{lesson.code}/workspace", headers=HTMX)
                 assert r.status_code == 200
                 assert shown_stage(r.text) == "softmax"
-                assert 'name="quiz" checked' in r.text
+                assert '<input type="hidden" name="quiz" value="on">' in r.text  # the teacher's quiz, not a toggle
 
                 r = await student.post(f"/class/{lesson.code}/predict", headers=HTMX,
                                        data={"guess_matrix": "softmax", "guess_row": "1", "guess_col": "2",
