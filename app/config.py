@@ -88,7 +88,9 @@ class Settings(BaseSettings):
     # whole class behind one address, so each address allowance is a class's worth, a cookie's one student's.
     class_predictions_per_minute: int = Field(default=30, ge=1)  # per student (and per browser, across re-joins)
     class_failures_per_client: int = Field(default=10, ge=1)  # codes naming no class per minute, per browser
-    class_failures_per_address: int = Field(default=60, ge=1)  # … and per address; past either, 429
+    # … and per address (a school's NAT: 30 students with 10 typos each); past either, 429. Enumeration is
+    # bounded by this and the code space: 31⁸ codes / 200 rooms / 300 a minute ≈ 27 years per address.
+    class_failures_per_address: int = Field(default=300, ge=1)
     class_seats_per_address: int = Field(default=100, ge=1)  # seats of one class taken from one address
     class_streams_per_address: int = Field(default=250, ge=1)  # event streams one address holds per worker
     class_rooms_per_address: int = Field(default=20, ge=1)  # classes alive started from one address

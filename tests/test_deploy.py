@@ -524,8 +524,8 @@ def test_the_balancer_passes_server_sent_events_unbuffered_over_http_11() -> Non
     assert "proxy_set_header Host $http_host;" in server  # with the port, for the join link
     assert "proxy_set_header X-Forwarded-For $remote_addr;" in server
     [events] = re.findall(r"location ~ (\S+) \{", nginx)
-    assert re.search(events, "/class/KQ7M4P/events") and re.search(events, "/attention/class/KQ7M4P/events")
-    assert not re.search(events, "/class/KQ7M4P/workspace")
+    assert re.search(events, "/class/KQ7M4PXR/events") and re.search(events, "/attention/class/KQ7M4PXR/events")
+    assert not re.search(events, "/class/KQ7M4PXR/workspace")
     block = nginx_block(nginx, f"location ~ {events}")
     assert "proxy_buffering off;" in block and "proxy_pass http://attention;" in block
     timeout = re.search(r"proxy_read_timeout (\d+)([smh]);", block)

@@ -9,8 +9,8 @@ names, nothing personal. Two stores keep rooms behind one interface:
   serve one class. A change is published on the room's channel, and each worker passes it to its own
   open streams.
 
-Codes are six characters from an alphabet without look-alikes (``KQ7-M4P`` read aloud); with
-``class_max_rooms`` rooms alive, a guess names one with odds of about one in a million, and failed
+Codes are eight characters from an alphabet without look-alikes (``KQ7M-4PXR`` read aloud); with
+``class_max_rooms`` rooms alive, a guess names one with odds of about one in four billion, and failed
 guesses are limited per browser and per address. The teacher key is a 32-byte secret; the store keeps
 its SHA-256. Addresses are kept only as a short SHA-256, to count one address's share of seats, rooms
 and streams.
@@ -32,7 +32,7 @@ import orjson
 from limits import RateLimitItemPerSecond
 
 CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: easy to read aloud and to type
-CODE_LENGTH = 6  # 31⁶ ≈ 8.9 × 10⁸ codes
+CODE_LENGTH = 8  # 31⁸ ≈ 8.5 × 10¹¹ codes: enough that an address's share of guesses finds no class
 
 
 class RoomsFull(Exception):
@@ -83,7 +83,7 @@ def normal_code(text: str) -> str:
 
 
 def spoken_code(code: str) -> str:
-    """KQ7M4P → KQ7-M4P: two halves, easier to read aloud and to copy from a projector."""
+    """KQ7M4PXR → KQ7M-4PXR: two halves, easier to read aloud and to copy from a projector."""
     half = len(code) // 2
     return f"{code[:half]}-{code[half:]}"
 

@@ -4,6 +4,7 @@ teacher a route's path names, as FastAPI dependencies."""
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -27,9 +28,23 @@ def notice(request: Request, status: int, title: str, message: str, code: str = 
 # --- codes naming no class: counted per browser and per address, on every class route ------------
 
 
+def guessing_network(address: str) -> str:
+    """Whose guesses count together: an IPv4 address, or an IPv6 address's /64 (one home or school
+    network holds a whole /64, and would otherwise have 2⁶⁴ budgets)."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        return str(ip.ipv4_mapped) if ip.ipv4_mapped else str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(ip)
+
+
 def failure_buckets(request: Request) -> list[tuple[str, int]]:
+    """A browser's own small budget (its cookie), and its network's large one (a school behind one NAT
+    shares it): one student's typos cost only that student, and cookies made anew gain a guesser nothing."""
     c = conf(request)
-    found = [(f"fail-address:{client_address(request)}", c.class_failures_per_address)]
+    found = [(f"fail-address:{guessing_network(client_address(request))}", c.class_failures_per_address)]
     if client_id(request):
         found.append((f"fail-client:{client_id(request)}", c.class_failures_per_client))
     return found
@@ -100,7 +115,7 @@ def not_teacher(request: Request) -> HTMLResponse:
 async def notice_failed(request: Request, code: str) -> HTMLResponse:
     """The 404 for a code naming no class (the failure already counted)."""
     response = notice(request, 404, "No class with this code",
-                      "Check the code on the teacher's screen and type it again (letters and digits, as KQ7-M4P).",
+                      "Check the code on the teacher's screen and type it again (letters and digits, as KQ7M-4PXR).",
                       code)
     set_client(request, response)
     return response

@@ -66,9 +66,9 @@ def contexts(browser: Browser, base_url: str) -> Iterator[Callable[..., BrowserC
 def start_class(teacher: Page, preset: str = "three-token") -> str:
     teacher.goto(f"/?preset={preset}")
     teacher.get_by_role("button", name="Teach a live class").click()
-    teacher.wait_for_url(re.compile(r"/class/[A-Z0-9]{6}/teach$"))  # the key went into a cookie
+    teacher.wait_for_url(re.compile(r"/class/[A-Z0-9]{8}/teach$"))  # the key went into a cookie
     code = teacher.locator(".class-code").inner_text()
-    assert re.fullmatch(r"[A-Z0-9]{3}-[A-Z0-9]{3}", code)
+    assert re.fullmatch(r"[A-Z0-9]{4}-[A-Z0-9]{4}", code)
     return code
 
 
@@ -272,5 +272,5 @@ def test_the_class_pages_have_no_serious_accessibility_violations(contexts: Call
     student.get_by_role("button", name="Explore on my own").click()
     assert violations(axe, student) == []
     notice = contexts().new_page()
-    notice.goto("/class/ZZZZZZ")
+    notice.goto("/class/ZZZZZZZZ")
     assert violations(axe, notice) == []

@@ -82,7 +82,7 @@ def start_class(teacher: Page) -> str:
     """The teacher's class on the three-token example; its code as a student types it."""
     teacher.goto("/?preset=three-token")
     teacher.get_by_role("button", name="Teach a live class").click()
-    teacher.wait_for_url(re.compile(r"/class/[A-Z0-9]{6}/teach$"))
+    teacher.wait_for_url(re.compile(r"/class/[A-Z0-9]{8}/teach$"))
     return teacher.locator(".class-code").inner_text().replace("-", "")
 
 

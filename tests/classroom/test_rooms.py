@@ -77,17 +77,18 @@ async def no_event(queue: asyncio.Queue[Event]) -> None:
 
 
 @pytest.mark.parametrize(("typed", "code"), [
-    ("KQ7M4P", "KQ7M4P"), ("kq7-m4p", "KQ7M4P"), (" KQ7 M4P ", "KQ7M4P"), ("kq7m4p", "KQ7M4P"),
-    ("KQ7M4", ""), ("KQ7M4PP", ""), ("KQ7M0P", ""), ("KQ7M1P", ""), ("KQ7MOP", ""), ("KQ7MIP", ""),
-    ("KQ7MLP", ""), ("KQ7_M4P", ""), ("", ""), ("КQ7M4P", ""),  # the last starts with a Cyrillic К
+    ("KQ7M4PXR", "KQ7M4PXR"), ("kq7m-4pxr", "KQ7M4PXR"), (" KQ7M 4PXR ", "KQ7M4PXR"), ("kq7m4pxr", "KQ7M4PXR"),
+    ("KQ7M4PX", ""), ("KQ7M4PXRR", ""), ("KQ7M0PXR", ""), ("KQ7M1PXR", ""), ("KQ7MOPXR", ""), ("KQ7MIPXR", ""),
+    ("KQ7MLPXR", ""), ("KQ7_M4PXR", ""), ("", ""), ("KQ7M4P", ""),
+    ("КQ7M4PXR", ""),  # the last starts with a Cyrillic К
 ])
 def test_a_typed_code_is_normalised_or_refused(typed: str, code: str) -> None:
     assert normal_code(typed) == code
 
 
 def test_a_code_is_read_aloud_in_two_halves() -> None:
-    assert spoken_code("KQ7M4P") == "KQ7-M4P"
-    assert normal_code(spoken_code("KQ7M4P")) == "KQ7M4P"
+    assert spoken_code("KQ7M4PXR") == "KQ7M-4PXR"
+    assert normal_code(spoken_code("KQ7M4PXR")) == "KQ7M4PXR"
 
 
 def test_new_codes_are_normal_and_differ() -> None:

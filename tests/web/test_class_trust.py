@@ -52,7 +52,7 @@ def start(app, address: tuple[str, int] = SCHOOL, preset: str = PRESET) -> tuple
     r = teacher.post("/class", data={**preset_fields(preset), "action": "start_class"})
     assert r.status_code == 303, r.text[:300]
     link = r.headers["location"]
-    code = re.fullmatch(r"/class/([A-Z0-9]{6})/teach\?key=.+", link)[1]
+    code = re.fullmatch(r"/class/([A-Z0-9]{8})/teach\?key=.+", link)[1]
     key = dict(parse_qsl(urlsplit(link).query))["key"]
     assert teacher.get(link).status_code == 303
     return teacher, code, key
@@ -63,7 +63,7 @@ def room(app, code: str):  # noqa: ANN001, ANN201
 
 
 def other_codes(code: str, n: int) -> list[str]:
-    return [a + b + "2345" for a in CODE_ALPHABET for b in CODE_ALPHABET if a + b + "2345" != code][:n]
+    return [a + b + "234567" for a in CODE_ALPHABET for b in CODE_ALPHABET if a + b + "234567" != code][:n]
 
 
 @pytest.fixture

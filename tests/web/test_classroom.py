@@ -44,7 +44,7 @@ class Class:
         started = self.teacher.post("/class", data={**preset_fields(preset), "action": "start_class"})
         assert started.status_code == 303, started.text
         link = started.headers["location"]
-        self.code = re.fullmatch(r"/class/([A-Z0-9]{6})/teach\?key=(.+)", link)[1]
+        self.code = re.fullmatch(r"/class/([A-Z0-9]{8})/teach\?key=(.+)", link)[1]
         self.key = dict(parse_qsl(urlsplit(link).query))["key"]
         opened = self.teacher.get(link)
         assert opened.status_code == 303 and opened.headers["location"] == f"/class/{self.code}/teach"
@@ -105,13 +105,13 @@ def current_stage(html: str) -> str:
 # --- codes and keys ----------------------------------------------------------------------------
 
 
-def test_codes_are_six_unambiguous_characters_read_in_two_halves(lesson: Class) -> None:
-    assert len(lesson.code) == 6 and set(lesson.code) <= set(CODE_ALPHABET)
+def test_codes_are_eight_unambiguous_characters_read_in_two_halves(lesson: Class) -> None:
+    assert len(lesson.code) == 8 and set(lesson.code) <= set(CODE_ALPHABET)
     assert not set("01IOL") & set(CODE_ALPHABET)
-    assert len(CODE_ALPHABET) ** 6 > 8e8  # with 200 rooms, a guess finds one about once in 4 million
-    assert spoken_code("KQ7M4P") == "KQ7-M4P"
-    assert normal_code(" kq7-m4p ") == "KQ7M4P"
-    for bad in ("KQ7M4", "KQ7M4PP", "KQ0M4P", "../../x", "ＫＱ７Ｍ４Ｐ", ""):
+    assert len(CODE_ALPHABET) ** 8 > 8e11  # with 200 rooms, a guess finds one about once in 4 billion
+    assert spoken_code("KQ7M4PXR") == "KQ7M-4PXR"
+    assert normal_code(" kq7m-4pxr ") == "KQ7M4PXR"
+    for bad in ("KQ7M4PX", "KQ7M4PXRR", "KQ0M4PXR", "../../x", "ＫＱ７Ｍ４ＰＸＲ", "KQ7M4P", ""):
         assert normal_code(bad) == ""
 
 
@@ -355,7 +355,7 @@ def test_predictions_need_a_quiz_a_student_and_a_class(lesson: Class) -> None:
     assert send(stranger, lesson, "0.5").status_code == 403
     stranger.cookies.set("attention_student", "forged", path=f"/class/{lesson.code}")
     assert send(stranger, lesson, "0.5").status_code == 403
-    assert stranger.post("/class/ZZZZZZ/predict", data={"guess": "1"}).status_code == 404
+    assert stranger.post("/class/ZZZZZZZZ/predict", data={"guess": "1"}).status_code == 404
     assert lesson.app.state.rooms.rooms[lesson.code].predictions == {}
 
 
@@ -428,7 +428,7 @@ def test_every_class_route_has_the_security_headers(lesson: Class) -> None:
         student.get(f"/class/{lesson.code}/workspace", headers=HTMX),
         send(student, lesson, "0.3"),
         lesson.teacher.post(f"/class/{lesson.code}/results", data={"class_key": lesson.key}),
-        TestClient(lesson.app).get("/class/ZZZZZZ"),
+        TestClient(lesson.app).get("/class/ZZZZZZZZ"),
         TestClient(lesson.app, follow_redirects=False).get("/class", params={"code": lesson.code}),
     ]
     for r in responses:
@@ -450,7 +450,7 @@ def test_the_event_stream_tells_the_version_at_once(lesson: Class) -> None:
         base = f"http://{LOOPBACK}:{port}"
         teacher = httpx.Client(base_url=base, follow_redirects=True)
         r = teacher.post("/class", data={**preset_fields(), "action": "start_class"})
-        code = re.search(r"/class/([A-Z0-9]{6})/teach", str(r.url))[1]
+        code = re.search(r"/class/([A-Z0-9]{8})/teach", str(r.url))[1]
         with httpx.stream("GET", f"{base}/class/{code}/events", timeout=5) as events:
             assert events.headers["content-type"].startswith("text/event-stream")
             assert events.headers["cache-control"] == "no-store"
@@ -470,7 +470,7 @@ def test_the_event_stream_tells_the_version_at_once(lesson: Class) -> None:
                     break
             time.sleep(0.1)
         assert again.status_code == 200
-        missing = httpx.get(f"{base}/class/ZZZZZZ/events")
+        missing = httpx.get(f"{base}/class/ZZZZZZZZ/events")
         assert missing.status_code == 404
 
 
@@ -479,7 +479,7 @@ def test_a_class_request_while_redis_is_down_is_a_503() -> None:
 
     app = create_app(Settings(redis_url=f"redis://{LOOPBACK}:{free_port()}/0"))  # nothing listens there
     client = TestClient(app, raise_server_exceptions=False)
-    for r in (client.get("/class/ABCDEF"), client.post("/stages", data={"class_code": "ABCDEF"})):
+    for r in (client.get("/class/ABCDEFGH"), client.post("/stages", data={"class_code": "ABCDEFGH"})):
         assert r.status_code == 503 and "Redis" in r.text and r.headers["retry-after"] == "5"
         assert "content-security-policy" in r.headers
     assert client.get("/healthz").status_code == 200  # the page without a class needs no Redis
