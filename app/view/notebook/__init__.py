@@ -140,7 +140,8 @@ def attention_notebook(sc: Scenario, view: View) -> NotebookNode:
              "Every number of the page, rebuilt with plain NumPy: the state as it was on the screen, then one cell "
              "per stage. Run the cells from the top (*Run All*); change any number of the state and run again to "
              "see what follows from it. The last cell checks the notebook's numbers against the page's.\n\n"
-             f"Notation as in *Attention Is All You Need*: $T = {len(sc.tokens)}$ tokens, $d_{{model}} = {sc.d_model}$, "
+             f"Notation as in *Attention Is All You Need*: $T = {len(sc.tokens)}$ tokens, "
+             f"$d_{{model}} = {sc.d_model}$, "
              f"$h = {run.num_heads}$ heads of $d_k = {run.d_k}$, $d_v = {run.d_v}$. Arrays hold every head at once: "
              "`W_Q` is $(h, d_{model}, d_k)$, so `Q = X @ W_Q` is $(h, T, d_k)$.")
     cells = [new_markdown_cell(intro), new_code_cell(setup_code(s)),
@@ -178,3 +179,8 @@ def attention_notebook(sc: Scenario, view: View) -> NotebookNode:
     nb = new_notebook(cells=cells, metadata={"kernelspec": KERNEL, "language_info": {"name": "python"}})
     nbformat.validate(nb)
     return nb
+
+
+def notebook_text(sc: Scenario, view: View) -> str:
+    """The notebook as the .ipynb file's text."""
+    return nbformat.writes(attention_notebook(sc, view))

@@ -95,8 +95,8 @@ def state_code(s: Setting, tokens: tuple[str, ...], key_tokens: tuple[str, ...],
 
 def setup_code(s: Setting) -> str:
     """The imports and the few functions the stages call."""
-    lines = ["import math", "", "import numpy as np", "", "np.set_printoptions(precision=4, suppress=True, linewidth=120)",
-             "", "", "def softmax_rows(z):",
+    lines = ["import math", "", "import numpy as np", "",
+             "np.set_printoptions(precision=4, suppress=True, linewidth=120)", "", "", "def softmax_rows(z):",
              '    """exp of each entry over its row\'s sum; the row maximum is subtracted first (no overflow)."""',
              "    e = np.exp(z - z.max(axis=-1, keepdims=True))",
              "    return e / e.sum(axis=-1, keepdims=True)"]
@@ -144,7 +144,8 @@ def attention_lines(s: Setting, run: AttentionRun) -> dict[str, list[str]]:
     qkv = []
     if s.blocks and s.norm == "pre":
         qkv.append("X_heads = layer_norm(X, gamma_1, beta_1)  # pre-norm: the heads see LayerNorm₁(X)")
-    qkv += [f"Q = {heads_in} @ W_Q  # (h, T, d_k)", f"K = {src} @ W_K  # (h, S, d_k)", f"V = {src} @ W_V  # (h, S, d_v)"]
+    qkv += [f"Q = {heads_in} @ W_Q  # (h, T, d_k)", f"K = {src} @ W_K  # (h, S, d_k)",
+            f"V = {src} @ W_V  # (h, S, d_v)"]
     q_s, k_s = "Q", "K"
     if s.rope:
         qkv.append("Q_rot, K_rot = rope(Q), rope(K)  # positions rotate queries and keys")
