@@ -15,10 +15,14 @@ from nbclient.exceptions import CellExecutionError
 
 from app.lesson.presets import PRESETS
 from app.lesson.stages import BY_KEY
+from app.maths.bert import run_model
+from app.maths.model_files import load_model_files
 from app.state.learning import Learning
+from app.state.model_state import read_wordpieces
 from app.state.page import preset_page
 from app.state.scenario import Scenario, View
 from app.view.notebook import attention_notebook, notebook_text
+from app.view.notebook.model import model_notebook
 from app.view.panels import page_stages
 
 CHECKED = "matrices agree with the page's"
@@ -106,3 +110,15 @@ def test_the_notebook_holds_the_page_s_text_and_state() -> None:
     assert r"\sqrt{d_k}" in markdown  # the page's formulas, for Jupyter's MathJax
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     assert repr(list(sc.tokens)) in code and "W_Q = np.array(" in code and "target = np.array(" in code
+
+
+def test_the_real_model_s_head_as_a_notebook() -> None:
+    """Layer 3, head 4 on a sentence: the head's weight slices, Q … A·V, checked to float32 precision."""
+    model = load_model_files()
+    tokens = read_wordpieces(model, "The cat sat on the mat because it was tired.")
+    nb = model_notebook(model, tokens.text, run_model(model, tokens), layer=2, head=3)
+    nbformat.validate(nb)
+    state = next(c.source for c in nb.cells if c.cell_type == "code" and c.source.startswith("tokens = "))
+    assert "W_Q = np.array(" in state and "dtype=np.float32)  # (384, 32)" in state
+    assert "it" in state and len(state) < 800_000  # one head's slices, not the model
+    assert execute(nb).startswith("All 7 matrices agree")

@@ -23,10 +23,18 @@ def number(v: float) -> str:
     return repr(v)
 
 
+def _cell(v: object, dtype: np.dtype) -> str:
+    if dtype.kind == "b":
+        return str(bool(v))
+    if dtype == np.float32:  # the shortest text that reads back as the same float32
+        return str(np.float32(v))
+    return number(float(v))
+
+
 def _rows(a: np.ndarray, indent: str) -> list[str]:
     """One line per innermost row, brackets nested around them."""
     if a.ndim == 1:
-        cells = [str(bool(v)) if a.dtype == bool else number(v) for v in a.tolist()]
+        cells = [_cell(v, a.dtype) for v in a]
         return [indent + "[" + ", ".join(cells) + "],"]
     lines = [indent + "["]
     for part in a:
@@ -36,9 +44,10 @@ def _rows(a: np.ndarray, indent: str) -> list[str]:
 
 
 def array_literal(a: np.ndarray) -> str:
-    """``np.array([...])`` with one row per line (``dtype=bool`` for a mask)."""
+    """``np.array([...])`` with one row per line (``dtype=bool`` for a mask, ``dtype=np.float32`` for float32,
+    each number the shortest text that reads back as the same float32)."""
     a = np.asarray(a)
-    suffix = ", dtype=bool)" if a.dtype == bool else ")"
+    suffix = {np.dtype(bool): ", dtype=bool)", np.dtype(np.float32): ", dtype=np.float32)"}.get(a.dtype, ")")
     if a.ndim == 0:
         return f"np.array({number(float(a))})"
     if a.ndim == 1:
