@@ -212,7 +212,7 @@ def api_steps(body: dict) -> tuple[str, str]:
         ("run_document: the arrays named", lambda: run_document(run, req.tokens)),
         ("numpy_json.dumps: JSON from the arrays (orjson)", lambda: dumps(doc)),
         ("(before: ndarray.tolist + json.dumps)", lambda: json.dumps(_as_lists(doc), separators=(",", ":"))),
-        ("the route's work: attention_body", lambda: attention_body(req)),
+        ("the route's work: attention_body, encoded", lambda: dumps(attention_body(req))),
         *compression_steps(text, "the body"),
     ]
     repeat = repeats_for(lambda: gzip.compress(text, max(COMPARED_LEVELS)))

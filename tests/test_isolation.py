@@ -23,6 +23,7 @@ from fastapi.testclient import TestClient
 from app.lesson.presets import PRESETS
 from app.main import create_app
 from app.web import api
+from app.web.json_encoding import dumps
 from app.web.schemas import AttentionRequest
 from tests.conftest import form_fields
 from tests.servers import LOOPBACK, free_port, running, tail, uvicorn_args
@@ -61,7 +62,7 @@ def client_state(i: int) -> dict[str, Any]:
 
 def expected_body(body: dict[str, Any]) -> bytes:
     """What the route computes for this body in this process, without HTTP."""
-    return api.attention_body(AttentionRequest.model_validate(body))
+    return dumps(api.attention_body(AttentionRequest.model_validate(body)))
 
 
 def client_form(i: int, base_forms: dict[str, dict[str, str]]) -> dict[str, str]:

@@ -4,6 +4,7 @@ by app.state.reading). Pure: no request, no markup."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from app.config import settings
@@ -11,9 +12,10 @@ from app.lesson.presets import DEFAULT_PRESET, PRESETS
 from app.state.form import FormError, is_index
 from app.state.grids import expand_grids
 from app.state.learning import STEP_ACTIONS, Learning, fit, preset_learning, train_page
+from app.state.permalink import state_query
 from app.state.pin import encode_pin
 from app.state.reading import decode_pin, read_page
-from app.state.scenario import Scenario, View, add_token, from_preset, new_weights, remove_token
+from app.state.scenario import VIEW_FIELDS, Scenario, View, add_token, from_preset, new_weights, remove_token
 from app.state.tokens import visible
 
 
@@ -21,6 +23,16 @@ def preset_page(key: str) -> tuple[Scenario, View]:
     """A preset's scenario and view, with its training goal in the Learn panel when it has one."""
     sc, view = from_preset(key)
     return sc, replace(view, learning=preset_learning(sc))
+
+
+def link_fields(params: Mapping[str, str]) -> dict[str, str]:
+    """A link's query as the form it stands for: a whole state (it has ``shape``), or a preset's state with the
+    view settings the link gives (``?preset=bank-river&stage=softmax``)."""
+    if "shape" in params:
+        return dict(params)
+    key = params.get("preset", DEFAULT_PRESET)
+    sc, view = preset_page(key if key in PRESETS else DEFAULT_PRESET)
+    return {**dict(state_query(sc, view)), **{k: params[k] for k in VIEW_FIELDS if k in params}}
 
 
 def apply_action(sc: Scenario, view: View, action: str) -> tuple[Scenario, View]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from markupsafe import Markup
+from nbformat import NotebookNode
 
 from app.maths.arithmetic import CellRef, explain
 from app.maths.bert import ModelRun, layer_attention_run, run_model
@@ -20,6 +21,7 @@ from app.view.head_catalogue import catalogue_context
 from app.view.heatmap import heatmap_table, legend
 from app.view.labels import numbered, token_labels
 from app.view.model_maps import condensed_svg, head_svg, thumbnail
+from app.view.notebook.model import model_notebook
 from app.view.panels import Panel
 from app.view.worked import worked
 
@@ -146,18 +148,32 @@ def compare(one: ModelRun, two: ModelRun, page: ModelPage, query: int, layer: in
             "differs": [i for i, (a, b) in enumerate(zip(one.tokens, two.tokens, strict=True)) if a != b]}
 
 
+def shown_head(page: ModelPage, one: ModelRun, two: ModelRun, query: int) -> tuple[int, int]:
+    """The head the page steps through: the one asked for, else the one that moves the compared token most
+    between the two sentences (when they align), else layer 1's head 1; from 0."""
+    if page.layer is not None and page.head is not None:
+        return page.layer, page.head
+    if len(one.tokens) == len(two.tokens):
+        best = attention_shifts(one.attention, two.attention, query)[0]
+        return best.layer, best.head
+    return 0, 0
+
+
+def model_notebook_for(model: ModelFiles, read: ModelRead) -> NotebookNode:
+    """The notebook of the head the page steps through, on the first sentence."""
+    page = read.page
+    one, two = run_model(model, read.first), run_model(model, read.second)
+    query = page.query if page.query is not None else default_query(one.tokens)
+    layer, head = shown_head(page, one, two, query)
+    return model_notebook(model, read.first.text, one, layer, head)
+
+
 def model_context(model: ModelFiles, read: ModelRead) -> dict:
     """The whole page's context for a state read by app.state.model_state.read_model_page."""
     page = read.page
     one, two = run_model(model, read.first), run_model(model, read.second)
     query = page.query if page.query is not None else default_query(one.tokens)
-    if page.layer is not None and page.head is not None:
-        layer, head = page.layer, page.head
-    elif len(one.tokens) == len(two.tokens):  # the head that moves the compared token most
-        best = attention_shifts(one.attention, two.attention, query)[0]
-        layer, head = best.layer, best.head
-    else:
-        layer, head = 0, 0
+    layer, head = shown_head(page, one, two, query)
     off = page.heads_off
     switched = switch_off(model, read.first, read.second, off, (one, two))
     return {

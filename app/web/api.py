@@ -22,6 +22,7 @@ from app.maths.weights import ALL_WEIGHT_NAMES, BLOCK_WEIGHT_NAMES
 from app.web.compression import compressed
 from app.web.json_encoding import NotFinite, dumps
 from app.web.lanes import Lanes
+from app.web.npz_encoding import NPZ_MEDIA_TYPE, answer_media_type, npz_dumps
 from app.web.responses import AttentionResponse, BodyTooLarge, Health, TrainResponse, ValidationErrorResponse
 from app.web.schemas import AttentionRequest, Loss, TrainRequest
 
@@ -163,17 +164,6 @@ def run_json(run: AttentionRun, tokens: list[str], transformer: TransformerRun |
     return dumps(run_document(run, tokens, transformer))
 
 
-def finite_json(body: dict, field: str, why: str) -> bytes:
-    """Compact JSON of a body that may hold an overflow (training that diverged): a 422 naming ``field``
-    when any number is not finite, so that NaN never reaches JSON."""
-    try:
-        return dumps(body)
-    except NotFinite:
-        error = {"type": "not_finite", "loc": ("body", field), "input": None,
-                 "ctx": {"field": field, "message": why}, "msg": why}
-        raise RequestValidationError([error]) from None
-
-
 def _loss_spec(loss: Loss) -> dict:
     spec: dict = {"kind": loss.kind, "target": np.array(loss.target, dtype=np.float64)}
     if loss.kind == "attention":
@@ -192,6 +182,9 @@ def _run_kwargs(req: AttentionRequest, attention_weights: dict) -> dict:
 
 
 RESPONSES: dict = {
+    200: {"description": "JSON by default; with `Accept: application/x-npz`, the same arrays as a NumPy .npz, "
+                         "each named by its place in the JSON (`heads/0/softmax`)",
+          "content": {"application/x-npz": {"schema": {"type": "string", "format": "binary"}}}},
     413: {"model": BodyTooLarge, "description": "The body is larger than the largest valid request"},
     422: {"model": ValidationErrorResponse, "description": "Invalid input: each problem names its field"},
 }
@@ -216,8 +209,8 @@ def estimated_operations(req: AttentionRequest, passes: int = 1) -> int:
     return passes * (cost.total_macs + cost.total_elementwise + PASS_OVERHEAD)
 
 
-def attention_body(req: AttentionRequest) -> bytes:
-    """POST /api/attention's answer as JSON: the pipeline run, encoded (blocking: a worker thread's work)."""
+def attention_body(req: AttentionRequest) -> dict:
+    """POST /api/attention's answer as a document of the pipeline's arrays (blocking: a worker thread's work)."""
     given = req.weights.model_dump(exclude_none=True) if req.weights else {}
     kwargs = _run_kwargs(req, {k: v for k, v in given.items() if k in ALL_WEIGHT_NAMES})
     if req.blocks:
@@ -225,37 +218,57 @@ def attention_body(req: AttentionRequest) -> bytes:
             req.x, blocks=req.blocks, d_ff=req.d_ff, activation=req.activation, norm=req.norm,
             block_weights={k: v for k, v in given.items() if k in BLOCK_WEIGHT_NAMES}, **kwargs,
         )
-        return run_json(transformer.blocks[0].attention, req.tokens, transformer)
+        return run_document(transformer.blocks[0].attention, req.tokens, transformer)
     run = run_attention(req.x, **kwargs)
     if req.loss is None:
-        return run_json(run, req.tokens)
-    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is answered below, not warned about
+        return run_document(run, req.tokens)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is answered as a 422, not warned about
         loss, grads = loss_and_gradients(run, _loss_spec(req.loss))
-    body = run_document(run, req.tokens, loss=loss, gradients=grads)
-    return finite_json(body, "loss", "the loss or a gradient overflows a double for these values")
+    return run_document(run, req.tokens, loss=loss, gradients=grads)
 
 
-def train_body(req: TrainRequest) -> bytes:
-    """POST /api/train's answer as JSON: the training, then its final state encoded (blocking)."""
+def train_body(req: TrainRequest) -> dict:
+    """POST /api/train's answer: the training, then its final state as a document (blocking)."""
     given = req.weights.model_dump(exclude_none=True) if req.weights else {}
     attention_weights = {k: v for k, v in given.items() if k in ALL_WEIGHT_NAMES}
     spec = _loss_spec(req.loss)
-    with np.errstate(over="ignore", invalid="ignore"):  # divergence is answered below, not warned about
+    with np.errstate(over="ignore", invalid="ignore"):  # divergence is answered as a 422, not warned about
         result = train(
             np.array(req.x, dtype=np.float64), _run_kwargs(req, attention_weights), spec, steps=req.steps,
             optimizer=req.optimizer, learning_rate=req.learning_rate, train=tuple(req.train),
         )
         loss, grads = loss_and_gradients(result.run, spec)
-    body = run_document(result.run, req.tokens, loss=loss, gradients=grads) | {"losses": list(result.losses)}
-    return finite_json(body, "learning_rate", "training diverged: the loss or a parameter overflowed a "
-                       "double; lower learning_rate or steps")
+    return run_document(result.run, req.tokens, loss=loss, gradients=grads) | {"losses": list(result.losses)}
 
 
-async def answer(request: Request, operations: int, body: Callable[[], bytes]) -> Response:
-    """The JSON answer, computed, encoded and compressed in a worker thread of the lane its work asks for."""
+def encoded_answer(doc: dict, media_type: str, not_finite: tuple[str, str] | None = None) -> bytes:
+    """The document as JSON or .npz. A number that is not finite is a 422 naming ``not_finite``'s field, with
+    its reason (a loss or training that overflowed); without one, it would be a bug, and a 500."""
+    try:
+        return npz_dumps(doc) if media_type == NPZ_MEDIA_TYPE else dumps(doc)
+    except NotFinite:
+        if not_finite is None:
+            raise
+        field, why = not_finite
+        error = {"type": "not_finite", "loc": ("body", field), "input": None,
+                 "ctx": {"field": field, "message": why}, "msg": why}
+        raise RequestValidationError([error]) from None
+
+
+async def answer(request: Request, operations: int, document: Callable[[], dict],
+                 not_finite: tuple[str, str] | None = None) -> Response:
+    """The answer, as JSON or as the .npz the client asks for in Accept, computed, encoded and compressed in a
+    worker thread of the lane its work asks for."""
     lanes: Lanes = request.app.state.lanes
     accept_encoding = request.headers.get("accept-encoding", "")
-    return await lanes.run(operations, lambda: compressed(body(), "application/json", accept_encoding))
+    media_type = answer_media_type(request.headers.get("accept", ""))
+
+    def work() -> Response:
+        response = compressed(encoded_answer(document(), media_type, not_finite), media_type, accept_encoding)
+        response.headers["Vary"] = ", ".join(filter(None, (response.headers.get("Vary"), "Accept")))
+        return response
+
+    return await lanes.run(operations, work)
 
 
 @router.post("/api/attention", response_model=AttentionResponse, tags=["attention"], responses=RESPONSES)
@@ -266,7 +279,8 @@ async def attention(req: AttentionRequest, request: Request) -> Response:
     a positional encoding, a temperature, the general or additive score, linear attention, and
     1–4 transformer blocks around it (then `blocks` holds each block's intermediates).
     With a `loss` (attention without blocks), also the loss and every gradient of it."""
-    return await answer(request, estimated_operations(req), lambda: attention_body(req))
+    return await answer(request, estimated_operations(req), lambda: attention_body(req),
+                        ("loss", "the loss or a gradient overflows a double for these values"))
 
 
 @router.post("/api/train", response_model=TrainResponse, tags=["attention"], responses=RESPONSES)
@@ -274,7 +288,9 @@ async def train_attention(req: TrainRequest, request: Request) -> Response:
     """Descend `loss` for `steps` steps of SGD or Adam on the parameters named in `train`, and return
     `losses` (before the first step … after the last) and the final state as POST /api/attention does:
     the trained weights and x_input, its intermediates, its loss and its gradients."""
-    return await answer(request, estimated_operations(req, passes=req.steps + 1), lambda: train_body(req))
+    return await answer(request, estimated_operations(req, passes=req.steps + 1), lambda: train_body(req),
+                        ("learning_rate", "training diverged: the loss or a parameter overflowed a double; "
+                         "lower learning_rate or steps"))
 
 
 @router.get("/healthz", response_model=Health, tags=["health"])

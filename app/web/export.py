@@ -2,6 +2,8 @@
 
 - POST /export   the page's own form plus ``export=<ref>|<format>`` (the pressed button) or
                  ``export_ref`` and ``export_format``; answers with an attachment
+- POST /export/notebook, GET /export/notebook?<a permalink's query>
+                 the state as a Jupyter notebook that rebuilds every stage and checks itself
 
 The format functions are pure (NumPy and the standard library). The numbers are the pipeline's,
 found through the page's PanelBuilder (app.view.context.panel_matrix), so a file holds what its panel
@@ -15,17 +17,19 @@ import io
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from app.state.form import FormError
-from app.state.reading import read_form
+from app.state.page import link_fields
+from app.state.reading import read_form, read_page
 from app.state.scenario import Scenario, View
 from app.view.context import panel_matrix
 from app.view.heatmap import format_numbers
+from app.view.notebook import notebook_text
 from app.web.api import run_json
 from app.web.lanes import LaneBusy, LaneTimeout
 from app.web.page_work import INLINE_OPERATIONS, Rendered, is_large_form, page_operations
@@ -41,6 +45,7 @@ FORMATS = {
     "run": ("json", "application/json"),
 }
 RUN_FILENAME = "attention-run"
+NOTEBOOK_MEDIA_TYPE = "application/x-ipynb+json"
 MAX_REF = 40
 # Files and messages are data, never a page: browsers must not sniff them into HTML.
 NO_SNIFF = {"X-Content-Type-Options": "nosniff"}
@@ -122,20 +127,47 @@ def _attachment(body: str | bytes, filename: str, media_type: str) -> Rendered:
 
 @router.post("/export", include_in_schema=False)
 async def export(request: Request) -> Response:
-    """The file, on the event loop for a light scenario and in the heavy lane (app.web.lanes) for a large one."""
-    fields = await posted_fields(request)
+    """A matrix's file, or the whole run's JSON."""
+    return await _answer(request, await posted_fields(request), export_file)
+
+
+@router.post("/export/notebook", include_in_schema=False)
+async def notebook(request: Request) -> Response:
+    """The page's state as a Jupyter notebook that rebuilds every stage and checks itself."""
+    return await _answer(request, await posted_fields(request), notebook_file)
+
+
+@router.get("/export/notebook", include_in_schema=False)
+async def notebook_link(request: Request) -> Response:
+    """The same from a permalink's query: ``/export/notebook?preset=causal&stage=softmax`` or a whole state."""
+    return await _answer(request, link_fields(request.query_params), notebook_file)
+
+
+async def _answer(request: Request, fields: dict[str, str], make: Callable[..., Rendered]) -> Response:
+    """``make``'s file, on the event loop for a light scenario and in the heavy lane (app.web.lanes) for a large
+    one."""
     if not is_large_form(fields):
         try:
-            read = read_form(fields)
+            read = read_page(fields)
         except FormError as e:
             return respond(_unprocessable(e))
         if page_operations(*read) <= INLINE_OPERATIONS:
-            return respond(export_file(fields, read))
+            return respond(make(fields, read))
     try:
         accept_encoding = request.headers.get("accept-encoding", "")
-        return respond(await request.app.state.lanes.in_process(encoded, accept_encoding, export_file, fields, None))
+        return respond(await request.app.state.lanes.in_process(encoded, accept_encoding, make, fields, None))
     except (LaneBusy, LaneTimeout) as e:
         return respond(_unprocessable(FormError("export", busy_message(request, e)), 503, {"Retry-After": "5"}))
+
+
+def notebook_file(fields: dict[str, str], read: tuple[Scenario, View] | None = None) -> Rendered:
+    """The notebook (app.view.notebook), or the 422 naming the field that stops it."""
+    try:
+        sc, view = read or read_page(fields)
+        body = notebook_text(sc, view)
+    except FormError as e:
+        return _unprocessable(e)
+    return _attachment(body, f"attention-{sc.preset or 'scenario'}.ipynb", NOTEBOOK_MEDIA_TYPE)
 
 
 def export_file(fields: dict[str, str], read: tuple[Scenario, View] | None = None) -> Rendered:

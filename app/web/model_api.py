@@ -19,7 +19,6 @@ from app.state.model_state import ALLOWED_CONTROLS, check_sentence, read_wordpie
 from app.state.tokens import token_pattern
 from app.web.api import RESPONSES, JSONBodyRoute, answer
 from app.web.fields import whole_number
-from app.web.json_encoding import dumps
 from app.web.schemas import mismatch
 
 router = APIRouter(route_class=JSONBodyRoute)
@@ -133,9 +132,9 @@ async def model(req: ModelRequest, request: Request) -> Response:
     files = load_model_files()
     tokens = req.wordpieces
 
-    def body() -> bytes:
+    def body() -> dict:
         run = run_model(files, tokens, frozenset((r.layer, r.head) for r in req.heads_off))
-        return dumps(model_document(files, run, req.layer, req.head))
+        return model_document(files, run, req.layer, req.head)
 
     return await answer(request, model_operations(len(tokens.ids)), body)
 

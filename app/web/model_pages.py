@@ -9,13 +9,16 @@ The model runs in a worker thread of the API's lanes, never on the event loop.
 
 from __future__ import annotations
 
+import json
+
+import nbformat
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from app.maths.model_files import load_model_files
 from app.state.form import FormError
 from app.state.model_state import DEFAULT_TEXT, DEFAULT_TEXT2, read_model_page
-from app.view.model_view import model_context
+from app.view.model_view import model_context, model_notebook_for
 from app.web.model_api import model_operations
 from app.web.page_work import PageRequest, Rendered
 from app.web.respond import encoded, page_request, render, respond
@@ -57,6 +60,29 @@ def model_error(page: PageRequest, pairs: list[tuple[str, str]], error: FormErro
     given = dict(pairs)
     ctx["typed"] = {"text": given.get("text", DEFAULT_TEXT), "text2": given.get("text2", DEFAULT_TEXT2)}
     return render(page, "model.html", ctx, status=422)
+
+
+def notebook_work(pairs: list[tuple[str, str]]) -> Rendered:
+    """The notebook of the head the page steps through, or the 422 naming the field that stops it."""
+    model = load_model_files()
+    try:
+        read = read_model_page(model, pairs)
+    except FormError as error:
+        detail = [{"loc": ["query", error.field], "field": error.field, "msg": error.message, "type": "value_error"}]
+        return Rendered(422, json.dumps({"detail": detail}), "application/json", {"X-Content-Type-Options": "nosniff"})
+    body = nbformat.writes(model_notebook_for(model, read))
+    return Rendered(200, body, "application/x-ipynb+json", {
+        "Content-Disposition": 'attachment; filename="attention-model.ipynb"', "X-Content-Type-Options": "nosniff"})
+
+
+@router.get("/model/notebook", include_in_schema=False, name="model_notebook")
+async def model_notebook(request: Request) -> Response:
+    """The model page's head as a Jupyter notebook, for the page's own query string."""
+    page = page_request(request)
+    pairs = list(request.query_params.multi_items())
+    rendered = await request.app.state.lanes.run(
+        2 * model_operations(64), lambda: encoded(page.accept_encoding, notebook_work, pairs))
+    return respond(rendered)
 
 
 @router.get("/model", response_class=HTMLResponse, include_in_schema=False, name="model_page")

@@ -21,7 +21,7 @@ from app.classroom.lesson import Lesson, finish
 from app.config import settings
 from app.lesson.presets import DEFAULT_PRESET, PRESETS
 from app.state.form import FormError
-from app.state.page import apply_action, preset_page
+from app.state.page import apply_action, link_fields, preset_page
 from app.state.permalink import state_query
 from app.state.reading import read_page
 from app.state.scenario import VIEW_FIELDS, Scenario, View, from_preset
@@ -53,19 +53,14 @@ def warm() -> None:
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
 async def index(request: Request, preset: str = DEFAULT_PRESET) -> Response:
     params = request.query_params
-    if "shape" in params:  # a full state, e.g. a shared link
-        fields = dict(params)
-    else:  # a preset, with any view settings the link gives (?preset=bank-river&stage=softmax)
+    if "shape" not in params and not any(key in params for key in VIEW_FIELDS):  # a preset as it opens
         key = preset if preset in PRESETS else DEFAULT_PRESET
-        sc, view = preset_page(key)
-        given = {key: params[key] for key in VIEW_FIELDS if key in params}
-        if not given:
-            page = page_request(request)
-            if page_operations(sc, view) <= INLINE_OPERATIONS:
-                return respond(_preset(page, key))
-            return respond(await run_heavy(request, page, {}, _preset, page, key))
-        fields = {**dict(state_query(sc, view)), **given}
-    return respond(await run_page(request, _index, fields, errors_inline=True))
+        page = page_request(request)
+        if page_operations(*preset_page(key)) <= INLINE_OPERATIONS:
+            return respond(_preset(page, key))
+        return respond(await run_heavy(request, page, {}, _preset, page, key))
+    # A full state (a shared link), or a preset with the view settings the link gives.
+    return respond(await run_page(request, _index, link_fields(params), errors_inline=True))
 
 
 def _preset(page: PageRequest, key: str) -> Rendered:
