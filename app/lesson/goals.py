@@ -287,7 +287,7 @@ GOALS: dict[str, Goal] = {g.key: g for g in (_translate(), _bank(), _previous_to
 
 # --- why ÷√d_k (seeds 003, 004) ---------------------------------------------------------------------
 
-WHY_SCALE_LEARNING_RATE = 0.2  # the same for both runs; at 0.3 the unscaled run starts to jump (see why_scale)
+WHY_SCALE_LEARNING_RATE = 0.2  # the same for both runs; from 0.3 the unscaled run overshoots (see why_scale)
 WHY_SCALE_STEPS = 200
 SATURATED = 0.9  # a row of A whose largest weight is at least this is "nearly one-hot"
 
@@ -353,8 +353,8 @@ def why_scale(steps: int = WHY_SCALE_STEPS, learning_rate: float = WHY_SCALE_LEA
     - A loss on the output (mean squared error), not the cross-entropy of the weights: that one's
       gradient through the softmax is (A − t)/T, which the saturation does not shrink (log cancels exp).
     - A learning rate the unscaled run can take: without ÷√d_k one step moves the softmax's input 64 times as
-      far for the same gradient, so from 0.3 on a row now and then swings from one key to another in a step or
-      two (a spike in ‖∂L/∂Scores‖ and a jump in the loss) before saturating again.
+      far for the same gradient there, so from η = 0.3 on its steps overshoot (here its loss zig-zags; in
+      other draws a row swings from one key to another: a spike in ‖∂L/∂Scores‖ and a jump in the loss).
     ``grad_scores_norm`` is ‖∂L/∂Scores‖ for the trained W_Q, W_K (Scores = Q·Kᵀ, before any ÷√d_k),
     the same quantity in both runs: what reaches W_Q and W_K through ∂L/∂Q = ∂L/∂Scores·K.
     """

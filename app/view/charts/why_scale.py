@@ -51,8 +51,7 @@ def why_scale_chart(result: Mapping, key: str, *, chart_id: str) -> Markup:
     _check_id(chart_id)
     y_label, log = next((label, log) for k, label, log in CHARTS if k == key)
     title = f"Why ÷√d_k: {'the loss' if key == 'losses' else '‖∂L/∂Scores‖'} over {result['steps']:,} SGD steps"
-    parts = [_open(chart_id, CHART_WIDTH, CHART_HEIGHT, "learn-chart why-scale-chart", title,
-                   _chart_desc(result, key))]
+    parts = [_open(chart_id, CHART_WIDTH, CHART_HEIGHT, "learn-chart why-scale-chart", title, _chart_desc(result, key))]
     frame = _Frame(x0=0, left=46, right=CHART_WIDTH - 78, top=26, bottom=CHART_HEIGHT - 40)
     series = [_Series(run, tuple(result[run][key]), RUN_LABELS[run]) for run in RUNS]
     _draw_plot(parts, frame, series, _y_axis([v for s in series for v in s.values], log), y_label)
@@ -61,6 +60,7 @@ def why_scale_chart(result: Mapping, key: str, *, chart_id: str) -> Markup:
 
 
 # --- the words ------------------------------------------------------------------------------------------
+
 
 def _times(a: float, b: float) -> str:
     """a/b as the text says it: 11×, 2.5×."""
@@ -139,8 +139,7 @@ def why_scale_bump(result: Mapping) -> str:
     return (
         f"The gradient without $\\div \\sqrt{{d_k}}$ rises again up to step {peak:,}, still below its start: "
         f"row {row + 1} ({token}) is slowly leaving saturation, its largest weight going from {first:.4f} to "
-        f"{last:.3f} by step {len(g) - 1:,}."
-        + (" The loss falls at every step in both runs." if falls else "")
+        f"{last:.3f} by step {len(g) - 1:,}." + (" The loss falls at every step in both runs." if falls else "")
     )
 
 
@@ -153,23 +152,48 @@ def comparison_rows(result: Mapping) -> tuple[dict, ...]:
     last = result["steps"]
 
     def row(label: str, key: str, cells: dict[str, tuple[object, str]]) -> dict:
-        return {"label": label, "key": key,
-                "cells": tuple({"run": run, "value": cells[run][0], "text": cells[run][1]} for run in RUNS)}
+        return {
+            "label": label,
+            "key": key,
+            "cells": tuple({"run": run, "value": cells[run][0], "text": cells[run][1]} for run in RUNS),
+        }
 
     runs = {run: result[run] for run in RUNS}
     return (
-        row(r"standard deviation of the softmax's input, step 0", "softmax_input_std_start",
-            {k: (r["softmax_input_std_start"], f"{r['softmax_input_std_start']:.2f}") for k, r in runs.items()}),
-        row(r"largest weight in a row of $A$, step 0: mean", "max_weight_start_mean",
-            {k: (float(np.mean(r["max_weight_start"])), f"{np.mean(r['max_weight_start']):.3f}")
-             for k, r in runs.items()}),
-        row(r"the same, each row", "max_weight_start",
-            {k: (tuple(r["max_weight_start"]), _span(r["max_weight_start"])) for k, r in runs.items()}),
-        row(r"$\|\partial L / \partial \text{Scores}\|$, step 0", "grad_scores_norm_start",
-            {k: (r["grad_scores_norm"][0], short_number(r["grad_scores_norm"][0])) for k, r in runs.items()}),
-        row(rf"loss $L$, step 0 → {last:,}", "losses",
-            {k: ((r["losses"][0], r["losses"][-1]), f"{short_number(r['losses'][0])} → {short_number(r['losses'][-1])}")
-             for k, r in runs.items()}),
+        row(
+            r"standard deviation of the softmax's input, step 0",
+            "softmax_input_std_start",
+            {k: (r["softmax_input_std_start"], f"{r['softmax_input_std_start']:.2f}") for k, r in runs.items()},
+        ),
+        row(
+            r"largest weight in a row of $A$, step 0: mean",
+            "max_weight_start_mean",
+            {
+                k: (float(np.mean(r["max_weight_start"])), f"{np.mean(r['max_weight_start']):.3f}")
+                for k, r in runs.items()
+            },
+        ),
+        row(
+            r"the same, each row",
+            "max_weight_start",
+            {k: (tuple(r["max_weight_start"]), _span(r["max_weight_start"])) for k, r in runs.items()},
+        ),
+        row(
+            r"$\|\partial L / \partial \text{Scores}\|$, step 0",
+            "grad_scores_norm_start",
+            {k: (r["grad_scores_norm"][0], short_number(r["grad_scores_norm"][0])) for k, r in runs.items()},
+        ),
+        row(
+            rf"loss $L$, step 0 → {last:,}",
+            "losses",
+            {
+                k: (
+                    (r["losses"][0], r["losses"][-1]),
+                    f"{short_number(r['losses'][0])} → {short_number(r['losses'][-1])}",
+                )
+                for k, r in runs.items()
+            },
+        ),
     )
 
 
@@ -191,15 +215,18 @@ def why_scale_context(steps: int = WHY_SCALE_STEPS) -> Mapping[str, object]:
     $…$), ``rows`` (comparison_rows), ``charts`` (two SVGs: the loss, ‖∂L/∂Scores‖).
     """
     result = why_scale(steps)
-    return _read_only({
-        "d_k": result["d_k"],
-        "root": f"{math.sqrt(result['d_k']):g}",
-        "seed": WHY_SCALE_SEED,
-        "steps": steps,
-        "learning_rate": f"{result['learning_rate']:g}",
-        "claim": why_scale_claim(result),
-        "bump": why_scale_bump(result),
-        "rows": comparison_rows(result),
-        "charts": tuple(why_scale_chart(result, key, chart_id=f"why-scale-{key.replace('_', '-')}")
-                        for key, _, _ in CHARTS),
-    })
+    return _read_only(
+        {
+            "d_k": result["d_k"],
+            "root": f"{math.sqrt(result['d_k']):g}",
+            "seed": WHY_SCALE_SEED,
+            "steps": steps,
+            "learning_rate": f"{result['learning_rate']:g}",
+            "claim": why_scale_claim(result),
+            "bump": why_scale_bump(result),
+            "rows": comparison_rows(result),
+            "charts": tuple(
+                why_scale_chart(result, key, chart_id=f"why-scale-{key.replace('_', '-')}") for key, _, _ in CHARTS
+            ),
+        }
+    )
