@@ -143,11 +143,11 @@ def test_joint_training_of_one_scenario_is_backward_train(optimizer: str) -> Non
 
 
 def test_why_scale_saturated_softmax_stalls() -> None:
-    """d_k = 64 (d_model = 16), SGD η = 0.2, 200 steps, the same start (seed 4349) and goal (MSE to each
+    """d_k = 64 (d_model = 16), SGD η = 0.1, 200 steps, the same start (seed 4349) and goal (MSE to each
     token's previous value). Measured: scores of standard deviation 7.93; unscaled rows' largest weights
     0.947, 0.993, 1.000, 1.000, 1.000, 1.000 (scaled: 0.414 … 0.764, mean 0.554); ‖∂L/∂Scores‖ at the start
-    0.00091 unscaled against 0.0098 scaled, below it at every step; loss 0.464 → 0.462 unscaled, 0.422 → 0.010
-    scaled, falling at every step in both.
+    0.00091 unscaled against 0.0098 scaled, below it at every step and never above its start; loss
+    0.4643 → 0.4639 unscaled, 0.422 → 0.048 scaled, falling at every step in both.
     """
     result = why_scale(200)
     scaled, unscaled = result["scaled"], result["unscaled"]
@@ -161,15 +161,15 @@ def test_why_scale_saturated_softmax_stalls() -> None:
     # So the unscaled gradient is smaller, even though the scaled one carries 1/√d_k = 1/8, at every step.
     g_s, g_u = np.array(scaled["grad_scores_norm"]), np.array(unscaled["grad_scores_norm"])
     assert g_u[0] < 0.1 * g_s[0] and np.all(g_u < g_s) and g_u.max() == g_u[0]
-    # And with the same η the unscaled loss barely moves while the scaled one falls by 97 %; no jumps.
-    assert abs(unscaled["losses"][-1] - unscaled["losses"][0]) < 0.01 * unscaled["losses"][0]
-    assert scaled["losses"][-1] < 0.03 * scaled["losses"][0]
+    # And with the same η the unscaled loss barely moves while the scaled one falls by 89 %; no jumps.
+    assert abs(unscaled["losses"][-1] - unscaled["losses"][0]) < 0.001 * unscaled["losses"][0]
+    assert scaled["losses"][-1] < 0.12 * scaled["losses"][0]
     assert np.all(np.diff(scaled["losses"]) <= 0) and np.all(np.diff(unscaled["losses"]) <= 0)
 
 
 def test_why_scale_jumps_at_a_larger_learning_rate() -> None:
-    """Why η = 0.2: at 0.3 the unscaled run's 64-times-larger steps on the softmax's input swing a row now and
-    then, and its loss goes up at some steps (the scaled one still falls at every step)."""
+    """Why η = 0.1 (0.2 would do too): at 0.3 the unscaled run's 64-times-larger steps on the softmax's input
+    overshoot, and its loss goes up at some steps (the scaled one still falls at every step)."""
     result = why_scale(200, learning_rate=0.3)
     assert np.any(np.diff(result["unscaled"]["losses"]) > 1e-6)
     assert np.all(np.diff(result["scaled"]["losses"]) <= 0)

@@ -24,6 +24,7 @@ from app.view.charts.learn import short_number
 from app.view.charts.why_scale import (
     CHARTS,
     comparison_rows,
+    loss_change,
     why_scale_bump,
     why_scale_chart,
     why_scale_claim,
@@ -121,7 +122,7 @@ def test_the_gradient_norm_against_finite_differences(runs: dict, result: dict, 
 def test_the_claim_holds(runs: dict) -> None:
     """What the panel says, on the reference's numbers: the scores' spread is about √64 = 8 without ÷√d_k and
     about 1 with it; every unscaled row starts nearly one-hot and no scaled one does; ‖∂L/∂Scores‖ is smaller
-    without ÷√d_k at every step; the unscaled loss barely moves while the scaled one falls by over 95 %."""
+    without ÷√d_k at every step; the unscaled loss barely moves while the scaled one falls by over 85 %."""
     scaled, unscaled = runs["scaled"], runs["unscaled"]
     assert 7.5 < unscaled["std_start"] < 8.5 and 0.9 < scaled["std_start"] < 1.1
     assert min(unscaled["max_weights"][0]) >= SATURATED and np.mean(unscaled["max_weights"][0]) >= 0.98
@@ -129,7 +130,7 @@ def test_the_claim_holds(runs: dict) -> None:
     assert np.all(np.array(unscaled["norms"]) < np.array(scaled["norms"]))
     assert unscaled["norms"][0] < scaled["norms"][0] / 10
     assert abs(unscaled["losses"][-1] / unscaled["losses"][0] - 1) < 0.05  # "barely moves"
-    assert scaled["losses"][-1] < 0.05 * scaled["losses"][0]
+    assert scaled["losses"][-1] < 0.15 * scaled["losses"][0]
     assert np.all(np.diff(scaled["losses"]) <= 0) and np.all(np.diff(unscaled["losses"]) <= 0)
 
 
@@ -149,7 +150,7 @@ def test_the_claim_states_the_references_numbers(runs: dict, result: dict) -> No
         f"({short_number(unscaled['norms'][0])} against {short_number(scaled['norms'][0])})",
         "stays smaller at every step from 0 to 200",
         f"$\\eta = {WHY_SCALE_LEARNING_RATE:g}$",
-        f"barely moves ({short_number(unscaled['losses'][0])} → {short_number(unscaled['losses'][-1])})",
+        f"barely moves ({unscaled['losses'][0]:.4f} → {unscaled['losses'][-1]:.4f})",
         f"it falls from {short_number(scaled['losses'][0])} to {short_number(scaled['losses'][-1])}",
     ]
     for part in expected:
@@ -170,24 +171,29 @@ def test_the_table_is_the_references(runs: dict, result: dict) -> None:
             f"{min(ref['max_weights'][0]):.3f} to {max(ref['max_weights'][0]):.3f}"
         )
         assert cells["grad_scores_norm_start"]["text"] == short_number(ref["norms"][0])
-        assert cells["losses"]["text"] == f"{short_number(ref['losses'][0])} → {short_number(ref['losses'][-1])}"
+        assert cells["losses"]["text"] == loss_change(ref["losses"][0], ref["losses"][-1])
     texts_ = [[c["text"] for c in r["cells"]] for r in rows.values()]
     assert texts_ == [
         ["0.99", "7.93"],
         ["0.554", "0.990"],
         ["0.414 to 0.764", "0.947 to 1.000"],
         ["0.0098", "0.00091"],
-        ["0.422 → 0.010", "0.464 → 0.462"],
+        ["0.422 → 0.048", "0.4643 → 0.4639"],
     ]  # docs/using.md's table
 
 
-def test_the_bump_is_read_from_the_run(runs: dict, result: dict) -> None:
-    """The unscaled gradient's late rise (still under its start) is a row leaving saturation, as the page says."""
+def test_no_bump_to_explain(runs: dict, result: dict) -> None:
+    """At η = 0.1 the unscaled gradient never climbs back to twice its lowest value: nothing for the page to
+    explain (at η = 0.2 a row starts leaving saturation near step 165, and the page says so)."""
     norms = runs["unscaled"]["norms"]
+    low = int(np.argmin(norms))
+    assert max(norms[low:]) < 2 * norms[low] and max(norms) == norms[0] and why_scale_bump(result) == ""
+    bumped = why_scale(learning_rate=0.2)
+    norms = bumped["unscaled"]["grad_scores_norm"]
     peak = int(np.argmax(norms[1:])) + 1
-    weights = np.array(runs["unscaled"]["max_weights"])  # (steps + 1, T)
+    weights = np.array(bumped["unscaled"]["max_weights"])  # (steps + 1, T)
     row = int(np.argmax(np.abs(weights[-1] - weights[0])))
-    bump = why_scale_bump(result)
+    bump = why_scale_bump(bumped)
     assert f"up to step {peak}" in bump and f"row {row + 1} ({WHY_SCALE_TOKENS[row]})" in bump
     assert f"from {weights[0, row]:.4f} to {weights[-1, row]:.3f}" in bump
     assert "The loss falls at every step in both runs." in bump

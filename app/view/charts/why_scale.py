@@ -96,10 +96,16 @@ def _gradient(scaled: Sequence[float], unscaled: Sequence[float]) -> str:
     return f"{norm} {start} ({short_number(u0)} against {short_number(s0)}) and {along}"
 
 
+def loss_change(first: float, last: float) -> str:
+    """first → last, with four decimals where three would print the same number twice."""
+    a, b = short_number(first), short_number(last)
+    return f"{first:.4f} → {last:.4f}" if a == b and 0.01 <= abs(first) < 10 else f"{a} → {b}"
+
+
 def _loss(losses: Sequence[float]) -> str:
     first, last = losses[0], losses[-1]
     if abs(last - first) < 0.05 * abs(first):
-        return f"barely moves ({short_number(first)} → {short_number(last)})"
+        return f"barely moves ({loss_change(first, last)})"
     return f"{'falls' if last < first else 'goes'} from {short_number(first)} to {short_number(last)}"
 
 
@@ -189,7 +195,7 @@ def comparison_rows(result: Mapping) -> tuple[dict, ...]:
             {
                 k: (
                     (r["losses"][0], r["losses"][-1]),
-                    f"{short_number(r['losses'][0])} → {short_number(r['losses'][-1])}",
+                    loss_change(r["losses"][0], r["losses"][-1]),
                 )
                 for k, r in runs.items()
             },
