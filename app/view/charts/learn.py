@@ -161,8 +161,12 @@ class _Series:
     label: str | None = None  # a name written at the line's end, above its last value
 
 
-def _draw_plot(parts: list[str], frame: _Frame, series: Sequence[_Series], axis: _YAxis, y_label: str) -> None:
-    """Grid, axes with their ticks and labels, each series' polyline, a dot and the value at its end."""
+def _draw_plot(
+    parts: list[str], frame: _Frame, series: Sequence[_Series], axis: _YAxis, y_label: str, line: float = 14
+) -> None:
+    """Grid, axes with their ticks and labels, each series' polyline, a dot and the value at its end.
+
+    ``line``: from a series' name to its value below it (larger text wants more)."""
     last_step = max(len(s.values) for s in series) - 1
     x_span = max(last_step, 1)
 
@@ -192,14 +196,14 @@ def _draw_plot(parts: list[str], frame: _Frame, series: Sequence[_Series], axis:
         end = shown[-1]
         ends.append((s, x_of(end), axis.y(frame, s.values[end]), s.values[end]))
     named = any(s.label for s, *_ in ends)
-    gap = 27 if named else 13
+    gap = 2 * line - 1 if named else 13
     label_ys = _place_labels([y + (-1 if named else 4) for _, _, y, _ in ends], gap, frame.top + 4,
-                             frame.bottom - (10 if named else -4))
+                             frame.bottom - (line - 4 if named else -4))
     for (s, x, y, value), ly in zip(ends, label_ys, strict=True):
         parts.append(f'<circle cx="{_num(x)}" cy="{_num(y)}" r="3.5" class="end-dot {escape(s.cls)}"/>')
         if s.label:
             parts.append(_text(frame.right + 8, ly, s.label, f"series-label {s.cls}"))
-            parts.append(_text(frame.right + 8, ly + 14, short_number(value), f"end-label {s.cls}"))
+            parts.append(_text(frame.right + 8, ly + line, short_number(value), f"end-label {s.cls}"))
         else:
             parts.append(_text(x + 7, ly, short_number(value), f"end-label {s.cls}"))
 

@@ -52,9 +52,9 @@ def why_scale_chart(result: Mapping, key: str, *, chart_id: str) -> Markup:
     y_label, log = next((label, log) for k, label, log in CHARTS if k == key)
     title = f"Why ÷√d_k: {'the loss' if key == 'losses' else '‖∂L/∂Scores‖'} over {result['steps']:,} SGD steps"
     parts = [_open(chart_id, CHART_WIDTH, CHART_HEIGHT, "learn-chart why-scale-chart", title, _chart_desc(result, key))]
-    frame = _Frame(x0=0, left=46, right=CHART_WIDTH - 78, top=26, bottom=CHART_HEIGHT - 40)
+    frame = _Frame(x0=0, left=44, right=CHART_WIDTH - 84, top=26, bottom=CHART_HEIGHT - 40)
     series = [_Series(run, tuple(result[run][key]), RUN_LABELS[run]) for run in RUNS]
-    _draw_plot(parts, frame, series, _y_axis([v for s in series for v in s.values], log), y_label)
+    _draw_plot(parts, frame, series, _y_axis([v for s in series for v in s.values], log), y_label, line=18)
     parts.append("</svg>")
     return Markup("".join(parts))
 
