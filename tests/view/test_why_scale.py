@@ -272,6 +272,7 @@ def test_the_context_is_computed_once_and_read_only() -> None:
     context = why_scale_context()
     assert context is why_scale_context()
     assert isinstance(context, Mapping) and context["seed"] == WHY_SCALE_SEED and context["root"] == "8"
+    assert context["all_saturated"] and context["scaled_larger"]  # the note's two remarks hold for this run
     ids = [ET.fromstring(str(c)).get("aria-labelledby") for c in context["charts"]]
     assert ids == [
         "why-scale-losses-title why-scale-losses-desc",

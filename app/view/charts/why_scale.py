@@ -229,6 +229,9 @@ def why_scale_context(steps: int = WHY_SCALE_STEPS) -> Mapping[str, object]:
             "steps": steps,
             "learning_rate": f"{result['learning_rate']:g}",
             "claim": why_scale_claim(result),
+            # for the note: whether every unscaled row starts saturated, and the scaled gradient starts larger
+            "all_saturated": min(result["unscaled"]["max_weight_start"]) >= SATURATED,
+            "scaled_larger": result["scaled"]["grad_scores_norm"][0] > result["unscaled"]["grad_scores_norm"][0],
             "bump": why_scale_bump(result),
             "rows": comparison_rows(result),
             "charts": tuple(
