@@ -287,7 +287,9 @@ GOALS: dict[str, Goal] = {g.key: g for g in (_translate(), _bank(), _previous_to
 
 # --- why ÷√d_k (seeds 003, 004) ---------------------------------------------------------------------
 
-WHY_SCALE_LEARNING_RATE = 0.3  # the same for both runs
+WHY_SCALE_LEARNING_RATE = 0.1  # the same for both runs; from 0.3 the unscaled run overshoots (see why_scale)
+WHY_SCALE_STEPS = 200
+SATURATED = 0.9  # a row of A whose largest weight is at least this is "nearly one-hot"
 
 
 def why_scale_scenario(scale: bool) -> GoalScenario:
@@ -305,21 +307,22 @@ def why_scale_scenario(scale: bool) -> GoalScenario:
 
 
 def _descend_recording(scenario: GoalScenario, steps: int, learning_rate: float) -> dict:
-    """SGD on W_Q and W_K, as app.maths.backward.train does it, keeping ∂L/∂scores' size at every step."""
+    """SGD on W_Q and W_K, as app.maths.backward.train does it, keeping ∂L/∂Scores' size at every step."""
     kwargs = dict(scenario.run_kwargs)
     run = run_attention(scenario.x, **kwargs)
     params = {name: getattr(run.weights, name) for name in ALL_WEIGHT_NAMES}
-    losses, norms, means = [], [], []
-    rows_start = max_weight_start = None
+    start = run.heads[0]  # step 0: the spread of the scores and of the softmax's input
+    losses, norms, means, max_weights = [], [], [], []
+    rows_start = None
     for step in range(steps + 1):
         loss, grads = loss_and_gradients(run, scenario.loss)
         d_scores = grads.heads[0].scores  # (T, T)
         losses.append(loss)
         norms.append(float(np.linalg.norm(d_scores)))
         means.append(float(np.abs(d_scores).mean()))
+        max_weights.append([float(a) for a in run.heads[0].softmax.max(axis=1)])
         if step == 0:
             rows_start = [float(r) for r in np.linalg.norm(d_scores, axis=1)]
-            max_weight_start = [float(a) for a in run.heads[0].softmax.max(axis=1)]
         if step == steps:
             break
         for name in ("w_q", "w_k"):
@@ -327,27 +330,33 @@ def _descend_recording(scenario: GoalScenario, steps: int, learning_rate: float)
         run = run_attention(scenario.x, **{**kwargs, "weights": params})
     return {
         "losses": losses,  # steps + 1 values
-        "grad_scores_norm": norms,  # ‖∂L/∂scores‖_F, steps + 1 values
-        "grad_scores_mean_abs": means,  # mean |∂L/∂scores|
-        "grad_scores_rows_start": rows_start,  # ‖∂L/∂scores_i‖ per query row at the start
-        "max_weight_start": max_weight_start,  # each row's largest weight at the start: ≈ 1 is saturated
+        "grad_scores_norm": norms,  # ‖∂L/∂Scores‖_F, Scores = Q·Kᵀ before any ÷√d_k: steps + 1 values
+        "grad_scores_mean_abs": means,  # mean |∂L/∂Scores|
+        "grad_scores_rows_start": rows_start,  # ‖∂L/∂Scores_i‖ per query row at the start
+        "max_weights": max_weights,  # each row's largest weight at every step: ≈ 1 is saturated
+        "max_weight_start": max_weights[0],
+        "scores_std_start": float(start.scores.std()),  # the spread of Q·Kᵀ at the start: the same in both runs
+        "softmax_input_std_start": float(start.scaled.std()),  # of what the softmax gets: Q·Kᵀ/√d_k, or Q·Kᵀ
     }
 
 
-def why_scale(steps: int = 200, learning_rate: float = WHY_SCALE_LEARNING_RATE) -> dict:
+def why_scale(steps: int = WHY_SCALE_STEPS, learning_rate: float = WHY_SCALE_LEARNING_RATE) -> dict:
     """The same start and goal trained twice with SGD, with ÷√d_k (scaled) and without (unscaled).
 
-    Scores of standard deviation 8 push the unscaled softmax to near-one-hot rows, whose Jacobian
-    diag(A) − A·Aᵀ is almost 0: the gradient reaching the scores is tiny in those rows. At the start only
-    some rows are saturated (the others can carry more gradient than the scaled run's, which includes the
-    factor 1/√d_k); a few SGD steps saturate the rest, and the unscaled loss then sits on a plateau while
-    the scaled run learns. Two choices make the effect visible:
+    Scores Q·Kᵀ of standard deviation about 8 push the unscaled softmax to near-one-hot rows, whose Jacobian
+    diag(A) − A·Aᵀ is almost 0: little gradient reaches the scores, so with the same learning rate the unscaled
+    loss barely moves while the scaled run learns. What the start must be for that to show:
+    - Every row saturated. A row that is not passes more gradient than the scaled run's, which includes the
+      factor 1/√d_k = 1/8 (∂L/∂Scores = ∂L/∂Scaled / √d_k); WHY_SCALE_SEED is a draw where all six rows are.
     - SGD, not Adam: Adam divides each step by the gradient's running size, so a tiny gradient would
       still take full-sized steps and hide what the seeds describe.
     - A loss on the output (mean squared error), not the cross-entropy of the weights: that one's
       gradient through the softmax is (A − t)/T, which the saturation does not shrink (log cancels exp).
-    ``grad_scores_norm`` is ‖∂L/∂scores‖ for the trained W_Q, W_K (scores = Q·Kᵀ, before any ÷√d_k),
-    the same quantity in both runs; the scaled run's includes the factor 1/√d_k = 1/8.
+    - A learning rate the unscaled run can take: without ÷√d_k one step moves the softmax's input 64 times as
+      far for the same gradient there, so from η = 0.3 on its steps overshoot (here its loss zig-zags; in
+      other draws a row swings from one key to another: a spike in ‖∂L/∂Scores‖ and a jump in the loss).
+    ``grad_scores_norm`` is ‖∂L/∂Scores‖ for the trained W_Q, W_K (Scores = Q·Kᵀ, before any ÷√d_k),
+    the same quantity in both runs: what reaches W_Q and W_K through ∂L/∂Q = ∂L/∂Scores·K.
     """
     if steps < 1:
         raise ValueError("steps must be at least 1")

@@ -370,8 +370,9 @@ PRESETS.update({p.key: p for p in (
         source=r"Seeds 003, 004: large scores saturate the softmax, and learning stalls",
         summary=(
             r"$d_k = 64$: scores of standard deviation 8 without $\div \sqrt{d_k}$. The Learn panel shows the "
-            r"same start and goal trained twice, with and without $\div \sqrt{d_k}$: the unscaled run's "
-            r"gradient $\partial L / \partial \text{Scores}$ collapses and its loss stalls."
+            r"same start and goal trained twice, with and without $\div \sqrt{d_k}$: without it the softmax "
+            r"starts nearly one-hot, little gradient $\partial L / \partial \text{Scores}$ gets through, and "
+            r"its loss barely moves."
         ),
         tokens=WHY_SCALE_TOKENS, x=why_scale_x(), d_k=WHY_SCALE_D_K, d_v=WHY_SCALE_D_V, seed=WHY_SCALE_SEED,
         stage="softmax", decimals=2,

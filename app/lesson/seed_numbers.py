@@ -116,7 +116,11 @@ def previous_token_x() -> tuple[tuple[float, ...], ...]:
     return tuple(tuple(embedding[words.index(w)].tolist()) for w in PREVIOUS_TOKENS)
 
 
-WHY_SCALE_SEED = 2
+# A draw in which every row of the unscaled softmax starts saturated (largest weight >= 0.947), with scores of
+# standard deviation 7.9, as seed 003 says (about 8). In most draws of six tokens some rows start softer, and a row
+# that is not saturated passes more gradient than the scaled run's (which carries the factor 1/8): the comparison
+# then mixes the two effects (docs/using.md).
+WHY_SCALE_SEED = 4349
 WHY_SCALE_TOKENS = ("the", "cat", "sat", "on", "the", "mat")
 WHY_SCALE_D_MODEL = 16  # what matters is d_k: small embeddings keep the page light
 WHY_SCALE_D_K = 64  # one head with queries and keys of 64: seed 003's "with d_k = 64, the standard deviation is 8"

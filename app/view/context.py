@@ -32,7 +32,8 @@ from app.state.quiz import owner as cell_owner
 from app.state.reading import decode_pin
 from app.state.scenario import Scenario, View, departure
 from app.view.attention_lines import attention_lines
-from app.view.charts.learn import loss_curve_svg, why_scale_context
+from app.view.charts.learn import loss_curve_svg
+from app.view.charts.why_scale import why_scale_context
 from app.view.diff import MatrixCollector, goal_gradients, stage_diff
 from app.view.editor import mask_grid, target_grid
 from app.view.gradient_worked import gradient_worked

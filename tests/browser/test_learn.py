@@ -1,7 +1,7 @@
 """The Learn panel in a real Chromium: a step trains the weights (the editor, the loss curve and the
 attention lines follow), reset restores them, the same works without JavaScript, the backward stages
-and their gradient inspector, errors beside the field, the why-√d_k comparison, and screenshots at the
-four screens a class uses."""
+and their gradient inspector, errors beside the field, and screenshots at the
+four screens a class uses (why-√d_k's comparison: test_why_scale.py)."""
 
 from __future__ import annotations
 
@@ -155,22 +155,6 @@ def test_presenter_mode_steps_through_the_backward_stages(page: Page) -> None:
     expect(page.locator("#stages article.stage")).to_have_id("stage-grad_a")
     expect(page.locator("#stage-grad_a .formula math").first).to_be_visible()
     expect(page.locator("#learn")).to_be_hidden()  # the panel's fields ride along, out of sight
-
-
-def test_why_scale_shows_the_unscaled_run_stalling(page: Page, screenshot: Callable[..., Path]) -> None:
-    page.set_viewport_size(LAPTOP)
-    page.goto("/?preset=why-scale")
-    chart = page.locator("#learn svg.why-scale-chart")
-    expect(chart).to_be_visible()
-    expect(chart.locator(".series.scaled")).to_have_count(2)
-    expect(chart.locator(".series.unscaled")).to_have_count(2)
-    rows = page.locator("table.why-scale-table tbody tr")
-    scaled = [float(v.replace("−", "-")) for v in rows.nth(0).locator("td").all_inner_texts()[:4]]
-    unscaled = [float(v.replace("−", "-")) for v in rows.nth(1).locator("td").all_inner_texts()[:4]]
-    assert scaled[-1] < 0.01 and unscaled[-1] > 0.5  # step 200: the scaled run has learned, the unscaled stalled
-    assert unscaled[2] == pytest.approx(unscaled[3], abs=0.01)  # from step 50 to 200 it barely moves
-    chart.scroll_into_view_if_needed()
-    screenshot("learn-why-scale-1366x768", full_page=False)
 
 
 @pytest.mark.parametrize("inputs_open", [False])

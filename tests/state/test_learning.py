@@ -7,6 +7,7 @@ differences and the seeds' targets): the same goal from the same start must give
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from html import unescape
 
 import numpy as np
@@ -190,6 +191,13 @@ def test_why_scale_page_is_the_scaled_run() -> None:
     sc, view = preset_page("why-scale")
     sc, learning = train_page(sc, view.learning, 10)
     np.testing.assert_allclose(learning.losses, why_scale(10)["scaled"]["losses"], rtol=1e-9)
+
+
+def test_why_scale_page_unticked_is_the_unscaled_run() -> None:
+    """The panel's note: untick “divide by √d_k” and train again, and the page is the run without ÷√d_k."""
+    sc, view = preset_page("why-scale")
+    sc, learning = train_page(replace(sc, scale=False), view.learning, 10)
+    np.testing.assert_allclose(learning.losses, why_scale(10)["unscaled"]["losses"], rtol=1e-9)
 
 
 def test_reset_restores_the_weights_before_training() -> None:

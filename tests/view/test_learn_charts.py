@@ -1,6 +1,6 @@
 """The training charts (app/view/charts/learn.py): well-formed SVG whose lines map back to the numbers, the
 log axis when the values span more than 100×, downsampling that keeps the first, last and smallest value,
-nothing CSP would block, and why ÷√d_k's table and sentence read from app.lesson.goals.why_scale itself."""
+nothing CSP would block (why ÷√d_k's charts, table and sentences: tests/view/test_why_scale.py)."""
 
 from __future__ import annotations
 
@@ -14,26 +14,18 @@ import pytest
 from markupsafe import Markup
 
 from app.lesson.goals import why_scale
-from app.view.charts.lab import SUPERSCRIPT
 from app.view.charts.learn import (
     MAX_POINTS,
     downsample_indices,
     loss_curve_svg,
     short_number,
     wants_log_axis,
-    why_scale_context,
-    why_scale_reading,
-    why_scale_svg,
 )
+from app.view.charts.why_scale import CHARTS, why_scale_chart
 
 ROOT = Path(__file__).resolve().parents[2]
 SVG = "{http://www.w3.org/2000/svg}"
 NUMERIC_ATTRIBUTES = ("x", "y", "x1", "y1", "x2", "y2", "cx", "cy", "r", "width", "height")
-
-
-@pytest.fixture(scope="module")
-def result() -> dict:
-    return why_scale(200)
 
 
 def parse(markup: Markup) -> ET.Element:
@@ -98,8 +90,8 @@ def test_loss_curve_points_map_back_to_the_losses() -> None:
     assert "log scale" not in " ".join(texts(svg))
 
 
-def test_loss_curve_desc_states_the_steps_and_the_first_last_and_smallest_loss(result: dict) -> None:
-    losses = result["unscaled"]["losses"]
+def test_loss_curve_desc_states_the_steps_and_the_first_last_and_smallest_loss() -> None:
+    losses = [0.872, 0.906, *[0.711] * 48, 0.67, *[0.711] * 150]  # 201 values, the lowest at step 50
     svg = parse(loss_curve_svg(losses, chart_id="unscaled-loss", title="Loss without ÷√d_k"))
     text = desc(svg)
     low = int(np.argmin(losses))
@@ -111,8 +103,8 @@ def test_loss_curve_desc_states_the_steps_and_the_first_last_and_smallest_loss(r
     assert "0.711" in texts(svg)  # the last value, written at the line's end
 
 
-def test_log_axis_when_the_losses_span_more_than_100x(result: dict) -> None:
-    losses = result["scaled"]["losses"]  # 0.824 → 0.0019
+def test_log_axis_when_the_losses_span_more_than_100x() -> None:
+    losses = list(0.824 * np.exp(-np.linspace(0.0, math.log(0.824 / 0.0019), 201)))  # 0.824 → 0.0019
     assert wants_log_axis(losses)
     svg = parse(loss_curve_svg(losses, chart_id="scaled-loss"))
     assert "loss (log scale)" in texts(svg) and "log scale" in desc(svg)
@@ -208,43 +200,7 @@ def test_short_number(v: float, text: str) -> None:
     assert short_number(v) == text
 
 
-# --- why ÷√d_k ------------------------------------------------------------------------------------------
-
-def panels(svg: ET.Element) -> dict[str, ET.Element]:
-    return {g.get("class").split()[-1]: g for g in svg.iter(f"{SVG}g") if "panel" in g.get("class").split()}
-
-
-def test_why_scale_svg_draws_both_runs_in_both_charts(result: dict) -> None:
-    svg = parse(why_scale_svg(result))
-    assert "200 SGD steps" in svg.find(f"{SVG}title").text and "d_k = 64" in svg.find(f"{SVG}title").text
-    charts = panels(svg)
-    assert set(charts) == {"losses", "grad-scores-norm"}
-    for key, chart in zip(("losses", "grad_scores_norm"), (charts["losses"], charts["grad-scores-norm"]), strict=True):
-        lines = polylines(chart)
-        assert set(lines) == {"scaled", "unscaled"}
-        labels = texts(chart)
-        assert labels.count("÷√dk") == 1 and labels.count("no ÷√dk") == 1  # each line named at its end
-        for run in ("scaled", "unscaled"):
-            values = result[run][key]
-            assert len(lines[run]) == len(values)
-            assert short_number(values[-1]) in labels
-            ys = [p[1] for p in lines[run]]
-            if key == "losses":
-                assert assert_affine(values, ys) < 0
-            else:  # ‖∂L/∂scores‖ on a log axis
-                assert assert_affine([math.log10(v) for v in values], ys) < 0
-    assert "‖∂L/∂scores‖ (log scale)" in texts(charts["grad-scores-norm"])
-    assert "loss" in texts(charts["losses"])
-
-
-def test_why_scale_desc_states_start_and_end_of_both_runs(result: dict) -> None:
-    text = desc(parse(why_scale_svg(result)))
-    for run, word in (("scaled", "with"), ("unscaled", "without")):
-        for key in ("losses", "grad_scores_norm"):
-            values = result[run][key]
-            assert f"{word} ÷√d_k from {short_number(values[0])} to {short_number(values[-1])}" in text
-    assert "with ÷√d_k from 0.824 to 0.0019" in text and "without ÷√d_k from 0.872 to 0.711" in text
-
+# --- styles ----------------------------------------------------------------------------------------------
 
 def test_unscaled_is_dashed_and_scaled_solid() -> None:
     css = (ROOT / "static" / "learn.css").read_text()
@@ -254,75 +210,11 @@ def test_unscaled_is_dashed_and_scaled_solid() -> None:
     assert scaled and "stroke-dasharray" not in scaled.group(1)
 
 
-def test_every_chart_class_is_styled(result: dict) -> None:
+def test_every_chart_class_is_styled() -> None:
     css = (ROOT / "static" / "learn.css").read_text()
-    svgs = [parse(why_scale_svg(result)), parse(loss_curve_svg([1.0, 0.2], chart_id="a")),
-            parse(loss_curve_svg([1.0, 1e-4], chart_id="b"))]
+    svgs = [parse(why_scale_chart(why_scale(5), key, chart_id="w")) for key, _, _ in CHARTS]
+    svgs += [parse(loss_curve_svg([1.0, 0.2], chart_id="a")), parse(loss_curve_svg([1.0, 1e-4], chart_id="b"))]
     classes = {c for svg in svgs for el in svg.iter() for c in (el.get("class") or "").split()}
-    missing = {c for c in classes - {"chart", "panel", "losses", "grad-scores-norm"}
+    missing = {c for c in classes - {"chart"}
                if not re.search(rf"\.{re.escape(c)}\b", css)}
     assert not missing, missing
-
-
-def test_why_scale_context_numbers_are_why_scales(result: dict) -> None:
-    context = why_scale_context()
-    assert context is why_scale_context()  # computed once
-    assert context["steps"] == 200 and context["d_k"] == 64
-    assert context["loss_steps"] == (0, 10, 50, 200) and context["grad_steps"] == (0, 10, 200)
-    assert str(context["svg"]) == str(why_scale_svg(result))
-    assert [row["run"] for row in context["rows"]] == ["scaled", "unscaled"]
-    for row in context["rows"]:
-        run = result[row["run"]]
-        assert [c["step"] for c in row["losses"]] == [0, 10, 50, 200]
-        assert [c["value"] for c in row["losses"]] == [run["losses"][s] for s in (0, 10, 50, 200)]
-        assert [c["text"] for c in row["losses"]] == [short_number(run["losses"][s]) for s in (0, 10, 50, 200)]
-        assert [c["value"] for c in row["grad_scores_norm"]] == [run["grad_scores_norm"][s] for s in (0, 10, 200)]
-        assert row["max_weight_start_mean"]["value"] == pytest.approx(np.mean(run["max_weight_start"]), abs=1e-15)
-    scaled, unscaled = context["rows"]
-    assert [c["text"] for c in unscaled["losses"]] == ["0.872", "0.711", "0.711", "0.711"]  # README's table
-    assert scaled["losses"][-1]["text"] == "0.0019" and unscaled["grad_scores_norm"][0]["text"] == "0.105"
-    assert unscaled["max_weight_start_mean"]["value"] > 0.6 > 0.4 > scaled["max_weight_start_mean"]["value"]
-
-
-def test_why_scale_context_is_read_only() -> None:
-    context = why_scale_context()
-    with pytest.raises(TypeError):
-        context["reading"] = "changed"  # type: ignore[index]
-    with pytest.raises(TypeError):
-        context["rows"][0]["label"] = "changed"  # type: ignore[index]
-
-
-SUPERSCRIPT_DIGITS = "".join(map(chr, SUPERSCRIPT.values()))  # ⁰¹…⁹⁻
-NUMBER = re.compile(rf"\d[\d,]*(?:\.\d+)?(?: × 10[{SUPERSCRIPT_DIGITS}]+)?")
-
-
-def test_reading_numbers_are_why_scales(result: dict) -> None:
-    reading = why_scale_context()["reading"]
-    assert reading == why_scale_reading(result)
-    g = result["unscaled"]["grad_scores_norm"]
-    scaled, unscaled = result["scaled"]["losses"], result["unscaled"]["losses"]
-    found = NUMBER.findall(reading)
-    assert found == ["10", found[1], short_number(g[0]), short_number(g[10]), "200", short_number(scaled[0]),
-                     short_number(scaled[-1]), short_number(unscaled[-1])]
-    assert float(found[1].replace(",", "")) == pytest.approx(g[0] / g[10], abs=0.5)  # the 200-fold fall
-    assert f"is {found[1]}× smaller than at the start" in reading
-    assert "the scaled run's loss falls from" in reading and "the unscaled one is still 0.711" in reading
-
-
-def test_reading_follows_the_numbers_it_is_given() -> None:
-    made_up = {
-        "steps": 4,
-        "scaled": {"losses": [1.0, 1.1, 1.2, 1.3, 1.5], "grad_scores_norm": [1.0] * 5},
-        "unscaled": {"losses": [2.0, 1.0, 0.5, 0.2, 0.1], "grad_scores_norm": [0.01, 0.02, 0.03, 0.04, 0.05]},
-    }
-    reading = why_scale_reading(made_up)
-    assert reading.startswith("After 4 steps the unscaled run's ‖∂L/∂scores‖ is 5.0× larger than at the start")
-    assert "(0.010 → 0.050)" in reading and "by step 4" in reading
-    assert "the scaled run's loss goes from 1.000 to 1.500" in reading and "the unscaled one is down to 0.10" in reading
-
-
-def test_why_scale_context_for_a_few_steps() -> None:
-    context = why_scale_context(5)
-    assert context["loss_steps"] == (0, 5) and context["grad_steps"] == (0, 5)
-    assert context["reading"].startswith("After 5 steps")
-    parse(context["svg"])

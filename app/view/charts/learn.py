@@ -1,4 +1,4 @@
-"""Server-rendered SVG charts of training: a loss curve, and why ÷√d_k (seeds 003, 004) as two charts.
+"""Server-rendered SVG charts of training: a loss curve, and the plot helpers app/view/charts/why_scale.py draws with.
 
 The same rules as app/view/charts/lab.py, whose helpers draw the parts: one ``<svg role="img">`` with a <title> and
 a <desc> that state the numbers; classes styled in static/learn.css, no style attributes, no <style>, no
@@ -10,21 +10,17 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from types import MappingProxyType
 
 import numpy as np
 from markupsafe import Markup, escape
 
-from app.lesson.goals import why_scale
 from app.view.charts.lab import SUPERSCRIPT, _line, _num, _open, _pow10, _text, nice_step
 
 MAX_POINTS = 400  # a polyline of more points adds bytes, not detail, at a few hundred pixels wide
 LOG_RATIO = 100  # a y axis whose values span more than this factor (all positive) is drawn on a log scale
 _CHART_ID = re.compile(r"[A-Za-z][\w-]*")  # "<id>-title <id>-desc" in aria-labelledby: no spaces, no quotes
-RUN_LABELS = {"scaled": "÷√d_k", "unscaled": "no ÷√d_k"}  # app.view.charts.lab._svg_maths lowers the k
 
 
 def short_number(v: float) -> str:
@@ -165,8 +161,12 @@ class _Series:
     label: str | None = None  # a name written at the line's end, above its last value
 
 
-def _draw_plot(parts: list[str], frame: _Frame, series: Sequence[_Series], axis: _YAxis, y_label: str) -> None:
-    """Grid, axes with their ticks and labels, each series' polyline, a dot and the value at its end."""
+def _draw_plot(
+    parts: list[str], frame: _Frame, series: Sequence[_Series], axis: _YAxis, y_label: str, line: float = 14
+) -> None:
+    """Grid, axes with their ticks and labels, each series' polyline, a dot and the value at its end.
+
+    ``line``: from a series' name to its value below it (larger text wants more)."""
     last_step = max(len(s.values) for s in series) - 1
     x_span = max(last_step, 1)
 
@@ -196,14 +196,14 @@ def _draw_plot(parts: list[str], frame: _Frame, series: Sequence[_Series], axis:
         end = shown[-1]
         ends.append((s, x_of(end), axis.y(frame, s.values[end]), s.values[end]))
     named = any(s.label for s, *_ in ends)
-    gap = 27 if named else 13
+    gap = 2 * line - 1 if named else 13
     label_ys = _place_labels([y + (-1 if named else 4) for _, _, y, _ in ends], gap, frame.top + 4,
-                             frame.bottom - (10 if named else -4))
+                             frame.bottom - (line - 4 if named else -4))
     for (s, x, y, value), ly in zip(ends, label_ys, strict=True):
         parts.append(f'<circle cx="{_num(x)}" cy="{_num(y)}" r="3.5" class="end-dot {escape(s.cls)}"/>')
         if s.label:
             parts.append(_text(frame.right + 8, ly, s.label, f"series-label {s.cls}"))
-            parts.append(_text(frame.right + 8, ly + 14, short_number(value), f"end-label {s.cls}"))
+            parts.append(_text(frame.right + 8, ly + line, short_number(value), f"end-label {s.cls}"))
         else:
             parts.append(_text(x + 7, ly, short_number(value), f"end-label {s.cls}"))
 
@@ -252,116 +252,3 @@ def loss_curve_svg(
     _draw_plot(parts, frame, [_Series("loss", tuple(float(x) for x in v))], _y_axis(v, log), "loss")
     parts.append("</svg>")
     return Markup("".join(parts))
-
-
-# --- why ÷√d_k ------------------------------------------------------------------------------------------
-
-def _why_scale_desc(result: Mapping) -> str:
-    def runs(key: str) -> str:
-        return "; ".join(
-            f"{'with' if run == 'scaled' else 'without'} ÷√d_k from {short_number(result[run][key][0])} "
-            f"to {short_number(result[run][key][-1])}"
-            for run in ("scaled", "unscaled")
-        )
-
-    return (
-        f"Two charts over {result['steps']:,} steps of SGD (learning rate {result['learning_rate']:g}), "
-        f"d_k = {result['d_k']}, the same start for both runs. "
-        f"Left, the loss: {runs('losses')}. Right, ‖∂L/∂scores‖ on a log scale: {runs('grad_scores_norm')}. "
-        "The solid lines are the run with ÷√d_k, the dashed lines the run without."
-    )
-
-
-def why_scale_svg(result: Mapping, *, chart_id: str = "why-scale") -> Markup:
-    """app.lesson.goals.why_scale's two runs side by side against the step: the loss (left) on a linear axis from 0,
-    where the unscaled plateau and the scaled run's fall to almost 0 are both plain, and ‖∂L/∂scores‖ (right)
-    on a log axis, where the unscaled gradient's 300-fold fall is. ÷√d_k is solid, no ÷√d_k dashed, each
-    line named and its last value written at its end."""
-    _check_id(chart_id)
-    width, height, half = 640, 200, 320
-    title = f"Why ÷√d_k: the loss and ‖∂L/∂scores‖ over {result['steps']:,} SGD steps, d_k = {result['d_k']}"
-    parts = [_open(chart_id, width, height, "learn-chart why-scale-chart", title, _why_scale_desc(result))]
-    for i, (key, y_label, log) in enumerate((("losses", "loss", False), ("grad_scores_norm", "‖∂L/∂scores‖", True))):
-        x0 = i * half
-        frame = _Frame(x0=x0, left=x0 + 46, right=x0 + half - 78, top=22, bottom=height - 36)
-        series = [_Series(run, tuple(result[run][key]), RUN_LABELS[run]) for run in ("scaled", "unscaled")]
-        parts.append(f'<g class="panel {escape(key.replace("_", "-"))}">')
-        _draw_plot(parts, frame, series, _y_axis([v for s in series for v in s.values], log), y_label)
-        parts.append("</g>")
-    parts.append("</svg>")
-    return Markup("".join(parts))
-
-
-def _cells(values: Sequence[float], steps: Sequence[int]) -> tuple[dict, ...]:
-    return tuple({"step": s, "value": values[s], "text": short_number(values[s])} for s in steps)
-
-
-def _ratio(a: float, b: float) -> str:
-    r = a / b
-    return f"{r:,.0f}" if r >= 10 else f"{r:.1f}"
-
-
-def why_scale_reading(result: Mapping) -> str:
-    """One sentence read from the numbers: how far the unscaled gradient has fallen after (up to) 10 steps,
-    and where both losses end."""
-    steps = result["steps"]
-    early = min(10, steps)
-    g0, gk = result["unscaled"]["grad_scores_norm"][0], result["unscaled"]["grad_scores_norm"][early]
-    if gk > 0 and g0 >= 1.1 * gk:
-        change = f"is {_ratio(g0, gk)}× smaller than at the start"
-    elif gk > 0 and gk >= 1.1 * g0:
-        change = f"is {_ratio(gk, g0)}× larger than at the start"
-    else:
-        change = "is about what it was at the start"
-    scaled, unscaled = result["scaled"]["losses"], result["unscaled"]["losses"]
-    scaled_moves = "falls" if scaled[-1] < scaled[0] else "goes"
-    settled = unscaled[early] if early < steps else unscaled[0]  # after the first steps, or from the start
-    unscaled_end = "is still" if unscaled[-1] > 0.5 * settled else "is down to"
-    return (
-        f"After {early} step{'' if early == 1 else 's'} the unscaled run's ‖∂L/∂scores‖ {change} "
-        f"({short_number(g0)} → {short_number(gk)}); by step {steps:,} the scaled run's loss {scaled_moves} "
-        f"from {short_number(scaled[0])} to {short_number(scaled[-1])}, while the unscaled one "
-        f"{unscaled_end} {short_number(unscaled[-1])}."
-    )
-
-
-def _read_only(obj: object) -> object:
-    """Dicts as read-only mappings and lists as tuples, all the way down: the cached context is shared."""
-    if isinstance(obj, Mapping):
-        return MappingProxyType({k: _read_only(v) for k, v in obj.items()})
-    if isinstance(obj, list | tuple):
-        return tuple(_read_only(v) for v in obj)
-    return obj
-
-
-@lru_cache(maxsize=8)
-def why_scale_context(steps: int = 200) -> Mapping[str, object]:
-    """What the Learn panel shows for why ÷√d_k: the chart, a table's rows and a sentence reading them.
-
-    why_scale is deterministic, so this is computed once per ``steps``. The result is read-only (one
-    object handed to every request): ``svg``; ``loss_steps`` and ``grad_steps``, the table's columns;
-    ``rows``, one per run, each cell ``{"step", "value", "text"}``; ``reading``.
-    """
-    result = why_scale(steps)
-    loss_steps = tuple(sorted({s for s in (0, 10, 50, steps) if s <= steps}))
-    grad_steps = tuple(sorted({s for s in (0, 10, steps) if s <= steps}))
-    rows = []
-    for run in ("scaled", "unscaled"):
-        r = result[run]
-        max_weight = float(np.mean(r["max_weight_start"]))
-        rows.append({
-            "run": run,
-            "label": RUN_LABELS[run],
-            "losses": _cells(r["losses"], loss_steps),
-            "grad_scores_norm": _cells(r["grad_scores_norm"], grad_steps),
-            "max_weight_start_mean": {"value": max_weight, "text": f"{max_weight:.3f}"},
-        })
-    return _read_only({
-        "d_k": result["d_k"],
-        "steps": steps,
-        "svg": why_scale_svg(result),
-        "loss_steps": loss_steps,
-        "grad_steps": grad_steps,
-        "rows": rows,
-        "reading": why_scale_reading(result),
-    })
