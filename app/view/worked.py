@@ -101,7 +101,7 @@ def _division(e: Division, d: int) -> Worked:
 
 def _softmax(e: SoftmaxRow, d: int) -> Worked:
     i, j = e.ref.row, e.ref.col
-    s = r"\text{Masked}" if any(en.hidden for en in e.entries) else r"\text{Scaled}"
+    s = r"\text{Masked}" if e.masked else r"\text{Scaled}"
     symbolic = (rf"A_{{{i + 1},{j + 1}}} = \frac{{\exp({s}_{{{i + 1},{j + 1}}})}}"
                 rf"{{\sum_{{j'}} \exp({s}_{{{i + 1},j'}})}}")
     chosen = next(en for en in e.entries if en.selected)
