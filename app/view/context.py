@@ -40,7 +40,7 @@ from app.view.editor import mask_grid, target_grid
 from app.view.gradient_worked import gradient_worked
 from app.view.lab_cost import cost_context, lab_context
 from app.view.labels import head_label, token_labels
-from app.view.panels import PanelBuilder, page_stages
+from app.view.panels import PanelBuilder, gradient_decimals, page_stages
 from app.view.pipeline_map import pipeline_map
 from app.view.stage_panels import stage_view, stage_views
 from app.view.worked import worked
@@ -135,7 +135,7 @@ def page_context(sc: Scenario, view: View, *, shell: bool = True) -> dict:
         "stage_views": ctx_views,
         "explanation": explanation,
         "worked": None if explanation is None else (
-            gradient_worked(explanation, view.decimals) if explanation.kind.startswith("grad_")
+            gradient_worked(explanation, gradient_decimals(view.decimals)) if explanation.kind.startswith("grad_")
             else worked(explanation, view.decimals)),
         "dims": builder.dims,
         "token_rows": builder.rows,

@@ -251,10 +251,15 @@ class PanelBuilder:
         per_head = owner == self.view.head and name not in ("final", "w_o")
         hn = f" ({head_label(self.sc, owner)})" if per_head and self.run.num_heads > 1 else ""
         title = f"∂L/∂{GRADIENT_TITLES[name]}"
-        # Gradients are small: at least three decimals, so that they do not all print as 0.00.
         return self._panel(m, title, f"g_{name}.{owner}", rows, cols, inspect=f"g_{name}", corner=corner,
                            label=rf"$\partial L / \partial {GRADIENT_TEX[name]}$", suffix=hn,
-                           decimals=max(self.view.decimals, 3))
+                           decimals=gradient_decimals(self.view.decimals))
+
+
+def gradient_decimals(decimals: int) -> int:
+    """Gradients are small: at least three decimals, so that they do not all print as 0.00. Their heatmaps
+    and the inspector's arithmetic both print them so, and a cell reads the same in both."""
+    return max(decimals, 3)
 
 
 def page_stages(sc: Scenario, view: View) -> tuple[Stage, ...]:
