@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.lesson.articles import cite
 from app.lesson.presets import PRESETS
 from app.lesson.seed_numbers import (
     PREVIOUS_TOKEN_SEED,
@@ -219,13 +220,13 @@ def _translate() -> Goal:
         loss={"kind": "attention", "head": 0, "target": target},
     )
     return Goal(
-        key="translate", title="Learn seed 003's alignment table: Le chat assis sur le tapis → The cat sat on the mat",
-        source="Seed 003: the alignment table of a translation",
+        key="translate", title="Learn article 4's alignment table: Le chat assis sur le tapis → The cat sat on the mat",
+        source=cite(4, what="the alignment table of a translation"),
         explanation=(
             "When generating chat, the model should focus on cat, not mat or on: starting from random "
-            "W_Q and W_K, gradient descent makes the cross-attention weights match seed 003's table. "
+            "W_Q and W_K, gradient descent makes the cross-attention weights match article 4's table. "
             "The largest weight in each row then shows where each French word focuses, le on the second "
-            "the, and the loss cannot go below the table's own entropy (0.948)."
+            "the, and the loss cannot go below the table's own entropy."
         ),
         scenarios=(scenario,), train=("w_q", "w_k"), optimizer="adam", learning_rate=0.1, steps=100,
     )
@@ -244,7 +245,7 @@ def _bank() -> Goal:
         ))
     return Goal(
         key="bank", title="Learn a where head: bank attends to river in ①, to money in ②",
-        source="Seed 000: the homonym bank",
+        source=cite(1, what="the homonym bank"),
         explanation=(
             "Without context, a computer doesn't know if bank is a place to fish or a place to store money: "
             "one head, trained on both sentences at once (the sum of their two losses), learns to connect "
@@ -270,7 +271,7 @@ def previous_token_scenario(positional_encoding: str = "rope") -> GoalScenario:
 def _previous_token() -> Goal:
     return Goal(
         key="previous-token", title="Learn a previous-token head (causal mask, RoPE)",
-        source="Seeds 001, 003, 004: masked attention and positional encodings",
+        source=cite(2, 4, 5, what="masked attention and positional encodings"),
         explanation=(
             "Every token should attend to the token just before it, which is a relation between positions, "
             "not contents: without positions attention sees a set, so mat cannot tell the second the from "

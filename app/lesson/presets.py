@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from app.lesson.articles import cite
 from app.lesson.seed_numbers import (
     ALIGN_DIMS,
     ALIGN_WEIGHTS,
@@ -75,7 +76,7 @@ class Preset:
     attention: str = "softmax"
     blocks: int = 0  # transformer blocks around attention
     d_ff: int = 0  # 0: 4·d_model
-    focus: str = ""  # a token whose attention lines are drawn first (seed 000's figure shows bank's)
+    focus: str = ""  # a token whose attention lines are drawn first (article 1's figure shows bank's)
     goal: str = ""  # a training goal (app.lesson.goals.GOALS, or "why-scale"): the page opens its Learn panel
 
     @property
@@ -96,7 +97,7 @@ PRESETS: dict[str, Preset] = {
         Preset(
             key="default",
             title="Five tokens, d = 3",
-            source="Seed 000: the demo size, $T = 5$ tokens and $d = 3$ dimensions",
+            source=cite(1, what="the demo size, $T = 5$ tokens and $d = 3$ dimensions"),
             summary=(
                 "Five tokens with three-dimensional embeddings and random projections from seed 0. "
                 "Edit any number and watch every later stage follow."
@@ -108,7 +109,7 @@ PRESETS: dict[str, Preset] = {
         Preset(
             key="pool",
             title="pool beats badminton",
-            source="Seed 001: self-attention as attention(A, A, A)",
+            source=cite(2, what="self-attention as attention(A, A, A)"),
             summary=(
                 r"No learned weights yet: $W_Q = W_K = W_V = W_O = I$ and no scaling, so the scores are "
                 r"$A A^{\top}$. pool is more similar to badminton (0.30) than to beats (0.14), so badminton "
@@ -129,7 +130,7 @@ PRESETS: dict[str, Preset] = {
         Preset(
             key="three-token",
             title="Three-token worked example",
-            source="Seed 003: worked example, $d_k = 2$",
+            source=cite(4, what="worked example, $d_k = 2$"),
             summary=(
                 "$X$ is the identity, so $Q$, $K$ and $V$ are exactly the article's matrices. Token 3's query "
                 "[1, 1] matches key 1 [1, 1] best, so it puts the most weight (0.503) on key 1."
@@ -147,10 +148,10 @@ PRESETS: dict[str, Preset] = {
         Preset(
             key="bank-river",
             title="bank ①: by the river",
-            source="Seed 000: the homonym bank, first sentence, with the who, when and where heads",
+            source=cite(1, what="the homonym bank, first sentence, with the who, when and where heads"),
             summary=(
-                "Three heads, each looking for one relationship. The lines below the weights are seed "
-                "000's figure: bank attends to Sherry in head 1 (who), to 'lying' in head 2 (when), and "
+                "Three heads, each looking for one relationship. The lines below the weights are article "
+                "1's figure: bank attends to Sherry in head 1 (who), to 'lying' in head 2 (when), and "
                 "to 'river' in head 3 (where), so bank's final output leans to outdoors, not money. "
                 "Compare with bank ②."
             ),
@@ -169,7 +170,7 @@ PRESETS: dict[str, Preset] = {
         Preset(
             key="bank-money",
             title="bank ②: money",
-            source="Seed 000: the homonym bank, second sentence, with the who, when and where heads",
+            source=cite(1, what="the homonym bank, second sentence, with the who, when and where heads"),
             summary=(
                 "The same bank embedding and the same weights as bank ①, in another sentence. In the "
                 "lines below the weights, head 3 (where) now sends bank to 'money' (and some to "
@@ -192,7 +193,7 @@ PRESETS: dict[str, Preset] = {
         Preset(
             key="translate",
             title="Cross-attention: The cat sat on the mat → Le chat assis sur le tapis",
-            source="Seed 003: the alignment table of a translation",
+            source=cite(4, what="the alignment table of a translation"),
             summary=(
                 "Queries come from the French sentence, keys and values from the English one, so the "
                 "weights form a 6×6 alignment table: each French word attends most to its English "
@@ -210,7 +211,7 @@ PRESETS: dict[str, Preset] = {
         Preset(
             key="dog-bites-man",
             title="dog bites man (positions)",
-            source="Seed 003: why attention needs positional encodings",
+            source=cite(4, what="why attention needs positional encodings"),
             summary=(
                 "With no positional encoding, the outputs of 'dog bites man' are exactly those of "
                 "'man bites dog' with the rows swapped: attention sees a set. Switch positions to "
@@ -223,7 +224,7 @@ PRESETS: dict[str, Preset] = {
         Preset(
             key="man-bites-dog",
             title="man bites dog (positions)",
-            source="Seed 003: why attention needs positional encodings",
+            source=cite(4, what="why attention needs positional encodings"),
             summary=(
                 "The same three embeddings in the other order. Without positions, each token's output "
                 "row equals its row in 'dog bites man'; with sinusoidal PE, they differ."
@@ -235,7 +236,7 @@ PRESETS: dict[str, Preset] = {
         Preset(
             key="causal",
             title="Causal mask: a decoder cannot peek",
-            source="Seeds 001, 003, 004: masked attention",
+            source=cite(2, 4, 5, what="masked attention"),
             summary=(
                 r"GPT-style decoders hide every later token: query $i$ sees keys $1, \ldots, i$ only. The weights "
                 "above the diagonal are exactly 0. Tick cells in the Mask stage to hide more."
@@ -249,21 +250,22 @@ PRESETS: dict[str, Preset] = {
         Preset(
             key="positions",
             title="Sinusoidal positional encoding, 4 dimensions",
-            source="Seed 003: worked example of the PE matrix",
+            source=cite(4, what="worked example of the PE matrix"),
             summary=(
-                r"Zero embeddings, so $X$ is exactly the PE matrix of seed 003: $\sin(pos)$, $\cos(pos)$, "
-                r"$\sin(pos/100)$, $\cos(pos/100)$ for positions 0–2."
+                r"Zero embeddings, so $X$ is exactly the PE matrix of article 4: $\sin(pos)$, $\cos(pos)$, "
+                r"$\sin(pos/100)$, $\cos(pos/100)$ for the three tokens. The formula counts positions from 0: "
+                r"token 1 has $pos = 0$, token 3 has $pos = 2$."
             ),
-            tokens=("pos 0", "pos 1", "pos 2"),
+            tokens=("first", "second", "third"),
             x=((0.0, 0.0, 0.0, 0.0),) * 3,
             positional_encoding="sinusoidal",
         ),
         Preset(
             key="additive",
             title="Older score functions: Bahdanau (additive) and Luong (general)",
-            source="Seed 003: from Bahdanau's small network to the dot product",
+            source=cite(4, what="from Bahdanau's small network to the dot product"),
             summary=(
-                r"Seed 003's three tokens, scored by Bahdanau's small network $v_a \cdot \tanh(q_i W_1 + k_j W_2)$ "
+                r"Article 4's three tokens, scored by Bahdanau's small network $v_a \cdot \tanh(q_i W_1 + k_j W_2)$ "
                 "instead of a dot product. Select a score to see each tanh; switch the score to "
                 "general (Luong) or dot in Mechanisms to compare."
             ),
@@ -278,7 +280,7 @@ PRESETS: dict[str, Preset] = {
         Preset(
             key="sparse",
             title="Sparse attention: a strided pattern on 16 tokens",
-            source=r"Seed 003: the variants table (sparse attention, $O(n\sqrt{n})$)",
+            source=cite(4, what=r"the variants table (sparse attention, $O(n\sqrt{n})$)"),
             summary=(
                 r"With a stride of $4 = \sqrt{16}$, each query sees its 3 neighbours on each side and every "
                 r"4th token: about $2\sqrt{T}$ keys instead of $T$. Switch the mask to a local window to compare, "
@@ -293,7 +295,7 @@ PRESETS: dict[str, Preset] = {
         Preset(
             key="linear",
             title="Linear attention (φ = elu + 1) against softmax",
-            source="Seed 003: the variants table (linear attention, $O(n d^2)$)",
+            source=cite(4, what="the variants table (linear attention, $O(n d^2)$)"),
             summary=(
                 r"Each head's output comes from $\varphi(Q) \big(\varphi(K)^{\top} V\big)$, a $d_k \times d_v$ summary "
                 r"built once, instead of a $T \times T$ weight matrix. The Output stage shows the result, "
@@ -308,7 +310,7 @@ PRESETS: dict[str, Preset] = {
         Preset(
             key="block",
             title="Transformer blocks: Add & Norm, FFN, Add & Norm, stacked twice",
-            source="Seeds 002, 003: the transformer block",
+            source=cite(3, 4, what="the transformer block"),
             summary=(
                 r"Multi-head attention, then $\text{LayerNorm}(X + \text{MultiHead}(X))$, a position-wise FFN with "
                 r"$d_{\text{ff}} = 12$, and $\text{LayerNorm}(H + \text{FFN}(H))$: steps 8–10. The second block "
@@ -330,9 +332,9 @@ PRESETS.update({p.key: p for p in (
     Preset(
         key="learn-translate",
         title="Learn: the alignment table of a translation",
-        source="Seed 003: the alignment table, learned",
+        source=cite(4, what="the alignment table, learned"),
         summary=(
-            r"Random $W_Q$ and $W_K$ (seed 3), and a goal: seed 003's alignment table, Le → The 0.70 … "
+            r"Random $W_Q$ and $W_K$ (seed 3), and a goal: article 4's alignment table, Le → The 0.70 … "
             "tapis → mat 0.75. Press “100 steps” in the Learn panel and watch the lines find each French "
             "word's English counterpart; the backward stages after Heads show the gradients that move them."
         ),
@@ -343,7 +345,7 @@ PRESETS.update({p.key: p for p in (
     Preset(
         key="learn-bank",
         title="Learn: a where head for bank",
-        source="Seed 000: the homonym bank, learned",
+        source=cite(1, what="the homonym bank, learned"),
         summary=(
             "One head with random weights, trained on both bank sentences at once: bank should attend to "
             "river in ① (on screen) and to money in ②. Train it in the Learn panel; the panel draws ②'s "
@@ -355,7 +357,7 @@ PRESETS.update({p.key: p for p in (
     Preset(
         key="learn-previous-token",
         title="Learn: a previous-token head (causal mask, RoPE)",
-        source="Seeds 001, 003, 004: masked attention and positions, learned",
+        source=cite(2, 4, 5, what="masked attention and positions, learned"),
         summary=(
             "Every token should attend to the one before it. The causal mask hides the future and RoPE "
             "lets the scores depend on the offset between positions, so one head can learn it from "
@@ -367,7 +369,7 @@ PRESETS.update({p.key: p for p in (
     Preset(
         key="why-scale",
         title="Learn: why divide by √dₖ",
-        source=r"Seeds 003, 004: large scores saturate the softmax, and learning stalls",
+        source=cite(4, 5, what=r"large scores saturate the softmax, and learning stalls"),
         summary=(
             r"$d_k = 64$: scores of standard deviation 8 without $\div \sqrt{d_k}$. The Learn panel shows the "
             r"same start and goal trained twice, with and without $\div \sqrt{d_k}$: without it the softmax "

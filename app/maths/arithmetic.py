@@ -87,6 +87,7 @@ class SoftmaxRow:
     entries: tuple[SoftmaxEntry, ...]
     shift: float  # subtracted from every score before exp (0 unless the scores are large)
     total: float
+    masked: bool = False  # a mask is on: the row is Masked (−∞ at hidden keys), not Scaled
 
 
 @dataclass(frozen=True)
@@ -321,8 +322,9 @@ def explain(run: AttentionRun, ref: CellRef, tokens: list[str], dim_labels: list
             SoftmaxEntry(tok, float(s), float(x), float(x / total), jj == j, not np.isfinite(s))
             for jj, (tok, s, x) in enumerate(zip(keys, row.tolist(), e.tolist(), strict=True))
         )
-        return SoftmaxRow(ref, f"Attention weights of query {i + 1} ({tokens[i]}), softmax of its row{hn}", entries,
-                          shift, total)
+        masked = run.mask is not None
+        return SoftmaxRow(ref, f"Attention weights of query {i + 1} ({tokens[i]}), softmax of its "
+                          f"{'masked ' if masked else ''}row{hn}", entries, shift, total, masked)
     # output: a weighted sum of value rows (linear attention's implied weights in its mode)
     weights = head.softmax[i] if head.linear is None else head.linear.weights[i]
     rows = tuple(

@@ -96,11 +96,13 @@ def attention_lines(
     fig_id: str,
     focus: int | None = None,
     cross: bool = False,
+    hidden: np.ndarray | None = None,
 ) -> LinesFigure:
     """The figure for weights of shape (h, T, S): ``weights[h][i][j]`` is how much query i attends
     to key j in head h. ``focus`` is a query drawn strong (and its weights printed) until the
     student hovers or focuses another token. ``fig_id`` keeps ids unique when a page shows the
-    figure twice."""
+    figure twice. ``hidden`` (T, S), True where the mask hides key j from query i: no line, and "−∞"
+    printed in place of the weight, as in the softmax's input."""
     a = np.asarray(weights, dtype=np.float64)  # (h, T, S)
     h_count, t, s = a.shape
     if len(queries) != t or len(keys) != s or len(head_labels) != h_count:
@@ -134,7 +136,12 @@ def attention_lines(
     q_nums: list[list[list[str]]] = [[[] for _ in range(t)] for _ in range(h_count)]
     k_lines: list[list[list[str]]] = [[[] for _ in range(s)] for _ in range(h_count)]  # [h][j]
     k_nums: list[list[list[str]]] = [[[] for _ in range(s)] for _ in range(h_count)]
-    hs, is_, js = np.nonzero(a >= threshold)
+    hide = np.zeros((t, s), dtype=bool) if hidden is None else np.asarray(hidden, dtype=bool)  # (T, S)
+    for i, j in zip(*np.nonzero(hide), strict=True):  # a hidden pair: its printed "−∞", never a line
+        for h in range(h_count):
+            q_nums[h][i].append(f'<text y="{y[j]}" class="mk">−∞</text>')
+            k_nums[h][j].append(f'<text y="{y[i]}" class="mk">−∞</text>')
+    hs, is_, js = np.nonzero((a >= threshold) & ~hide[None])
     ws = a[hs, is_, js]
     for h, i, j, w in zip(hs.tolist(), is_.tolist(), js.tolist(), ws.tolist(), strict=True):
         stroke = f'stroke-width="{line_width(w):g}" stroke-opacity="{line_opacity(w):g}"/>'
@@ -150,15 +157,19 @@ def attention_lines(
     top_key = a.max(axis=2).tolist()
     top_query = a.max(axis=1).tolist()
 
+    def hidden_from(i: int) -> str:
+        keys_hidden = np.flatnonzero(hide[i]).tolist()
+        return f"; masked keys {', '.join(str(j + 1) for j in keys_hidden)}" if keys_hidden else ""
+
     def q_name(i: int) -> str:
         per_head = "; ".join(f"{heads[h].label} → {keys[best_key[h][i]] or '(empty)'} {top_key[h][i]:.2f}"
                              for h in range(h_count))
-        return str(escape(f"query {i} {queries[i]}: largest weight per head: {per_head}"))
+        return str(escape(f"query {i + 1} {queries[i]}: largest weight per head: {per_head}{hidden_from(i)}"))
 
     def k_name(j: int) -> str:
         per_head = "; ".join(f"{heads[h].label} ← {queries[best_query[h][j]] or '(empty)'} {top_query[h][j]:.2f}"
                              for h in range(h_count))
-        return str(escape(f"key {j} {keys[j]}: largest weight per head: {per_head}"))
+        return str(escape(f"key {j + 1} {keys[j]}: largest weight per head: {per_head}"))
 
     def groups(lines: list[list[list[str]]], nums: list[list[list[str]]], n: int, line_x: float,
                num_x: float, y_n: int) -> list[str]:
@@ -182,9 +193,11 @@ def attention_lines(
     note = (f"Only weights of at least {THRESHOLD:g} are drawn ({drawn:,} of {a.size:,} lines): with more than "
             f"{ALL_LINES_UP_TO:,} lines, the faint ones would hide the others." if threshold else "")
     colours = ", ".join(f"{k.label}: {k.colour}" for k in heads)
+    masked = "A key the mask hides from a query has no line; its score there is −∞ and its weight 0. "
     desc = (f"Each line joins a query token (left) to a {'source-sentence ' if cross else ''}key token "
-            f"(right); its width is 6 × the attention weight and its opacity 0.25 + 0.75 × the weight, so a "
-            f"masked key (weight 0) has no visible line. Colours: {colours}. Hover, tap or focus a token to "
+            f"(right); its width is 6 × the attention weight and its opacity 0.25 + 0.75 × the weight. "
+            f"{masked if hide.any() else ''}"
+            f"Colours: {colours}. Hover, tap or focus a token to "
             f"see only its lines, with their weights printed beside the other column. "
             f"{note + ' ' if note else ''}The same weights are in the table Attention weights A of this "
             f"stage, one head at a time.")

@@ -16,9 +16,11 @@ from app.maths.arithmetic import CellRef, Explanation, explain
 from app.maths.backward import Gradients
 from app.maths.cost import attention_cost
 from app.maths.gradient_arithmetic import GRADIENT_CELLS, GradientExplanation, explain_gradient
+from app.maths.loss_floor import attention_loss_floor, gradient_norm_at_floor
 from app.maths.records import AttentionRun, TransformerRun
 from app.state.cells import matrix_of, parse_cell
 from app.state.learning import (
+    Learning,
     companion_loss,
     companion_run,
     companion_scenario,
@@ -39,7 +41,7 @@ from app.view.editor import mask_grid, target_grid
 from app.view.gradient_worked import gradient_worked
 from app.view.lab_cost import cost_context, lab_context
 from app.view.labels import head_label, token_labels
-from app.view.panels import PanelBuilder, page_stages
+from app.view.panels import PanelBuilder, gradient_decimals, page_stages
 from app.view.pipeline_map import pipeline_map
 from app.view.stage_panels import stage_view, stage_views
 from app.view.worked import worked
@@ -134,7 +136,7 @@ def page_context(sc: Scenario, view: View, *, shell: bool = True) -> dict:
         "stage_views": ctx_views,
         "explanation": explanation,
         "worked": None if explanation is None else (
-            gradient_worked(explanation, view.decimals) if explanation.kind.startswith("grad_")
+            gradient_worked(explanation, gradient_decimals(view.decimals)) if explanation.kind.startswith("grad_")
             else worked(explanation, view.decimals)),
         "dims": builder.dims,
         "token_rows": builder.rows,
@@ -209,6 +211,8 @@ def learn_context(sc: Scenario, run: AttentionRun, view: View, loss: float | Non
         grad_norms={name: float(np.linalg.norm(getattr(grads.weights, name)))
                     for name in ("w_q", "w_k", "w_v", "w_o")},
     )
+    if learning.goal == "attention":
+        ctx["floor"] = loss_floor(learning)
     if run.attention == "softmax":  # the lines next to the buttons: a step shows at once what it moved
         p = PRESETS.get(sc.preset)
         focus = sc.tokens.index(p.focus) if p is not None and p.focus in sc.tokens else None
@@ -223,6 +227,17 @@ def learn_context(sc: Scenario, run: AttentionRun, view: View, loss: float | Non
                                      focus=second.tokens.index("bank") if "bank" in second.tokens else None),
         }
     return ctx
+
+
+def loss_floor(learning: Learning) -> dict:
+    """The attention goal's floor: the loss at A = t (the target's mean row entropy), with the goal's other
+    sentence's added for the total, and ‖∂L/∂A‖ there, which does not vanish."""
+    here = attention_loss_floor(learning.target, learning.rows)
+    second = companion_scenario(learning)
+    other = 0.0 if second is None else attention_loss_floor(second.loss["target"], second.loss.get("rows", ()))
+    counted = learning.target[list(learning.rows)] if learning.rows else learning.target  # (R, S)
+    return {"loss": here, "total": here + other, "grad_a": gradient_norm_at_floor(learning.target, learning.rows),
+            "entries": int(np.count_nonzero(counted > 0)), "rows": counted.shape[0]}
 
 
 def quiz_context(builder: PanelBuilder, current: Stage) -> dict | None:

@@ -81,7 +81,11 @@ def stage_diff(sc: Scenario, view: View, run: AttentionRun, stack: TransformerRu
         if before.shape != m.shape:
             notes.append(f"{title}: {before.shape[0]}×{before.shape[1]} when pinned, {m.shape[0]}×{m.shape[1]} now.")
             continue
-        delta = m - before
+        seen = np.isfinite(m) & np.isfinite(before)  # the masked scores: −∞ where a key is hidden
+        if not seen.all() and not np.array_equal(np.isfinite(m), np.isfinite(before)):
+            notes.append(f"{title}: the mask hides other keys than when pinned; the changes below are of the keys "
+                         "both hide from no query.")
+        delta = np.where(seen, m - np.where(seen, before, 0.0), 0.0)
         if not np.any(delta):
             unchanged.append(title)
             continue

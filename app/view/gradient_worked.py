@@ -35,7 +35,7 @@ from app.view.typeset import (
     sum_of,
     tex,
 )
-from app.view.worked import Worked
+from app.view.worked import Worked, rounding_note
 
 # The names app.maths.gradient_arithmetic gives matrices → LaTeX.
 SYMBOLS = {
@@ -118,6 +118,7 @@ def _grad_sum(e: GradientSum, d: int) -> Worked:
         math_block(f"<mo>=</mo>{products}{direct}", "the products"),
         math_block(f"<mo>=</mo>{values}{direct_value}", "their values"),
     ]
+    lines += rounding_note([t.product for t in e.terms] + ([] if e.direct is None else [e.direct.value]), e.total, d)
     if e.direct is not None and e.direct.target == 0:
         lines.append(_prose_hint("The target puts no weight on this key ($t = 0$), so the loss adds nothing here."))
     if e.note:
@@ -182,6 +183,7 @@ def _softmax_backward(e: SoftmaxBackward, d: int) -> Worked:
         math_block(f"{fragment(row_sum)}<mo>=</mo>{sum_of([product(en.weight, en.grad, d) for en in shown])}"
                    f"<mo>=</mo>{signed_sum([en.product for en in shown], d)}<mo>=</mo>{number(e.row_sum, d)}",
                    "the row sum"),
+        *rounding_note([en.product for en in shown], e.row_sum, d),
         math_block(f"<mo>=</mo>{number(e.weight, d)}<mo>·</mo>{_brackets(difference)}", "the numbers"),
     ]
     if any(en.hidden for en in e.entries):

@@ -16,6 +16,7 @@ from markupsafe import Markup, escape
 
 DIVERGING_BUCKETS = 5  # classes d-5 … d5: signed values, centred on 0, scaled by the largest |value|
 SEQUENTIAL_BUCKETS = 9  # classes s0 … s8: weights in [0, 1], on a fixed scale
+MINUS_INFINITY = "−∞"  # a masked score: class mk, no colour bucket
 
 
 @dataclass(frozen=True)
@@ -76,10 +77,16 @@ def heatmap_table(
     ``ref`` names the matrix (e.g. ``softmax.0``) for the inspector; cells of an inspectable
     table carry no per-cell attributes: the browser script finds row and column by position.
     ``hidden`` (a quiz) marks cells shown as "?" with no colour, so neither gives the value away.
+    A −∞ (a key the mask hides) prints as "−∞" on a hatched cell, outside the colour scale.
     Returns the markup and the scale's top value for the legend.
     """
-    classes, top = bucket_classes(m, kind)
-    texts = format_numbers(m, decimals)
+    hidden_keys = np.isneginf(m)
+    finite = np.where(hidden_keys, 0.0, m)  # the scale and the numbers from the visible entries only
+    classes, top = bucket_classes(finite, kind)
+    texts = format_numbers(finite, decimals)
+    if hidden_keys.any():
+        classes = np.where(hidden_keys, "mk", classes)
+        texts = np.where(hidden_keys, MINUS_INFINITY, np.array(texts, dtype=object)).tolist()
     if hidden is not None and hidden.any():
         classes = np.where(hidden, "qz", classes)
         texts = np.where(hidden, "?", np.array(texts, dtype=object)).tolist()

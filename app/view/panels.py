@@ -168,6 +168,7 @@ class PanelBuilder:
             "k_2": ("K·W₂", self.keys, "a", "signed"),
             "scores": (scores_title, self.rows, self.keys, "signed"),
             "scaled": (scaled_title, self.rows, self.keys, "signed"),
+            "masked": ("Masked: Scaled, −∞ where a key is hidden", self.rows, self.keys, "signed"),
             "softmax": ("Attention weights A (softmax)" if linear else "Attention weights A",
                         self.rows, self.keys, "weights"),
             "lin_weights": ("Linear attention's implied weights", self.rows, self.keys, "weights"),
@@ -186,8 +187,10 @@ class PanelBuilder:
         if isinstance(cols, str):
             cols = [f"{cols}{j + 1}" for j in range(m.shape[1])]
         inspect = name if name in INSPECTABLE else ""
+        label = {"scaled": scaled_label,
+                 "masked": r"$\text{Masked}$: $\text{Scaled}$, ${-\infty}$ where a key is hidden"}
         return self._panel(m, title, ref, rows, cols, kind, inspect=inspect, corner=corner,
-                           label=scaled_label if name == "scaled" else "", suffix=hn)
+                           label=label.get(name, ""), suffix=hn)
 
     def transposed(self, name: str) -> Panel:
         """Kᵀ as the scores multiply it: d_k rows, one column per key, so the product reads row by
@@ -238,7 +241,7 @@ class PanelBuilder:
         return attention_lines(
             np.stack([head.softmax for head in self.run.heads]),  # (h, T, S)
             self.sc.tokens, self.sc.key_tokens, [head_label(self.sc, h) for h in range(self.run.num_heads)],
-            fig_id=f"lines-{stage.key}", focus=focus, cross=self.sc.cross,
+            fig_id=f"lines-{stage.key}", focus=focus, cross=self.sc.cross, hidden=self.run.mask,
         )
 
     def gradient(self, name: str, m: np.ndarray, rows: list[str], cols: list[str], owner: int | None = None,
@@ -248,10 +251,15 @@ class PanelBuilder:
         per_head = owner == self.view.head and name not in ("final", "w_o")
         hn = f" ({head_label(self.sc, owner)})" if per_head and self.run.num_heads > 1 else ""
         title = f"∂L/∂{GRADIENT_TITLES[name]}"
-        # Gradients are small: at least three decimals, so that they do not all print as 0.00.
         return self._panel(m, title, f"g_{name}.{owner}", rows, cols, inspect=f"g_{name}", corner=corner,
                            label=rf"$\partial L / \partial {GRADIENT_TEX[name]}$", suffix=hn,
-                           decimals=max(self.view.decimals, 3))
+                           decimals=gradient_decimals(self.view.decimals))
+
+
+def gradient_decimals(decimals: int) -> int:
+    """Gradients are small: at least three decimals, so that they do not all print as 0.00. Their heatmaps
+    and the inspector's arithmetic both print them so, and a cell reads the same in both."""
+    return max(decimals, 3)
 
 
 def page_stages(sc: Scenario, view: View) -> tuple[Stage, ...]:

@@ -85,7 +85,9 @@ def mask_panels(b: PanelBuilder) -> Panels:
 
 
 def softmax_panels(b: PanelBuilder) -> Panels:
-    p: Panels = {"scaled": b.head_matrix("scaled"), "softmax": b.head_matrix("softmax")}
+    """The softmax's input is what the formula exponentiates: Masked (−∞ at hidden keys) under a mask, else Scaled."""
+    p: Panels = {"input": b.head_matrix("masked" if b.run.mask is not None else "scaled"),
+                 "softmax": b.head_matrix("softmax")}
     if b.run.attention == "linear":
         p["lin_weights"] = b.head_matrix("lin_weights")
     return p

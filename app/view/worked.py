@@ -7,6 +7,7 @@ result. Token names are page text around the maths, escaped by Jinja or here, ne
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from markupsafe import Markup, escape
@@ -72,6 +73,7 @@ def _dot(e: DotProduct, d: int) -> Worked:
     lines = [
         math_block(f"<mo>=</mo>{products}{bias}", "the products"),
         math_block(f"<mo>=</mo>{values}{bias}", "their values"),
+        *rounding_note([t.product for t in e.terms] + ([] if e.bias is None else [e.bias]), e.total, d),
         math_block(f"<mo>=</mo>{number(e.total, d)}", f"= {_plain(e.total, d)}"),
     ]
     return Worked(Markup(math_block(fragment(symbolic, True), symbolic, display=True)), lines)
@@ -81,6 +83,17 @@ def _plain(value: float, decimals: int) -> str:
     """A number as text with a true minus sign: for a result in bold and for alttext."""
     text = f"{round(value, decimals) + 0.0:.{decimals}f}"
     return text.replace("-", MINUS)
+
+
+def rounding_note(terms: Sequence[float], total: float, decimals: int) -> list[Markup]:
+    """Nothing when the terms as printed add up to the total as printed; else a line that says why they do
+    not: each term is rounded on its own, and the total is the exact sum, rounded once."""
+    shown = sum(round(float(v), decimals) for v in terms)
+    if _plain(shown, decimals) == _plain(total, decimals):
+        return []
+    return [Markup('<span class="hint rounding">') + escape(
+        f"Terms rounded to {decimals} decimals: as printed they add up to {_plain(shown, decimals)}; the exact sum "
+        f"is {_plain(total, decimals + 3)}, which rounds to {_plain(total, decimals)}.") + Markup("</span>")]
 
 
 def _division(e: Division, d: int) -> Worked:
@@ -101,13 +114,15 @@ def _division(e: Division, d: int) -> Worked:
 
 def _softmax(e: SoftmaxRow, d: int) -> Worked:
     i, j = e.ref.row, e.ref.col
-    s = r"\text{Masked}" if any(en.hidden for en in e.entries) else r"\text{Scaled}"
+    s = r"\text{Masked}" if e.masked else r"\text{Scaled}"
     symbolic = (rf"A_{{{i + 1},{j + 1}}} = \frac{{\exp({s}_{{{i + 1},{j + 1}}})}}"
                 rf"{{\sum_{{j'}} \exp({s}_{{{i + 1},j'}})}}")
     chosen = next(en for en in e.entries if en.selected)
-    lines = [math_block(
-        f"<mo>=</mo>{frac(number(chosen.exp, d), number(e.total, d))}<mo>=</mo>{number(chosen.weight, d)}",
-        "the selected weight")]
+    shown = [en for en in e.entries if not en.hidden]
+    lines = [*rounding_note([en.exp for en in shown], e.total, d),
+             *rounding_note([en.weight for en in shown], sum(en.weight for en in shown), d),
+             math_block(f"<mo>=</mo>{frac(number(chosen.exp, d), number(e.total, d))}<mo>=</mo>"
+                        f"{number(chosen.weight, d)}", "the selected weight")]
     return Worked(math_block(fragment(symbolic, True), symbolic, display=True), lines)
 
 
@@ -155,7 +170,7 @@ def _additive(e: AdditiveScore, d: int) -> Worked:
     symbolic = (rf"{_cell('scores', i, j)} = \sum_{{a}} (v_a)_a \tanh\big((Q W_1)_{{{i + 1},a}}"
                 rf" + (K W_2)_{{{j + 1},a}}\big)")
     lines = [math_block(f"<mo>=</mo>{signed_sum([t.product for t in e.terms], d)}<mo>=</mo>"
-                        f"{number(e.total, d)}", "the terms")]
+                        f"{number(e.total, d)}", "the terms"), *rounding_note([t.product for t in e.terms], e.total, d)]
     return Worked(math_block(fragment(symbolic, True), symbolic, display=True), lines)
 
 

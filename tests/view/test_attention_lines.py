@@ -107,8 +107,8 @@ def test_token_text_is_escaped_and_long_tokens_are_cut() -> None:
     root = ET.fromstring(svg)  # well-formed: every token's text is escaped
     assert [label(q) for q in tokens(root, "qs")] == ["<script>ale…", '"><img src=…', r"\text{x}", "a" * 11 + "…"]
     names = [q.get("aria-label") for q in tokens(root, "qs")]
-    assert names[1].startswith('query 1 "><img src=x onerror=alert(1)>:')
-    assert names[3].startswith("query 3 " + "a" * 40)  # the whole token for a screen reader
+    assert names[1].startswith('query 2 "><img src=x onerror=alert(1)>:')
+    assert names[3].startswith("query 4 " + "a" * 40)  # the whole token for a screen reader
 
 
 def test_masked_keys_draw_no_visible_line() -> None:
