@@ -20,7 +20,8 @@
   // 1920×1080 screen, proportionally less on a smaller one (the same size on the wall); below that the stage
   // shows its heatmaps' colours alone (.cells-only) and says so, with a button that shows the numbers anyway.
   const READABLE = 18;
-  const SMALLEST = 3; // colours alone: a cell of a few pixels still shows its colour
+  const SMALLEST = 4; // colours alone: a cell of a few pixels still shows its colour
+  const SHRUNK = ":scope > .row, :scope > .qkv-eqs, :scope > .weights-view"; // what shrinkToFit scales
   const FULL_HD = { width: 1920, height: 1080 };
   const PANELS = "figure.panel, figure.lines, .row";
 
@@ -57,6 +58,22 @@
     return lo;
   }
 
+  // A stage too large even at SMALLEST (a 64-dimension head on a laptop): its equations are zoomed out as a
+  // whole, fixed-size parts too, until its panels end above the bottom of the screen.
+  function shrinkToFit(stage) {
+    stage.style.setProperty("--fit", SMALLEST + "px");
+    const parts = stage.querySelectorAll(SHRUNK);
+    let zoom = 1;
+    for (let i = 0; i < 6 && !fits(stage) && parts.length; i++) {
+      const top = parts[0].getBoundingClientRect().top;
+      let bottom = top;
+      parts.forEach((p) => { bottom = Math.max(bottom, p.getBoundingClientRect().bottom); });
+      const room = window.innerHeight - 2 - top;
+      zoom *= Math.max(0.1, Math.min(0.95, room / Math.max(1, bottom - top)));
+      parts.forEach((p) => { p.style.zoom = String(zoom); });
+    }
+  }
+
   function fitNote(stage) {
     let note = stage.querySelector(":scope > .fit-note");
     if (!note) {
@@ -85,6 +102,7 @@
     const readable = READABLE * scale;
     const largest = Math.max(readable, 2.2 * READABLE * scale);
     stage.classList.remove("cells-only");
+    stage.querySelectorAll(SHRUNK).forEach((p) => { p.style.zoom = ""; });
     const note = stage.querySelector(":scope > .fit-note");
     if (note) note.hidden = true;
     if (stage.dataset.numbers === "on") {
@@ -92,7 +110,7 @@
     } else if (largestFitting(stage, readable, largest) === null) {
       stage.classList.add("cells-only");
       fitNote(stage).hidden = false;
-      if (largestFitting(stage, SMALLEST, readable) === null) stage.style.setProperty("--fit", SMALLEST + "px");
+      if (largestFitting(stage, SMALLEST, readable) === null) shrinkToFit(stage);
     }
     stage.dataset.fitted = window.innerWidth + "x" + window.innerHeight;
   }
@@ -108,6 +126,7 @@
   }
 
   document.addEventListener("DOMContentLoaded", fitAll);
+  window.addEventListener("load", fitAll); // after the fonts: a stage fitted before them may have grown
   document.addEventListener("htmx:afterSettle", fitAll);
   window.addEventListener("resize", fitSoon);
 })();
