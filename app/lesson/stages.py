@@ -246,6 +246,24 @@ def neighbours(key: str, stages: tuple[Stage, ...] = STAGES) -> tuple[Stage | No
     return prev, nxt
 
 
+BLOCK_MARK = "@"  # a stepper's goto value "x@1": stage x of block index 1 (the form's block field counts from 0)
+
+
+def step_targets(key: str, stages: tuple[Stage, ...], block: int = 0, blocks: int = 0) -> tuple[str, str]:
+    """The stepper's Prev and Next as goto values ("" where there is none). With several blocks the
+    steps go on across them: Next after block b's last stage is block b + 1's first, Prev back."""
+    prev, nxt = neighbours(key, stages)
+    to_prev = prev.key if prev else (f"{stages[-1].key}{BLOCK_MARK}{block - 1}" if block > 0 else "")
+    to_next = nxt.key if nxt else (f"{stages[0].key}{BLOCK_MARK}{block + 1}" if block + 1 < blocks else "")
+    return to_prev, to_next
+
+
+def read_goto(goto: str) -> tuple[str, int | None]:
+    """A goto value's stage and, when it names one, its block index: "x@1" → ("x", 1), "qkv" → ("qkv", None)."""
+    key, mark, block = goto.partition(BLOCK_MARK)
+    return key, int(block) if mark and block.isdigit() else None
+
+
 # The FFN's activations (app.maths.blocks.ACTIVATIONS): the name in a matrix's title, its LaTeX, and in words.
 ACTIVATION_NAMES = {"relu": "ReLU", "gelu": "GELU", "gelu_tanh": "GELU_tanh"}
 ACTIVATION_TEX = {"relu": r"\text{ReLU}", "gelu": r"\text{GELU}", "gelu_tanh": r"\text{GELU}_{\tanh}"}

@@ -17,6 +17,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from app.lesson.stages import read_goto
 from app.maths.arithmetic import BLOCK_CELLS
 from app.maths.backward import OPTIMIZERS
 from app.maths.masks import default_window
@@ -126,7 +127,8 @@ def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
     resized = resize(rendered, d_model=d_model, num_heads=num_heads, d_k=d_k, d_v=d_v)
     scenario = with_position_table(normalise(replace(resized, d_ff=d_ff)) if d_ff != resized.d_ff else resized)
     head = min(r_head if f.head is None else f.head, scenario.num_heads - 1)
-    block = min(f.block or 0, max(0, scenario.blocks - 1))
+    goto, goto_block = read_goto(f.goto)  # Next past a block's last stage names the next block
+    block = min((f.block or 0) if goto_block is None else goto_block, max(0, scenario.blocks - 1))
     inspect = f.inspect
     if f.action == "inspect":  # the row/column form, for keyboards and no JavaScript
         inspect = _cell_ref(*f.cell_ref("inspect"), head, block)
@@ -140,7 +142,7 @@ def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
     elif f.action == "reveal_all":
         quiz, revealed = False, frozenset()
     view = View(
-        stage=f.goto or f.stage or "x",
+        stage=goto or f.stage or "x",
         head=head,
         show_all=f.show_all,
         decimals=f.decimals or 3,

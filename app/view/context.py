@@ -11,7 +11,7 @@ import numpy as np
 from markupsafe import Markup
 
 from app.lesson.presets import PRESETS
-from app.lesson.stages import ACTIVATION_WORDS, Stage, neighbours, stage_or_first
+from app.lesson.stages import ACTIVATION_WORDS, Stage, stage_or_first, step_targets
 from app.maths.arithmetic import CellRef, Explanation, explain
 from app.maths.backward import Gradients
 from app.maths.cost import attention_cost
@@ -112,7 +112,7 @@ def page_context(sc: Scenario, view: View, *, shell: bool = True) -> dict:
     builder = PanelBuilder(sc, run, view, stack, grads)
     stages = page_stages(sc, view)
     current = stage_or_first(view.stage, stages)
-    prev, nxt = neighbours(current.key, stages)
+    prev, nxt = step_targets(current.key, stages, view.block, len(stack.blocks) if stack is not None else 0)
     ctx_views = stage_views(builder, view)
     explanation = inspector(builder)
     pinned = decode_pin(view.pin) if view.pin else None

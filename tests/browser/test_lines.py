@@ -185,3 +185,80 @@ def test_the_figure_fits_a_phone(page: Page, screenshot: Callable[..., Path]) ->
     assert float(query(page, 0).locator(".lab").evaluate(  # labels stay readable, about 10 px or more
         "el => el.getBoundingClientRect().height")) >= 9
     screenshot("lines-bank-money-390x844", full_page=False)
+
+
+# The figure beside the weights: boxes, the size a token's label is drawn at, and each label's contrast against
+# what is behind it (WCAG's relative luminance of the computed colours; the first opaque background up the tree).
+VIEW = """() => {
+  const stage = document.getElementById('stage-softmax');
+  const fig = stage.querySelector('figure.lines'), svg = fig.querySelector('svg.lines-svg');
+  const weights = stage.querySelector('table.heatmap[data-ref^="softmax."]');
+  const box = (el) => {
+    const b = el.getBoundingClientRect();
+    return {left: b.left, right: b.right, top: b.top, bottom: b.bottom};
+  };
+  const rgb = (c) => (c.match(/[\\d.]+/g) || []).map(Number);
+  const lum = (c) => {
+    const [r, g, b] = rgb(c).slice(0, 3)
+      .map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  };
+  const background = (el) => {
+    for (let n = el; n; n = n.parentElement) {
+      const c = getComputedStyle(n).backgroundColor, a = rgb(c);
+      if (a.length === 3 || (a.length === 4 && a[3] === 1)) return c;
+    }
+    return 'rgb(255, 255, 255)';
+  };
+  const behind = background(fig);
+  const ratio = (fg) => {
+    const [a, b] = [lum(fg), lum(behind)].sort((x, y) => y - x);
+    return (a + 0.05) / (b + 0.05);
+  };
+  const shown = (t) => t.getBoundingClientRect().width > 0 && getComputedStyle(t).visibility === 'visible';
+  const texts = [...svg.querySelectorAll('.lab, .colh, .wt text')].filter(shown)
+    .map((t) => [t.textContent, ratio(getComputedStyle(t).fill)]);
+  const html = [...fig.querySelectorAll('figcaption, .head-toggle')]
+    .map((e) => [e.textContent.trim().slice(0, 20), ratio(getComputedStyle(e).color)]);
+  const label = svg.querySelector('.qs .lab');
+  return {
+    fig: box(fig), svg: box(svg), weights: box(weights), content: stage.querySelector('.weights-view').clientWidth,
+    label: parseFloat(getComputedStyle(label).fontSize) * label.getScreenCTM().a,
+    contrast: texts.concat(html), width: innerWidth, height: innerHeight,
+  };
+}"""
+WIDE_SCREENS = ((1366, 768), (1920, 1080))
+NARROW_SCREENS = ((768, 1024), (390, 844))
+
+
+@pytest.mark.parametrize("inputs_open", [False])  # the page as it comes: the stages have the whole width
+def test_the_lines_are_a_view_beside_the_weights_sized_to_the_screen(
+    page: Page, screenshot: Callable[..., Path]
+) -> None:
+    """The lines figure has its own place beside the softmax weights A on a laptop and a projector (at least 40 %
+    of the stage's width, wholly on screen once the stage is), below them on a tablet, a phone, or beside the
+    open inputs (a stage under 1100 px); the drawing
+    fills its place; token labels of 14 px or more on a laptop; every label at 4.5:1 contrast or more."""
+    page.set_viewport_size(LAPTOP)
+    page.goto("/?preset=bank-money&stage=softmax")
+    expect(figure(page)).to_be_visible()
+    page.mouse.move(0, 0)
+    for width, height in WIDE_SCREENS + NARROW_SCREENS:
+        page.set_viewport_size({"width": width, "height": height})
+        page.locator("#stage-softmax").evaluate("el => el.scrollIntoView({block: 'start'})")
+        m = page.evaluate(VIEW)
+        where = f"at {width}×{height}"
+        fig, svg, weights = m["fig"], m["svg"], m["weights"]
+        assert fig["left"] >= 0 and fig["right"] <= width + 0.5, f"{where}: the figure is wider than the screen"
+        assert svg["right"] - svg["left"] >= fig["right"] - fig["left"] - 2, f"{where}: the drawing is narrower"
+        if (width, height) in WIDE_SCREENS:
+            assert fig["left"] >= weights["right"], f"{where}: the figure is not beside the weights {m}"
+            assert fig["top"] < weights["bottom"] and fig["bottom"] > weights["top"], f"{where}: not beside {m}"
+            assert fig["right"] - fig["left"] >= 0.4 * m["content"] - 0.5, f"{where}: under 40 % of the stage"
+            assert fig["top"] >= 0 and fig["bottom"] <= height, f"{where}: the figure is not on screen {fig}"
+            assert m["label"] >= 14, f"{where}: token labels drawn at {m['label']:.1f} px"
+        else:
+            assert fig["top"] >= weights["bottom"], f"{where}: the figure is not below the weights {m}"
+        low = [(text, round(r, 2)) for text, r in m["contrast"] if r < 4.5]
+        assert not low, f"{where}: labels under 4.5:1 contrast: {low}"
+        screenshot(f"lines-view-{width}x{height}", full_page=False)

@@ -163,3 +163,55 @@ def test_presenter_mode_without_javascript(page: Page) -> None:
     page.get_by_role("button", name="Exit presenter mode").click()
     expect(page.locator("#editor")).to_be_visible()
     expect(current_stage(page)).to_have_id("stage-qkv")
+
+
+@pytest.mark.parametrize("present", [True, False])
+def test_next_goes_on_past_block_one_into_block_two(page: Page, present: bool) -> None:
+    """With blocks, the stepper does not stop at block 1's last stage: Next (or →) shows block 2's first stage,
+    whose input is block 1's output, and Prev comes back."""
+    block_stages = [s.key for s in visible_stages(blocks=2)]
+    page.goto(f"/?preset=block&stage={block_stages[-1]}" + ("&present=on" if present else ""))
+    block = page.locator(".view-options select[name='block']")
+    expect(block).to_have_value("0")
+    expect(page.locator("#next-stage")).to_be_enabled()
+    focus_body(page)
+    page.keyboard.press("ArrowRight")
+    expect(current_stage(page)).to_have_id(f"stage-{block_stages[0]}")
+    expect(block).to_have_value("1")
+    expect(current_stage(page).locator(".block-note")).to_have_text("block 2 of 2")
+    expect(current_stage(page).locator("figcaption").first).to_contain_text("output of block 1")
+    expect(page).to_have_url(re.compile(r"[?&]block=1\b"))
+    page.locator("#next-stage").click()
+    expect(current_stage(page)).to_have_id(f"stage-{block_stages[1]}")
+    expect(block).to_have_value("1")
+    page.locator("#prev-stage").click()
+    page.locator("#prev-stage").click()
+    expect(current_stage(page)).to_have_id(f"stage-{block_stages[-1]}")
+    expect(block).to_have_value("0")
+    expect(page.locator("#workspace")).to_have_class(PRESENTING if present else re.compile(r"^(?!.*\bpresent\b)"))
+
+
+def test_a_stage_too_large_for_numbers_shows_colours_and_the_numbers_on_demand(page: Page) -> None:
+    """Sparse attention's 16 × 16 weights on a projector: colours alone, said so; a button shows the numbers at a
+    readable size (the page then scrolls); selecting a cell gives its number in the inspector either way."""
+    page.set_viewport_size({"width": 1920, "height": 1080})
+    page.goto("/?preset=sparse&stage=softmax&present=on")
+    stage = page.locator("#stage-softmax")
+    expect(stage).to_have_attribute("data-fitted", "1920x1080")
+    expect(stage).to_have_class(re.compile(r"\bcells-only\b"))
+    note = stage.locator(".fit-note")
+    expect(note).to_be_visible()
+    expect(note).to_contain_text("Colours only")
+    cell = stage.locator('table.heatmap[data-ref="softmax.0"] tbody td').first
+    assert cell.evaluate("td => getComputedStyle(td).color") == "rgba(0, 0, 0, 0)"  # transparent: colours alone
+    box = stage.locator('table.heatmap[data-ref="softmax.0"]').bounding_box()
+    assert box is not None and box["y"] + box["height"] <= 1080
+
+    note.get_by_role("button", name="Show the numbers").click()
+    expect(stage).not_to_have_class(re.compile(r"\bcells-only\b"))
+    expect(note).to_be_hidden()
+    assert font_px(cell) >= 18
+    assert cell.evaluate("td => getComputedStyle(td).color") != "rgba(0, 0, 0, 0)"
+
+    cell.click()
+    expect(page.locator("#inspector")).to_contain_text("Attention weights of query 1")
