@@ -43,7 +43,9 @@
       const key = gridOf(table);
       if (!key) return;
       table.dataset.edit = key;
-      const hintId = "edit-hint-" + table.dataset.ref.replace(/\W/g, "-");
+      // How to edit, said once per stage: under its first editable heatmap.
+      const stage = table.closest("article.stage");
+      const hintId = "edit-hint-" + stage.id;
       const figure = table.closest("figure");
       if (figure && !document.getElementById(hintId)) {
         const hint = document.createElement("p");

@@ -31,10 +31,9 @@
     const h = heading.getBoundingClientRect();
     const r = result.getBoundingClientRect();
     const height = window.innerHeight;
-    const firstRow = Math.min(r.height, 48); // the result's top and its first rows
     let delta = 0;
     if (top || h.top < margin) delta = h.top - margin;
-    else if (h.bottom > height || r.top + firstRow > height) delta = Math.min(h.top - margin, r.bottom + MARGIN - height);
+    else if (h.bottom > height || r.bottom > height) delta = Math.min(h.top - margin, r.bottom + MARGIN - height);
     if (Math.abs(delta) < 1) return;
     window.scrollBy({ top: delta, behavior: calm() ? "auto" : "smooth" });
   }
@@ -87,9 +86,9 @@
 
   document.addEventListener("htmx:afterSettle", function () {
     keepFocus();
-    if (revealAfterSwap) {
+    if (revealAfterSwap) { // measured once the other settle handlers have added what they add
       revealAfterSwap = false;
-      revealStage(false);
+      requestAnimationFrame(function () { revealStage(false); });
     }
   });
 
@@ -104,12 +103,13 @@
     revealStage(true);
   });
 
-  document.addEventListener("DOMContentLoaded", function () {
+  // Measured once the page is laid out in its fonts (the maths font changes the heights).
+  window.addEventListener("load", function () {
     let reveal = false;
     try {
       reveal = sessionStorage.getItem(REVEAL_KEY) === "1";
       sessionStorage.removeItem(REVEAL_KEY);
     } catch (e) { /* storage off */ }
-    if (reveal) revealStage(false);
+    if (reveal) document.fonts.ready.then(function () { requestAnimationFrame(function () { revealStage(false); }); });
   });
 })();
