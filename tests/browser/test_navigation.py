@@ -62,8 +62,11 @@ def settle(page: Page) -> None:
 def assert_stage_seen(page: Page, after: str, stage: str | None = None) -> None:
     settle(page)
     try:  # where the page comes to rest (a scroll may follow the last frame)
-        page.wait_for_function(f"() => {{ const m = ({SEEN})(); return m.headTop >= 0 && m.headBottom <= m.height"
-                               " && m.resultTop >= 0 && m.resultTop < m.height - 10; }", timeout=2_000)
+        page.wait_for_function(
+            f"() => {{ const m = ({SEEN})(); return m.headTop >= 0 && m.headBottom <= m.height"
+            " && m.resultTop >= 0 && m.resultTop < m.height - 10; }",
+            timeout=2_000,
+        )
     except PlaywrightTimeout:
         pass  # measured and reported below
     m = page.evaluate(SEEN)
@@ -76,10 +79,13 @@ def assert_stage_seen(page: Page, after: str, stage: str | None = None) -> None:
 
 def shown_links(page: Page, nav: str) -> list[str]:
     """The stage keys of the links in the drawing of `nav` that is on screen, the current one left out."""
-    return page.evaluate("""(nav) => [...document.querySelectorAll(nav + ' a[data-stage]')]
+    return page.evaluate(
+        """(nav) => [...document.querySelectorAll(nav + ' a[data-stage]')]
       .filter(a => a.getBoundingClientRect().width > 0 && !a.classList.contains('current')
                    && a.getAttribute('aria-current') !== 'step' && !a.querySelector('.current'))
-      .map(a => a.id || a.dataset.stage)""", nav)
+      .map(a => a.id || a.dataset.stage)""",
+        nav,
+    )
 
 
 def current_stage(page: Page) -> str:
@@ -92,8 +98,11 @@ def click_stage_link(page: Page, nav: str, index: int) -> str | None:
     if not links:
         return None
     ident = links[index % len(links)]
-    link = page.locator(f"#{ident}") if page.locator(f"#{ident}").count() else page.locator(
-        f"{nav} a[data-stage='{ident}']")
+    link = (
+        page.locator(f"#{ident}")
+        if page.locator(f"#{ident}").count()
+        else page.locator(f"{nav} a[data-stage='{ident}']")
+    )
     key = link.get_attribute("data-stage")
     link.click()
     return key
@@ -147,8 +156,10 @@ def test_the_stage_scrolls_smoothly_into_view_when_motion_is_welcome(page: Page)
     page.set_viewport_size({"width": LAPTOP[0], "height": LAPTOP[1]})
     page.goto("/?preset=learn-bank")
     page.click("#next-stage")
-    page.wait_for_function(f"() => {{ const m = ({SEEN})(); return m.stage === 'stage-output' && m.headTop >= 0"
-                           " && m.resultTop < m.height - 10; }")
+    page.wait_for_function(
+        f"() => {{ const m = ({SEEN})(); return m.stage === 'stage-output' && m.headTop >= 0"
+        " && m.resultTop < m.height - 10; }"
+    )
     assert page.evaluate("() => document.activeElement.id") == "next-stage"  # the scroll took no focus
     save_screenshot(page, "navigation-learn-next-1366x768", full_page=False)
 
@@ -253,8 +264,9 @@ def test_the_x_heatmap_is_edited_in_place_from_the_keyboard(page: Page) -> None:
     assert sent.value.headers.get("attention-edit") == "value"  # the light answer: the stage body alone
     settle(page)
     expect(page.locator("table[data-ref='x'] tbody tr").first.locator("td").nth(1)).to_have_text("1.500")
-    assert page.evaluate("() => [document.activeElement.closest('table').dataset.ref,"
-                         " document.activeElement.cellIndex]") == ["x", 2]  # the same cell, in the new table
+    assert page.evaluate(
+        "() => [document.activeElement.closest('table').dataset.ref, document.activeElement.cellIndex]"
+    ) == ["x", 2]  # the same cell, in the new table
     save_screenshot(page, "navigation-edit-x-1366x768", full_page=False)
 
     # Downstream: Q = X·W_Q follows.
