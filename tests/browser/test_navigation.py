@@ -339,17 +339,23 @@ def test_the_learn_targets_show_their_numbers_whole(page: Page) -> None:
     assert cut == []
 
 
-@pytest.mark.parametrize(("preset", "stage"), [("default", "x"), ("learn-bank", "softmax")])
-def test_screenshots_of_the_first_screen_and_the_edit(page: Page, preset: str, stage: str) -> None:
-    """Pictures to look at: a scenario's first screen, and an edit in place, at each size."""
+@pytest.mark.parametrize("preset", ["default", "learn-bank"])
+def test_screenshots_of_the_first_screen_a_step_and_an_edit(page: Page, preset: str) -> None:
+    """Pictures to look at, at each size: a scenario's first screen, the screen after Next (with the Learn panel
+    above the stage for learn-bank), and an edit in place."""
     page.emulate_media(reduced_motion="reduce")
     page.goto(f"/?preset={preset}")
     for width, height in VIEWPORTS:
         page.set_viewport_size({"width": width, "height": height})
         page.evaluate("() => window.scrollTo(0, 0)")
         save_screenshot(page, f"navigation-first-{preset}-{width}x{height}", full_page=False)
+        step = "#next-stage" if page.locator("#next-stage").is_enabled() else "#prev-stage"
+        page.click(step)
+        assert_stage_seen(page, step)
+        save_screenshot(page, f"navigation-step-{preset}-{width}x{height}", full_page=False)
     if preset != "default":
         return
+    page.goto("/")
     for width, height in VIEWPORTS:
         page.set_viewport_size({"width": width, "height": height})
         page.locator(".skip-link").focus()
