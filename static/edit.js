@@ -30,10 +30,12 @@
       const head = document.querySelector('#state [name="head"]');
       if (!head || head.value !== parts[1]) return null;
     }
+    const grid = document.querySelector('#editor table[data-grid="' + CSS.escape(key) + '"]');
     const rows = table.tBodies[0] ? table.tBodies[0].rows : [];
-    if (!rows.length) return null;
-    for (let i = 0; i < rows.length; i++) {
-      for (let j = 0; j < rows[i].cells.length - 1; j++) if (!inputOf(key, i, j)) return null;
+    if (!grid || !rows.length) return null;
+    const names = new Set(Array.from(grid.querySelectorAll("input[name]"), function (el) { return el.name; }));
+    for (let i = 0; i < rows.length; i++) { // every cell has its input: the same matrix, the same way round
+      for (let j = 0; j < rows[i].cells.length - 1; j++) if (!names.has(key + "-" + i + "-" + j)) return null;
     }
     return key;
   }
