@@ -9,7 +9,7 @@
   // ←/→ step through the stages (unless the student is typing or moving inside a matrix).
   document.addEventListener("keydown", function (ev) {
     if (ev.altKey || ev.ctrlKey || ev.metaKey || isTyping(ev.target)) return;
-    if (ev.target.closest && ev.target.closest("table[data-inspect]")) return;
+    if (ev.target.closest && ev.target.closest("table[data-inspect], table[data-edit]")) return;
     const id = ev.key === "ArrowLeft" ? "prev-stage" : ev.key === "ArrowRight" ? "next-stage" : null;
     const button = id && document.getElementById(id);
     if (button && !button.disabled) {
