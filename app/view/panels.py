@@ -24,7 +24,7 @@ from app.state.quiz import hidden_cells, stage_results
 from app.state.quiz import owner as cell_owner
 from app.state.scenario import Scenario, View
 from app.view.attention_lines import LinesFigure, attention_lines
-from app.view.heatmap import LegendStop, heatmap_table, legend
+from app.view.heatmap import Legend, constant_value, heatmap_table, legend
 from app.view.labels import GRADIENT_TEX, GRADIENT_TITLES, TITLE_TEX, dim_labels, head_label, token_labels
 from app.view.typeset import prose
 
@@ -34,7 +34,7 @@ class Panel:
     title: str
     shape: str
     table: Markup
-    legend: list[LegendStop]
+    legend: Legend | None  # None: a quiz hides the values, so no scale
     kind: str
     ref: str = ""  # the table's data-ref, e.g. "softmax.0": what the export buttons ask for
     label: Markup = Markup("")  # the caption above the heatmap, its maths typeset (title when empty)
@@ -123,8 +123,8 @@ class PanelBuilder:
         )
         shape = f"{m.shape[0]}×{m.shape[1]}"
         if hidden is not None and hidden.any():  # no scale or export that would give the values away
-            return Panel(title, shape, table, [], kind, "", caption)
-        return Panel(title, shape, table, legend(kind, top, decimals), kind, ref, caption)
+            return Panel(title, shape, table, None, kind, "", caption)
+        return Panel(title, shape, table, legend(kind, top, decimals, constant_value(m, decimals)), kind, ref, caption)
 
 
     def is_hidden(self, ref: CellRef) -> bool:
