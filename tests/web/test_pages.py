@@ -39,7 +39,8 @@ def heatmap(html: str, ref: str) -> list[list[str]]:
     m = re.search(rf'<table class="heatmap [^"]*" data-ref="{re.escape(ref)}"[^>]*>(.*?)</table>', html, re.S)
     assert m, f"no heatmap {ref}"
     body = m.group(1).split("<tbody>", 1)[1]
-    return [re.findall(r"<td[^>]*>([^<]*)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", body, re.S)]
+    cell = r"<td[^>]*>(?:<span>)?([^<]*)(?:</span>)?</td>"  # a wide matrix's numbers are in a <span>
+    return [re.findall(cell, row) for row in re.findall(r"<tr>(.*?)</tr>", body, re.S)]
 
 
 def fixed(m: np.ndarray, decimals: int) -> list[list[str]]:
