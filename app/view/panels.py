@@ -208,7 +208,7 @@ class PanelBuilder:
             m = m[None, :]  # v_a: one row
         label = WEIGHTS[name].label
         col = {"w_q": "q", "w_k": "k", "w_v": "v", "w_a": "k", "w_1": "a", "w_2": "a", "v_a": "a"}[name]
-        rows = {"w_q": self.dims, "w_k": self.dims, "w_v": self.dims, "v_a": ["v_a"]}.get(
+        rows = {"w_q": self.dims, "w_k": self.dims, "w_v": self.dims, "v_a": ["vₐ"]}.get(
             name, [f"{'q' if name in ('w_a', 'w_1') else 'k'}{j + 1}" for j in range(m.shape[0])])
         cols = [f"{col}{j + 1}" for j in range(m.shape[1])]
         hn = f" ({head_label(self.sc, h)})" if self.run.num_heads > 1 else ""
