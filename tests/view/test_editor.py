@@ -38,4 +38,4 @@ def test_the_mask_grid_shows_each_scaled_score_or_why_it_is_hidden() -> None:
             hidden = bool(expected_why) or (i, j) == (3, 0)
             assert why == expected_why
             assert (cls == "hidden", "checked" in attrs, "disabled" in attrs) == (hidden, hidden, bool(expected_why))
-            assert text == ("−∞" if hidden else f"{scaled[i, j]:.3f}")
+            assert text == ("−∞" if hidden else f"{scaled[i, j]:.3f}".replace("-", "−"))  # a true minus sign

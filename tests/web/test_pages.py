@@ -876,9 +876,11 @@ def test_ticking_cross_attention_labels_k_and_v_with_c(client: TestClient) -> No
                        r'<span class="shape">([^<]*)</span>', r.text)
     assert ("Q = X W_Q", "5×3") in maths
     assert ("K = C W_K", "6×3") in maths and ("V = C W_V", "6×3") in maths
-    titles = re.findall(r'<span class="mname">([^<]*)</span> <span class="shape">([^<]*)</span>', r.text)
-    assert ("X (target sentence: queries)", "5×3") in titles
-    assert ("C (source sentence: keys and values)", "6×3") in titles
+    # The editor's grids: the matrix's letter typeset, its words as text.
+    titles = re.findall(r'<span class="mname"><math display="inline" alttext="([^"]*)">.*?</math>([^<]*)</span> '
+                        r'<span class="shape">([^<]*)</span>', r.text)
+    assert ("X", " (target sentence: queries)", "5×3") in titles
+    assert ("C", " (source sentence: keys and values)", "6×3") in titles
     assert "have a row per source token of" in r.text and 'alttext="K = C W_K"' in r.text
     assert 'alttext="S = 6"' in r.text
     fields = form_fields(r.text)
