@@ -13,7 +13,7 @@ from app.maths.records import AttentionRun, TransformerRun
 from app.maths.weights import WEIGHTS
 from app.state.learning import Learning
 from app.state.scenario import Scenario, View, format_input
-from app.view.heatmap import display_numbers
+from app.view.heatmap import MINUS, display_numbers
 from app.view.labels import dim_labels, head_label, numbered, token_labels
 from app.view.typeset import prose
 
@@ -37,7 +37,7 @@ def grid(key: str, title: str, m: np.ndarray, row_labels: list[str], col_labels:
     if m.ndim == 1:
         m = m[None, :]
     body = [
-        (rl, [(f"{key}-{i}-{j}", format_input(v), f"{aria} row {rl}, column {col_labels[j]}")
+        (rl, [(f"{key}-{i}-{j}", format_input(v).replace("-", MINUS), f"{aria} row {rl}, column {col_labels[j]}")
               for j, v in enumerate(row)])
         for i, (rl, row) in enumerate(zip(row_labels, m.tolist(), strict=True))
     ]
