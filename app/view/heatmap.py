@@ -83,7 +83,7 @@ def bucket_classes(m: np.ndarray, kind: str, decimals: int | None = None) -> tup
     top = float(np.max(np.abs(finite))) if finite.size else 0.0
     if top == 0.0 or float(np.min(finite)) == float(np.max(finite)):
         return np.full(m.shape, NEUTRAL), 0.0
-    idx = np.rint(m / top * DIVERGING_BUCKETS).astype(int)  # −5 … 5
+    idx = np.rint(np.clip(m / top, -1, 1) * DIVERGING_BUCKETS).astype(int)  # −5 … 5 (−∞ at −5)
     names = np.array([f"d{i}" for i in range(-DIVERGING_BUCKETS, DIVERGING_BUCKETS + 1)])
     return names[idx + DIVERGING_BUCKETS], top
 

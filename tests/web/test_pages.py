@@ -859,6 +859,18 @@ def test_a_value_that_rounds_to_zero_shows_as_0_in_its_input(client: TestClient)
     assert 'value="-0"' not in r.text
 
 
+def test_inputs_show_a_true_minus_sign_and_take_either_sign_back(client: TestClient) -> None:
+    """The preset's −0.3 shows as "−0.3"; the page's own form posts back unchanged, and a typed "-" or "−"
+    reads the same."""
+    form = page_form(client)
+    assert form["x-0-2"] == "−0.3" and not [k for k, v in form.items() if re.fullmatch(r"-[0-9.]+", v)]
+    for typed in ("-0.5", "−0.5"):
+        r = client.post("/", data={**form, "x-0-2": typed})
+        assert r.status_code == 200
+        after = form_fields(r.text)
+        assert after["x-0-2"] == "−0.5" and after["x-1-1"] == form["x-1-1"]
+
+
 # --- cross-attention --------------------------------------------------------------------------------
 
 
