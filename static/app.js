@@ -189,8 +189,8 @@
 
   // Each grid of number inputs (table[data-grid]) goes to the server as one field, grid-<key>: its
   // rows joined by ";", each row's cells by " " (app.state.form reads it as it reads the cells one by one).
-  // A d_model 64 page then posts a few dozen fields instead of 20,000. A number input's value is a
-  // number or empty, never a space or a ";"; a grid whose cells do not fill a rectangle is sent as is.
+  // A d_model 64 page then posts a few dozen fields instead of 20,000. A grid with a space or a ";" typed
+  // in a cell, or whose cells do not fill a rectangle, is sent as is.
   const CELL = /^(.+)-(\d+)-(\d+)$/;
 
   function isWhole(rows) { // every row there, as long as the first, every cell there and joinable
@@ -239,7 +239,7 @@
   // not a padding box). Such an edit changes numbers only, so the server answers with the stage body alone
   // (Attention-Edit: value) and leaves the map, the stepper and the view options on the page.
   let onlyNumbers = true;
-  const isNumberCell = (el) => el.matches && el.matches("table[data-grid] input[type='number']");
+  const isNumberCell = (el) => el.matches && el.matches("table[data-grid] input.num");
   document.addEventListener("input", function (ev) {
     if (ev.target.closest && ev.target.closest(".values") && !isNumberCell(ev.target)) onlyNumbers = false;
   });

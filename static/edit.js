@@ -85,11 +85,10 @@
     const source = inputOf(table.dataset.edit, i, j);
     if (!source || td.querySelector("input")) return;
     const box = document.createElement("input");
-    box.type = "number";
-    box.step = "any";
-    box.className = "cell-edit";
-    box.min = source.min;
-    box.max = source.max;
+    box.type = "text"; // as the drawer's own inputs: it shows a true minus sign and takes "-" or "−"
+    box.className = "cell-edit num";
+    box.autocomplete = "off";
+    box.spellcheck = false;
     box.value = source.value;
     box.setAttribute("aria-label", source.getAttribute("aria-label") || "value");
     td.dataset.shown = td.textContent;
@@ -100,7 +99,11 @@
     box.select();
   }
 
-  // Commit (or cancel) the cell's edit; false when the number is out of range and the box stays open.
+  // A typed number: "−" (the page's minus sign) read as "-"; anything else that is not a number is NaN.
+  const asNumber = (text) => (/^\s*$/.test(text) ? NaN : Number(String(text).replace(/\u2212/g, "-")));
+
+  // Commit (or cancel) the cell's edit; false when the text is not a number and the box stays open (the
+  // server checks the range and names the cell when it is out of it).
   function finishEdit(box, commit) {
     if (box.dataset.done) return true;
     const td = box.parentElement;
@@ -108,14 +111,16 @@
     const [i, j] = where(td);
     const source = inputOf(table.dataset.edit, i, j);
     const value = box.value.trim();
-    if (commit && value !== "" && !box.checkValidity()) {
+    if (commit && value !== "" && !Number.isFinite(asNumber(value))) {
+      box.setCustomValidity("Enter a number, such as 0.5 or −1.25");
       box.reportValidity();
+      box.addEventListener("input", function () { box.setCustomValidity(""); }, { once: true });
       return false;
     }
-    const changed = commit && source && value !== "" && Number(value) !== Number(source.value);
+    const changed = commit && source && value !== "" && asNumber(value) !== asNumber(source.value);
     box.dataset.done = "1";
     td.classList.remove("editing");
-    td.textContent = changed ? value.replace("-", "−") : td.dataset.shown;
+    td.textContent = changed ? value.replace(/-/g, "\u2212") : td.dataset.shown;
     if (changed) {
       source.value = value;
       // As if typed in the drawer: its grid posts the edit (app.js marks it a value edit).

@@ -44,13 +44,15 @@ from app.view.labels import head_label, token_labels
 from app.view.panels import PanelBuilder, gradient_decimals, page_stages
 from app.view.pipeline_map import pipeline_map
 from app.view.stage_panels import stage_view, stage_views
+from app.view.typeset import tex
 from app.view.worked import worked
 
 
-def describe_scenario(sc: Scenario) -> str:
+def describe_scenario(sc: Scenario) -> Markup:
     """The scenario in one factual line, for a banner whose preset no longer describes it:
-    "6 tokens, embeddings of 4, 2 heads, causal mask". Plain words, no maths: it quotes the tokens,
-    which a student typed and which must never reach the maths converter."""
+    "6 tokens, embeddings of 4, 2 heads, causal mask". It quotes the tokens, which a student typed:
+    they are escaped as text and never reach the maths converter; only this function's own fixed
+    formulas (÷√d_k, τ, d_ff) are typeset."""
     t, h = len(sc.tokens), sc.num_heads
     words = f" “{' '.join(sc.tokens)}”" if t <= 8 else ""  # a short sentence is read at a glance
     parts = [f"{t} token{'s' if t != 1 else ''}{words}", f"embeddings of {sc.d_model}",
@@ -71,14 +73,15 @@ def describe_scenario(sc: Scenario) -> str:
     if sc.attention == "linear":
         parts.append("linear attention")
     if not sc.scale:
-        parts.append("no ÷√d_k")
+        parts.append(Markup("no ") + tex(r"\div \sqrt{d_k}"))
     if sc.temperature != 1.0:
-        parts.append(f"τ = {sc.temperature:g}")
+        parts.append(tex(rf"\tau = {sc.temperature:g}"))
     if sc.blocks:
         act = ACTIVATION_WORDS[sc.activation]
-        parts.append(f"{sc.blocks} transformer block{'s' if sc.blocks != 1 else ''} ({sc.norm}-norm, {act}, "
-                     f"d_ff = {sc.ffn_size})")
-    return ", ".join(parts)
+        parts.append(Markup("{} ({}-norm, {}, {})").format(
+            f"{sc.blocks} transformer block{'s' if sc.blocks != 1 else ''}", sc.norm, act,
+            tex(rf"d_{{\text{{ff}}}} = {sc.ffn_size}")))
+    return Markup(", ").join(parts)
 
 
 def summary_context(sc: Scenario) -> dict | None:

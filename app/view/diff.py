@@ -37,7 +37,7 @@ class MatrixCollector(PanelBuilder):
         self.labels.setdefault(ref, (label or TITLE_TEX.get(title, ""), suffix))
         title += suffix
         self.found.setdefault(ref, (m, list(rows), list(cols), title))
-        return Panel(title, f"{m.shape[0]}×{m.shape[1]}", Markup(""), [], kind, ref)
+        return Panel(title, f"{m.shape[0]}×{m.shape[1]}", Markup(""), None, kind, ref)
 
     def lines(self, stage: Stage) -> LinesFigure | None:
         return None  # matrices only

@@ -13,8 +13,9 @@ from app.maths.records import AttentionRun, TransformerRun
 from app.maths.weights import WEIGHTS
 from app.state.learning import Learning
 from app.state.scenario import Scenario, View, format_input
-from app.view.heatmap import format_numbers
+from app.view.heatmap import MINUS, display_numbers
 from app.view.labels import dim_labels, head_label, numbered, token_labels
+from app.view.typeset import prose
 
 
 @dataclass(frozen=True)
@@ -26,18 +27,21 @@ class EditorGrid:
     shape: str
     col_labels: list[str]
     rows: list[tuple[str, list[tuple[str, str, str]]]]  # (row label, [(name, value, aria label)])
+    label: Markup = Markup("")  # the title with its maths typeset (the plain title when empty)
 
 
-def grid(key: str, title: str, m: np.ndarray, row_labels: list[str], col_labels: list[str], aria: str) -> EditorGrid:
-    """One matrix (a vector as one row) as inputs named ``<key>-<row>-<col>``."""
+def grid(key: str, title: str, m: np.ndarray, row_labels: list[str], col_labels: list[str], aria: str,
+         label: str = "") -> EditorGrid:
+    """One matrix (a vector as one row) as inputs named ``<key>-<row>-<col>``; ``label`` the title as
+    prose with $…$ maths."""
     if m.ndim == 1:
         m = m[None, :]
     body = [
-        (rl, [(f"{key}-{i}-{j}", format_input(v), f"{aria} row {rl}, column {col_labels[j]}")
+        (rl, [(f"{key}-{i}-{j}", format_input(v).replace("-", MINUS), f"{aria} row {rl}, column {col_labels[j]}")
               for j, v in enumerate(row)])
         for i, (rl, row) in enumerate(zip(row_labels, m.tolist(), strict=True))
     ]
-    return EditorGrid(key, title, f"{m.shape[0]}×{m.shape[1]}", col_labels, body)
+    return EditorGrid(key, title, f"{m.shape[0]}×{m.shape[1]}", col_labels, body, prose(label or title))
 
 
 def editor_grids(sc: Scenario, view: View, run: AttentionRun, stack: TransformerRun | None = None) -> dict:
@@ -52,22 +56,24 @@ def editor_grids(sc: Scenario, view: View, run: AttentionRun, stack: Transformer
 
     def weight(name: str, m: np.ndarray, rows: list[str], cols: list[str]) -> EditorGrid:
         """A weight's grid, titled by the weights registry (app.maths.weights), with the head for a per-head one."""
-        title = WEIGHTS[name].label + (hn if WEIGHTS[name].per_head else "")
-        return grid(name, title, m, rows, cols, title)
+        suffix = hn if WEIGHTS[name].per_head else ""
+        title = WEIGHTS[name].label + suffix
+        return grid(name, title, m, rows, cols, title, f"${WEIGHTS[name].tex}${suffix}")
 
     d_v = sc.d_v
     q_cols, k_cols, a_cols = (numbered(prefix, sc.d_k) for prefix in "qka")
     o_rows = [f"h{h + 1}·v{j + 1}" for j in range(d_v)]
     grids = {
         "x": grid("x", "X (target sentence: queries)" if sc.cross else "X", sc.x, token_labels(sc.tokens), dims,
-                  "X"),
+                  "X", "$X$ (target sentence: queries)" if sc.cross else "$X$"),
         "c": None,
         "pos": None,
         "weights": [
             weight("w_q", w.w_q[h], dims, q_cols),
             weight("w_k", w.w_k[h], dims, k_cols),
             weight("w_v", w.w_v[h], dims, numbered("v", d_v)),
-            grid("w_o", f"W_O rows of head {h + 1}", w.w_o[h * d_v:(h + 1) * d_v], o_rows, dims, "W_O"),
+            grid("w_o", f"W_O rows of head {h + 1}", w.w_o[h * d_v:(h + 1) * d_v], o_rows, dims, "W_O",
+                 f"$W_O$ rows of head {h + 1}"),
         ],
         "score": [],
         "block": [],
@@ -78,7 +84,7 @@ def editor_grids(sc: Scenario, view: View, run: AttentionRun, stack: Transformer
         grids["score"] = [
             weight("w_1", w.w_1[h], q_cols, a_cols),
             weight("w_2", w.w_2[h], k_cols, a_cols),
-            weight("v_a", w.v_a[h], ["v_a"], a_cols),
+            weight("v_a", w.v_a[h], ["vₐ"], a_cols),
         ]
     if stack is not None:
         bw = stack.blocks[0].weights
@@ -95,10 +101,11 @@ def editor_grids(sc: Scenario, view: View, run: AttentionRun, stack: Transformer
         ]
     if sc.cross and sc.context_x is not None:
         grids["c"] = grid("c", "C (source sentence: keys and values)", sc.context_x, token_labels(sc.context_tokens),
-                          dims, "C")
+                          dims, "C", "$C$ (source sentence: keys and values)")
     if sc.position_table is not None:
         positions = [f"pos {i + 1}" for i in range(sc.position_table.shape[0])]
-        grids["pos"] = grid("pos", "P (learned position table)", sc.position_table, positions, dims, "P")
+        grids["pos"] = grid("pos", "P (learned position table)", sc.position_table, positions, dims, "P",
+                            "$P$ (learned position table)")
     return grids
 
 
@@ -109,7 +116,7 @@ def mask_grid(sc: Scenario, run: AttentionRun, view: View) -> Markup:
     t, s = len(sc.tokens), len(sc.key_tokens)
     pattern = build_mask(sc.mask_mode, t, s, sc.window)
     pattern = np.zeros((t, s), dtype=bool) if pattern is None else pattern
-    texts = format_numbers(run.heads[view.head].scaled, view.decimals)
+    texts = display_numbers(run.heads[view.head].scaled, view.decimals)
     keys = [escape(f"key {j + 1} ({token})") for j, token in enumerate(sc.key_tokens)]
     rows = []
     for i, label in enumerate(token_labels(sc.tokens)):

@@ -61,7 +61,7 @@ def _example(key: str, title: str, note: str, ex: SoftmaxExample) -> dict:
         "title": title,
         "note": note,
         "rows": [
-            {"j": j + 1, "z": f"{z:g}", "exp": seed_number(e), "weight": fixed(w, 3)}
+            {"j": j + 1, "z": f"{z:g}".replace("-", "\u2212"), "exp": seed_number(e), "weight": fixed(w, 3)}
             for j, (z, e, w) in enumerate(zip(ex.z, ex.exps, ex.weights, strict=True))
         ],
         "total": seed_number(ex.total),

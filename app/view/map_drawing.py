@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -49,10 +50,18 @@ def text_width(text: str, px: float) -> float:
     return px * sum(_EM.get(ch, 0.72 if ch.isupper() else 0.62) for ch in text)
 
 
+def split_label(label: str) -> tuple[str, str, str]:
+    """A label's text before its subscript, the subscript (the letters and digits after "_") and what
+    follows it on the line: "÷√d_k·τ" is ("÷√d", "k", "·τ"), so τ is not lowered with the k."""
+    main, _, after = label.partition("_")
+    sub = re.match(r"[A-Za-z0-9]*", after).group(0)
+    return main, sub, after[len(sub):]
+
+
 def label_width(label: str, px: float = LABEL_PX) -> float:
-    """A label's width in bold (about 12 % wider), its subscript (after "_") at three quarters of the size."""
-    main, _, sub = label.partition("_")
-    return 1.12 * (text_width(main, px) + text_width(sub, 0.75 * px))
+    """A label's width in bold (about 12 % wider), its subscript at three quarters of the size."""
+    main, sub, rest = split_label(label)
+    return 1.12 * (text_width(main, px) + text_width(sub, 0.75 * px) + text_width(rest, px))
 
 
 
@@ -182,9 +191,13 @@ def _spans(m: PipelineMap, p: _Placed) -> list[str]:
 
 
 def _label(label: str) -> tuple[str, int]:
-    """The label's text, its subscript lowered; and how far the baseline is left lowered."""
-    main, _, sub = label.partition("_")
-    return (f'{escape(main)}<tspan class="sub" dy="3">{escape(sub)}</tspan>', 3) if sub else (str(escape(main)), 0)
+    """The label's text, its subscript lowered (and what follows raised back); and how far the baseline
+    is left lowered."""
+    main, sub, rest = split_label(label)
+    if not sub:
+        return str(escape(label)), 0
+    lowered = f'{escape(main)}<tspan class="sub" dy="3">{escape(sub)}</tspan>'
+    return (f'{lowered}<tspan dy="-3">{escape(rest)}</tspan>', 0) if rest else (lowered, 3)
 
 
 def _node(node: Node, box: _Box, one_line: bool) -> str:

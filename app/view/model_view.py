@@ -18,7 +18,7 @@ from app.maths.sentence_pair import HeadShift, attention_shifts, first_position,
 from app.state.model_state import DEFAULT_QUERY_WORD, HEADS, INSPECTABLE, LAYERS, ModelPage, ModelRead, model_query
 from app.view.attention_lines import attention_lines
 from app.view.head_catalogue import catalogue_context
-from app.view.heatmap import heatmap_table, legend
+from app.view.heatmap import constant_value, heatmap_table, legend
 from app.view.labels import numbered, token_labels
 from app.view.model_maps import condensed_svg, head_svg, thumbnail
 from app.view.notebook.model import model_notebook
@@ -52,7 +52,8 @@ def _panel(m: np.ndarray, title: str, label: str, rows: list[str], cols: list[st
            ref: str = "", selected: tuple[int, int] | None = None, decimals: int = 2) -> Panel:
     table, top = heatmap_table(m, row_labels=rows, col_labels=cols, kind=kind, decimals=decimals, ref=ref,
                                caption=title, selected=selected)
-    return Panel(title, f"{m.shape[0]}×{m.shape[1]}", table, legend(kind, top, decimals), kind, "", Markup(label))
+    scale = legend(kind, top, decimals, constant_value(m, decimals))
+    return Panel(title, f"{m.shape[0]}×{m.shape[1]}", table, scale, kind, "", Markup(label))
 
 
 def default_query(tokens: tuple[str, ...]) -> int:

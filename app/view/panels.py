@@ -24,7 +24,7 @@ from app.state.quiz import hidden_cells, stage_results
 from app.state.quiz import owner as cell_owner
 from app.state.scenario import Scenario, View
 from app.view.attention_lines import LinesFigure, attention_lines
-from app.view.heatmap import LegendStop, heatmap_table, legend
+from app.view.heatmap import Legend, constant_value, heatmap_table, legend
 from app.view.labels import GRADIENT_TEX, GRADIENT_TITLES, TITLE_TEX, dim_labels, head_label, token_labels
 from app.view.typeset import prose
 
@@ -34,7 +34,7 @@ class Panel:
     title: str
     shape: str
     table: Markup
-    legend: list[LegendStop]
+    legend: Legend | None  # None: a quiz hides the values, so no scale
     kind: str
     ref: str = ""  # the table's data-ref, e.g. "softmax.0": what the export buttons ask for
     label: Markup = Markup("")  # the caption above the heatmap, its maths typeset (title when empty)
@@ -123,8 +123,8 @@ class PanelBuilder:
         )
         shape = f"{m.shape[0]}×{m.shape[1]}"
         if hidden is not None and hidden.any():  # no scale or export that would give the values away
-            return Panel(title, shape, table, [], kind, "", caption)
-        return Panel(title, shape, table, legend(kind, top, decimals), kind, ref, caption)
+            return Panel(title, shape, table, None, kind, "", caption)
+        return Panel(title, shape, table, legend(kind, top, decimals, constant_value(m, decimals)), kind, ref, caption)
 
 
     def is_hidden(self, ref: CellRef) -> bool:
@@ -211,7 +211,7 @@ class PanelBuilder:
             m = m[None, :]  # v_a: one row
         label = WEIGHTS[name].label
         col = {"w_q": "q", "w_k": "k", "w_v": "v", "w_a": "k", "w_1": "a", "w_2": "a", "v_a": "a"}[name]
-        rows = {"w_q": self.dims, "w_k": self.dims, "w_v": self.dims, "v_a": ["v_a"]}.get(
+        rows = {"w_q": self.dims, "w_k": self.dims, "w_v": self.dims, "v_a": ["vₐ"]}.get(
             name, [f"{'q' if name in ('w_a', 'w_1') else 'k'}{j + 1}" for j in range(m.shape[0])])
         cols = [f"{col}{j + 1}" for j in range(m.shape[1])]
         hn = f" ({head_label(self.sc, h)})" if self.run.num_heads > 1 else ""

@@ -30,6 +30,15 @@ _INLINE_MATH = re.compile(r"\$([^$]+)\$")
 # A minus after an opening bracket, "=" or "," is a sign, not a subtraction: no operator spacing.
 _PREFIX_MINUS = re.compile(
     r"(<mo[^>]*>&#x0002[8C];</mo>|<mo[^>]*>&#x0003D;</mo>|<mo[^>]*>&#x0005B;</mo>)<mo>&#x02212;</mo>")
+# A function name keeps a thin space from a letter or number before it and from an argument without brackets
+# after it (t_ij log A_ij), as TeX sets it; the converter leaves none, and log ran into t_ij and A.
+_FUNCTION_NAME = re.compile(r"(</mi>|</mn>|</msub>|</msup>)?(<mi>(?:log|exp|tanh|sin|cos)</mi>)(<mo[^>]*>&#x00028;)?")
+_THIN = '<mspace width="0.1667em"></mspace>'
+
+
+def _function_space(m: re.Match[str]) -> str:
+    before, name, bracket = m.group(1), m.group(2), m.group(3)
+    return (before + _THIN if before else "") + name + (bracket or _THIN)
 
 
 _SPOKEN = (
@@ -85,6 +94,7 @@ def _tex(latex: str, display: bool) -> Markup:
     mathml = convert(latex, display="block" if display else "inline")
     mathml = mathml.replace("<mo>&#x0221E;</mo>", "<mi>&#x0221E;</mi>")  # ∞ is a symbol, not an operator
     mathml = _PREFIX_MINUS.sub(r'\1<mo form="prefix">&#x02212;</mo>', mathml)
+    mathml = _FUNCTION_NAME.sub(_function_space, mathml)
     opening = f'<math display="{"block" if display else "inline"}" alttext="{escape(_alttext(latex))}">'
     mathml, found = _MATH_OPEN.subn(opening, mathml, count=1)
     if not found:  # the converter's opening tag changed: fail loudly rather than render something else
@@ -225,3 +235,16 @@ def label_text(text: str) -> Markup:
     words = text.split(" ")
     return Markup(" ").join(tex(unicode_tex(w)) if w and _MATH_WORD.search(w) and w != "(" else escape(w)
                             for w in words)
+
+
+_LEADING_WEIGHT = re.compile(r"^(∂L/∂)?W_([A-Za-z0-9])(?![A-Za-z0-9])")
+
+
+def title_text(title: str) -> Markup:
+    """A title written by the maths layer, which may quote tokens ("∂L/∂W_Q, row 1 (bank), …"): only its
+    leading weight's name (W_Q, ∂L/∂W_Q) is typeset, everything else escaped as text."""
+    m = _LEADING_WEIGHT.match(title)
+    if m is None:
+        return escape(title)
+    name = (r"\partial L / \partial " if m.group(1) else "") + f"W_{m.group(2)}"
+    return tex(name) + escape(title[m.end():])

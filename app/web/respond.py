@@ -26,7 +26,17 @@ from app.view.charts.learn import short_number
 from app.view.context import page_context
 from app.view.editor import editor_grids
 from app.view.map_drawing import draw_map
-from app.view.typeset import equations, formula_text, fraction_math, label_text, number_math, prose, tex, vector_math
+from app.view.typeset import (
+    equations,
+    formula_text,
+    fraction_math,
+    label_text,
+    number_math,
+    prose,
+    tex,
+    title_text,
+    vector_math,
+)
 from app.web.compression import MINIMUM_SIZE, compress, preferred_encoding
 from app.web.lanes import LaneBusy, LaneTimeout
 from app.web.page_work import INLINE_OPERATIONS, PageRequest, Rendered, is_large_form, page_operations
@@ -40,7 +50,7 @@ templates.env.cache = {}
 templates.env.globals.update(settings=settings, equations=equations, decimals_choices=DECIMALS, draw_map=draw_map,
                              tex=tex, prose=prose,
                              number_math=number_math, vector_math=vector_math, fraction_math=fraction_math,
-                             formula_text=formula_text, label_text=label_text,
+                             formula_text=formula_text, label_text=label_text, title_text=title_text,
                              weight_tex={"w_q": "W_Q", "w_k": "W_K", "w_v": "W_V", "w_o": "W_O"},
                              short_number=short_number, max_url_chars=MAX_URL_CHARS)
 templates.env.filters["edits"] = encode_edits

@@ -45,7 +45,7 @@ def edit(page: Page, cell: Locator, value: str, path: str = "/stages", change: b
 
 def inputs(page: Page, key: str) -> dict[str, str]:
     """The cells of the editor's grid ``key`` as the page holds them: name → value."""
-    return page.locator(f'table[data-grid="{key}"] input[type="number"]').evaluate_all(
+    return page.locator(f'table[data-grid="{key}"] input.num').evaluate_all(
         "els => Object.fromEntries(els.map(el => [el.name, el.value]))")
 
 

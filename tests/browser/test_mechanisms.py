@@ -52,7 +52,7 @@ def test_sinusoidal_positions_show_the_pe_matrix(page: Page) -> None:
     assert cells(pe) == [
         ["0.000", "1.000", "0.000", "1.000"],
         ["0.841", "0.540", "0.010", "1.000"],
-        ["0.909", "-0.416", "0.020", "1.000"],
+        ["0.909", "−0.416", "0.020", "1.000"],
     ]
     page.select_option('select[name="positional_encoding"]', "alibi")
     expect(page.locator('select[name="positional_encoding"]')).to_have_value("alibi")
@@ -63,7 +63,7 @@ def test_sinusoidal_positions_show_the_pe_matrix(page: Page) -> None:
 def test_cross_attention_preset_aligns_and_switches_off(page: Page) -> None:
     page.goto("/?preset=translate")
     weights = heatmap(page, "softmax.0", "softmax")
-    rows = [[float(v) for v in row] for row in cells(weights)]
+    rows = [[float(v.replace("−", "-")) for v in row] for row in cells(weights)]
     assert [row.index(max(row)) for row in rows] == [0, 1, 2, 3, 4, 5]
     expect(page.locator('input[name="ctoken-0"]')).to_have_value("The")
     page.locator('input[name="cross"]').uncheck()

@@ -331,10 +331,10 @@ def test_the_learn_targets_show_their_numbers_whole(page: Page) -> None:
     page.set_viewport_size({"width": LAPTOP[0], "height": LAPTOP[1]})
     page.goto("/?preset=learn-bank")
     page.click("#learn-settings > summary")
-    cells = page.locator(".target-grid input[type='number']")
+    cells = page.locator(".target-grid input.num")
     expect(cells.first).to_be_visible()
     assert cells.first.input_value().startswith("0.1428")
-    cut = page.evaluate("""() => [...document.querySelectorAll('.target-grid input[type=number]')]
+    cut = page.evaluate("""() => [...document.querySelectorAll('.target-grid input.num')]
       .filter(i => i.scrollWidth > i.clientWidth).map(i => i.name + '=' + i.value)""")
     assert cut == []
 

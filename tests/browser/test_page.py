@@ -66,8 +66,8 @@ def col_labels(table: Locator) -> list[str]:
 
 
 def fmt(m: np.ndarray, decimals: int = 3) -> list[list[str]]:
-    """How the page prints a matrix: fixed point, no negative zero."""
-    return [[f"{v:.{decimals}f}" for v in row] for row in (np.round(m, decimals) + 0.0).tolist()]
+    """How the page prints a matrix: fixed point, a true minus sign, no negative zero."""
+    return [[f"{v:.{decimals}f}".replace("-", "−") for v in row] for row in (np.round(m, decimals) + 0.0).tolist()]
 
 
 def expected_run(preset: str, x_edits: dict[tuple[int, int], float] | None = None) -> AttentionRun:
@@ -147,7 +147,8 @@ def test_page_loads_with_every_stage_and_the_presets_x(page: Page) -> None:
     preset_x = np.array(PRESETS["default"].x)  # (T, d_model)
     assert cells(heatmap(page, "x", "x")) == fmt(preset_x)
     for (i, j), value in np.ndenumerate(preset_x):
-        assert float(page.locator(f'input[name="x-{i}-{j}"]').input_value()) == value
+        shown = page.locator(f'input[name="x-{i}-{j}"]').input_value()
+        assert "-" not in shown and float(shown.replace("−", "-")) == value  # a true minus sign
     for i, token in enumerate(PRESETS["default"].tokens):
         expect(page.locator(f'input[name="token-{i}"]')).to_have_value(token)
     expect(page.locator("#inspector")).to_contain_text("Cell inspector")
@@ -365,7 +366,7 @@ def test_bank_attends_to_the_word_that_sets_its_sense(page: Page, preset: str, s
     go_to_stage(page, "softmax")
     weights = heatmap(page, "softmax.2")
     bank = PRESETS[preset].tokens.index("bank")
-    row = [float(v) for v in cells(weights)[bank]]
+    row = [float(v.replace("−", "-")) for v in cells(weights)[bank]]
     others = [j for j in range(len(row)) if j != bank]
     strongest = max(others, key=lambda j: row[j])
     assert col_labels(weights)[strongest] == f"{strongest + 1} {sense}"  # the page counts from 1

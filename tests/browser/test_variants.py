@@ -45,7 +45,7 @@ def test_additive_preset_shows_each_tanh_and_switches_to_general(page: Page) -> 
     edited = run.weights.v_a.copy()
     edited[0, 0] = 2.0
     new = np.tanh(run.heads[0].q_1[:, None, :] + run.heads[0].k_2[None, :, :]) @ edited[0]
-    expect(scores.locator("tbody tr").first.locator("td").first).to_have_text(f"{new[0, 0]:.3f}")
+    expect(scores.locator("tbody tr").first.locator("td").first).to_have_text(fmt(new)[0][0])
     # Luong's general score: W_a appears and the formula changes.
     page.select_option('select[name="score"]', "general")
     expect(page.locator("#stage-scores h3")).to_contain_text("Luong")

@@ -27,7 +27,8 @@ def heatmap_numbers(html: str, ref: str) -> np.ndarray:
     m = re.search(rf'data-ref="{re.escape(ref)}"[^>]*>.*?<tbody>(.*?)</tbody>', html, re.S)
     assert m, f"no heatmap {ref}"
     rows = re.findall(r"<tr>(.*?)</tr>", m.group(1))
-    return np.array([[float(v) for v in re.findall(r"<td[^>]*>([^<]*)</td>", row)] for row in rows])
+    cells = [re.findall(r"<td[^>]*>(?:<span>)?([^<]*)(?:</span>)?</td>", row) for row in rows]
+    return np.array([[float(v.replace("−", "-")) for v in row] for row in cells])  # printed with a true minus
 
 
 def page_fields(client: TestClient, **params: str) -> dict[str, str]:

@@ -27,7 +27,7 @@ def heatmap(html: str, ref: str) -> str:
 
 
 def cells(table: str) -> list[str]:
-    return re.findall(r"<td[^>]*>([^<]*)</td>", table)
+    return re.findall(r"<td[^>]*>(?:<span>)?([^<]*)(?:</span>)?</td>", table)
 
 
 def quiz_form(client: TestClient, preset: str = "three-token", stage: str = "softmax") -> dict[str, str]:

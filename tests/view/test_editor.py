@@ -9,7 +9,7 @@ from dataclasses import replace
 from markupsafe import escape
 
 from app.state.scenario import View, from_preset
-from app.view.editor import mask_grid
+from app.view.editor import editor_grids, mask_grid
 
 
 def test_the_mask_grid_shows_each_scaled_score_or_why_it_is_hidden() -> None:
@@ -38,4 +38,21 @@ def test_the_mask_grid_shows_each_scaled_score_or_why_it_is_hidden() -> None:
             hidden = bool(expected_why) or (i, j) == (3, 0)
             assert why == expected_why
             assert (cls == "hidden", "checked" in attrs, "disabled" in attrs) == (hidden, hidden, bool(expected_why))
-            assert text == ("−∞" if hidden else f"{scaled[i, j]:.3f}")
+            assert text == ("−∞" if hidden else f"{scaled[i, j]:.3f}".replace("-", "−"))  # a true minus sign
+
+
+def test_grids_typeset_their_titles_and_show_a_true_minus_sign() -> None:
+    sc, view = from_preset("additive")
+    grids = editor_grids(sc, view, sc.run())
+    titles = {g.key: str(g.label) for g in grids["weights"] + grids["score"]}
+    assert titles["w_q"].startswith('<math display="inline" alttext="W_Q">')
+    assert titles["w_o"].startswith('<math display="inline" alttext="W_O">') and titles["w_o"].endswith(
+        "</math> rows of head 1")
+    assert titles["v_a"].startswith('<math display="inline" alttext="v_a">')
+    v_a = next(g for g in grids["score"] if g.key == "v_a")
+    assert v_a.rows[0][0] == "vₐ"
+    sc, view = from_preset("default")  # its X has negative values
+    x = editor_grids(sc, view, sc.run())["x"]
+    values = [cell[1] for _, cells in x.rows for cell in cells]
+    assert any(v.startswith("−") for v in values) and not any("-" in v for v in values)
+    assert [float(v.replace("−", "-")) for v in values] == sc.x.ravel().tolist()

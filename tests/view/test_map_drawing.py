@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from app.lesson.stages import visible_stages
-from app.view.map_drawing import draw_map
+from app.view.map_drawing import _label, draw_map, label_width, split_label
 from app.view.pipeline_map import PipelineMap, compact
 from tests.view.test_pipeline_map import map_of, preset
 
@@ -105,3 +105,14 @@ def test_the_wide_map_stays_low_and_the_compact_one_narrow() -> None:
         svg = svgs(map_of(preset(key)))
         assert float(svg["wide"].get("height")) <= 140, key  # px on a laptop, before any scaling down
         assert float(svg["compact"].get("width")) <= 360, key
+
+
+def test_a_subscript_is_only_the_letters_after_its_underscore() -> None:
+    """÷√d_k·τ: k is lowered, τ stays on the line (and is counted at full size)."""
+    assert split_label("÷√d_k·τ") == ("÷√d", "k", "·τ")
+    assert split_label("W_Q") == ("W", "Q", "")
+    assert split_label("softmax") == ("softmax", "", "")
+    text, lowered = _label("÷√d_k·τ")
+    assert text == '÷√d<tspan class="sub" dy="3">k</tspan><tspan dy="-3">·τ</tspan>' and lowered == 0
+    assert _label("W_Q") == ('W<tspan class="sub" dy="3">Q</tspan>', 3)
+    assert label_width("÷√d_k·τ") > label_width("÷√d_k")

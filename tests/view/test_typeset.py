@@ -13,7 +13,7 @@ from app.lesson.stages import BY_KEY, Options, describe
 from app.maths.arithmetic import ATTENTION_CELLS, INSPECTABLE, CellRef, cell_matrix, explain
 from app.maths.attention import run_attention
 from app.maths.blocks import run_transformer
-from app.view.typeset import MINUS, number, prose, signed_sum, tex
+from app.view.typeset import MINUS, number, prose, signed_sum, tex, title_text
 from app.view.worked import worked
 from tests.conftest import form_fields
 
@@ -163,3 +163,18 @@ def test_a_typed_token_is_text_on_every_maths_bearing_part_of_the_page(client: T
     for math in re.findall(r"<math\b.*?</math>", r.text, re.S):
         assert "alert" not in math and "text{x}" not in math and "frac{1}" not in math
     assert "<script>alert" not in r.text
+
+
+def test_a_function_name_keeps_a_thin_space_from_its_neighbours() -> None:
+    """t_ij log A_ij: log runs into neither t_ij nor A_ij; exp(…) keeps its bracket close."""
+    html = str(tex(r"t_{ij} \log A_{ij}"))
+    assert '</msub><mspace width="0.1667em"></mspace><mi>log</mi><mspace width="0.1667em"></mspace><msub>' in html
+    assert '<mi>exp</mi><mo stretchy="false">&#x00028;</mo>' in str(tex(r"\exp(s)"))
+
+
+def test_a_title_from_the_maths_typesets_only_its_leading_weight() -> None:
+    html = str(title_text("∂L/∂W_Q, row 1 (x_1 <b>), column 2 (q2)"))
+    assert html.startswith('<math display="inline" alttext="∂ L / ∂ W_Q">')
+    assert html.endswith("</math>, row 1 (x_1 &lt;b&gt;), column 2 (q2)")  # the token escaped, never typeset
+    assert str(title_text("W_O, row 1")).startswith('<math display="inline" alttext="W_O">')
+    assert str(title_text("Q, row 1 (W_Q)")) == "Q, row 1 (W_Q)"  # no leading weight: all text

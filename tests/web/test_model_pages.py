@@ -32,12 +32,19 @@ def table(html: str, caption_start: str) -> list[list[str]]:
                   html, re.S)
     assert m, f"no table {caption_start}"
     body = m.group(1).split("<tbody>", 1)[1]
-    return [re.findall(r"<td[^>]*>([^<]*)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", body, re.S)]
+    cell = r"<td[^>]*>(?:<span>)?([^<]*)(?:</span>)?</td>"  # a wide matrix's numbers are in a <span>
+    return [re.findall(cell, row) for row in re.findall(r"<tr>(.*?)</tr>", body, re.S)]
+
+
+def numbers(cells: list[list[str]]) -> np.ndarray:
+    """Printed cells as floats (the page prints a true minus sign)."""
+    return np.array([[float(c.replace("−", "-")) for c in row] for row in cells])
 
 
 def fixed(m: np.ndarray, decimals: int) -> list[list[str]]:
-    return [[f"{v:.{decimals}f}" for v in row] for row in (np.round(np.asarray(m, dtype=np.float64), decimals)
-                                                            + 0.0).tolist()]
+    """As the page prints a matrix: fixed point, a true minus sign, no negative zero."""
+    printed = (np.round(np.asarray(m, dtype=np.float64), decimals) + 0.0).tolist()
+    return [[f"{v:.{decimals}f}".replace("-", "−") for v in row] for row in printed]
 
 
 def slot(html: str, name: str) -> tuple[str, str | None]:
@@ -177,13 +184,13 @@ def test_the_step_through_prints_the_models_numbers(client: TestClient) -> None:
     a = e / e.sum(axis=1, keepdims=True)
     np.testing.assert_allclose(a, one.attention[1, 5], atol=1e-5)
     for caption, m in (("Q", q), ("K", k), ("V", v), ("Attention weights A", a), ("Output A·V", a @ v)):
-        printed = np.array(table(r.text, caption), dtype=float)
+        printed = numbers(table(r.text, caption))
         np.testing.assert_allclose(printed, m, atol=0.0051, err_msg=caption)
     for caption, m in (("Scores Q·Kᵀ", scores), ("Scaled Q·Kᵀ/√d_k", scaled)):
-        printed = np.array(table(r.text, caption), dtype=float)
+        printed = numbers(table(r.text, caption))
         np.testing.assert_allclose(printed, m, atol=0.0051 * max(1.0, float(np.abs(m).max()) / 100), err_msg=caption)
     # the enlarged head is the same head's weights
-    enlarged = np.array(table(r.text, "Layer 2, head 6: attention weights"), dtype=float)
+    enlarged = numbers(table(r.text, "Layer 2, head 6: attention weights"))
     np.testing.assert_allclose(enlarged, a, atol=0.0051)
     # X's row 11 ("it"), all 384 numbers on demand
     row = re.search(r'<ol class="x-values"[^>]*>(.*?)</ol>', r.text, re.S).group(1)

@@ -39,7 +39,8 @@ def heatmap(html: str, ref: str) -> list[list[str]]:
     m = re.search(rf'<table class="heatmap [^"]*" data-ref="{re.escape(ref)}"[^>]*>(.*?)</table>', html, re.S)
     assert m, f"no heatmap {ref}"
     body = m.group(1).split("<tbody>", 1)[1]
-    return [re.findall(r"<td[^>]*>([^<]*)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", body, re.S)]
+    cell = r"<td[^>]*>(?:<span>)?([^<]*)(?:</span>)?</td>"  # a wide matrix's numbers are in a <span>
+    return [re.findall(cell, row) for row in re.findall(r"<tr>(.*?)</tr>", body, re.S)]
 
 
 def fixed(m: np.ndarray, decimals: int) -> list[list[str]]:
@@ -858,6 +859,18 @@ def test_a_value_that_rounds_to_zero_shows_as_0_in_its_input(client: TestClient)
     assert 'value="-0"' not in r.text
 
 
+def test_inputs_show_a_true_minus_sign_and_take_either_sign_back(client: TestClient) -> None:
+    """The preset's −0.3 shows as "−0.3"; the page's own form posts back unchanged, and a typed "-" or "−"
+    reads the same."""
+    form = page_form(client)
+    assert form["x-0-2"] == "−0.3" and not [k for k, v in form.items() if re.fullmatch(r"-[0-9.]+", v)]
+    for typed in ("-0.5", "−0.5"):
+        r = client.post("/", data={**form, "x-0-2": typed})
+        assert r.status_code == 200
+        after = form_fields(r.text)
+        assert after["x-0-2"] == "−0.5" and after["x-1-1"] == form["x-1-1"]
+
+
 # --- cross-attention --------------------------------------------------------------------------------
 
 
@@ -875,9 +888,11 @@ def test_ticking_cross_attention_labels_k_and_v_with_c(client: TestClient) -> No
                        r'<span class="shape">([^<]*)</span>', r.text)
     assert ("Q = X W_Q", "5×3") in maths
     assert ("K = C W_K", "6×3") in maths and ("V = C W_V", "6×3") in maths
-    titles = re.findall(r'<span class="mname">([^<]*)</span> <span class="shape">([^<]*)</span>', r.text)
-    assert ("X (target sentence: queries)", "5×3") in titles
-    assert ("C (source sentence: keys and values)", "6×3") in titles
+    # The editor's grids: the matrix's letter typeset, its words as text.
+    titles = re.findall(r'<span class="mname"><math display="inline" alttext="([^"]*)">.*?</math>([^<]*)</span> '
+                        r'<span class="shape">([^<]*)</span>', r.text)
+    assert ("X", " (target sentence: queries)", "5×3") in titles
+    assert ("C", " (source sentence: keys and values)", "6×3") in titles
     assert "have a row per source token of" in r.text and 'alttext="K = C W_K"' in r.text
     assert 'alttext="S = 6"' in r.text
     fields = form_fields(r.text)

@@ -30,7 +30,8 @@ def table_numbers(html: str, ref: str) -> list[list[str]]:
     m = re.search(rf'<table class="heatmap [^"]*" data-ref="{re.escape(ref)}"[^>]*>(.*?)</table>', html, re.S)
     assert m, f"no heatmap {ref}"
     body = m.group(1).split("<tbody>", 1)[1]
-    return [re.findall(r"<td[^>]*>([^<]*)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", body, re.S)]
+    cell = r"<td[^>]*>(?:<span>)?([^<]*)(?:</span>)?</td>"  # a wide matrix's numbers are in a <span>
+    return [re.findall(cell, row) for row in re.findall(r"<tr>(.*?)</tr>", body, re.S)]
 
 
 @pytest.mark.parametrize(("extra", "expected"), [
@@ -61,7 +62,8 @@ def test_block_page_numbers_are_the_pipeline_s(client: TestClient) -> None:
     r = client.post("/stages", data={**form, "goto": "addnorm2", "block": "1"}, headers=HTMX)
     assert r.status_code == 200
     shown = table_numbers(r.text, "ln2.1")
-    assert shown == [[f"{v:.3f}" for v in row] for row in (np.round(stack.blocks[1].ln2.output, 3) + 0.0).tolist()]
+    printed = (np.round(stack.blocks[1].ln2.output, 3) + 0.0).tolist()
+    assert shown == [[f"{v:.3f}".replace("-", "−") for v in row] for row in printed]  # a true minus sign
     assert "block 2 of 2" in r.text
 
 
