@@ -1,4 +1,5 @@
-// Attention, step by step — the page's only script. No inline handlers: CSP-friendly.
+// Attention, step by step — the page's main script; navigation.js, edit.js, export.js, present.js and class.js
+// add their parts. No inline handlers: CSP-friendly.
 // Keyboard stepping, keyboard and mouse cell inspection, and marking the field an error names.
 (function () {
   "use strict";

@@ -45,7 +45,8 @@ LINK = re.compile(r'\b(?:href|src|action|formaction|hx-post|hx-get|data-stages-u
 
 
 def links(html: str) -> list[str]:
-    found = LINK.findall(html)
+    """Every path the page links to; an in-page fragment (the skip link's "#stages") is no path."""
+    found = [link for link in LINK.findall(html) if not link.startswith("#")]
     assert found, "no links in the page"
     return found
 

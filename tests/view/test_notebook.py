@@ -122,3 +122,12 @@ def test_the_real_model_s_head_as_a_notebook() -> None:
     assert "W_Q = np.array(" in state and "dtype=np.float32)  # (384, 32)" in state
     assert "it" in state and len(state) < 800_000  # one head's slices, not the model
     assert execute(nb).startswith("All 7 matrices agree")
+
+
+def test_linear_attention_with_an_output_loss_stops_at_the_forward_pass_and_says_so() -> None:
+    sc, view = preset_page("linear")
+    target = np.zeros((len(sc.tokens), sc.d_model))
+    view = replace(view, learning=Learning(goal="output", head=0, target=target))
+    nb = attention_notebook(sc, view)
+    assert "backward pass through linear attention" in "\n".join(c.source for c in nb.cells)
+    checked_count(execute(nb))

@@ -567,7 +567,7 @@ def test_add_token(client: TestClient) -> None:
     for i in range(5):
         for j in range(3):
             assert after[f"x-{i}-{j}"] == form[f"x-{i}-{j}"]
-    new_row = [float(after[f"x-5-{j}"]) for j in range(3)]
+    new_row = [float(after[f"x-5-{j}"].replace("\u2212", "-")) for j in range(3)]  # inputs show a true minus
     assert all(-1.0 <= v <= 1.0 for v in new_row)
     assert len(heatmap(r.text, "x")) == 6
 

@@ -128,6 +128,10 @@ def attention_notebook(sc: Scenario, view: View) -> NotebookNode:
     first, stack = sc.compute()
     run = first  # block 1 is rebuilt stage by stage; later blocks by a function of the same steps
     learning = view.learning if stack is None else None
+    # Linear attention's backward pass runs through φ and its normaliser: the page shows it, the notebook stops
+    # at the forward pass (and says so below).
+    linear_goal = learning is not None and run.attention == "linear"
+    learning = None if linear_goal else learning
     goal = learning.goal if learning is not None else ""
     s = setting(run, stack, sc.norm, sc.activation)
     options = stage_options(sc, run, stack, goal)
@@ -165,6 +169,9 @@ def attention_notebook(sc: Scenario, view: View) -> NotebookNode:
     for stage in page_stages(sc, view):
         if stage.key in code:
             cells += [new_markdown_cell(stage_markdown(stage, options)), new_code_cell("\n".join(code[stage.key]))]
+    if linear_goal:
+        cells.append(new_markdown_cell("The Learn panel's backward pass through linear attention (through $\\varphi$ "
+                                       "and its normaliser) is on the page; this notebook rebuilds the forward pass."))
     if stack is not None and len(stack.blocks) > 1:
         cells += [new_markdown_cell(f"### Blocks 2 to {len(stack.blocks)}\n\nEach block's output is the next "
                                     "block's input; every block has weights of its own."),
