@@ -158,8 +158,9 @@ def test_the_pretrained_model_answers_with_no_network(server: Running) -> None:
     model = load_model_files()
     run = run_model(model, tokenize(model, sentence))
     assert doc["tokens"] == list(run.tokens)
-    np.testing.assert_allclose(doc["attention"], run.attention, atol=1e-6)
-    np.testing.assert_allclose(doc["embedding"], run.embedding, atol=1e-6)
+    # float32, summed in another order by the image's BLAS (one thread): a few weights differ by about 1e-6
+    np.testing.assert_allclose(doc["attention"], run.attention, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(doc["embedding"], run.embedding, rtol=1e-5, atol=1e-5)
 
 
 def test_an_htmx_edit_returns_the_changed_stages(server: Running) -> None:
@@ -178,7 +179,7 @@ def test_settings_from_the_environment_workers_and_a_root_path(engine: Engine, s
         page = client.get(f"{ROOT_PATH}/")
         css = client.get(f"{ROOT_PATH}/static/app.css")
     assert page.status_code == 200 and css.status_code == 200
-    links = LINK.findall(page.text)
+    links = [link for link in LINK.findall(page.text) if not link.startswith("#")]  # the skip link's "#stages"
     assert links and all(link.startswith(f"{ROOT_PATH}/") for link in links), links
     assert started_workers(engine, running.name) == 3
 
