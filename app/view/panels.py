@@ -90,13 +90,7 @@ class PanelBuilder:
         self.dims = dim_labels(sc)
         self.selected = parse_cell(view.inspect, run, stack, grads)
         self.hiding: tuple[str, ...] = ()  # the quiz's matrices in the stage being built
-        self.options = Options(
-            score=run.score, attention=run.attention, norm=sc.norm, cross=run.context is not None,
-            masked=run.mask is not None, scale=run.scales, temperature=run.temperature != 1.0,
-            alibi=run.heads[0].bias is not None, rope=run.heads[0].q_rot is not None,
-            added_pe=run.pe is not None or (stack is not None and stack.pe is not None), activation=sc.activation,
-            loss=view.learning.goal if view.learning is not None else "",
-        )
+        self.options = stage_options(sc, run, stack, view.learning.goal if view.learning is not None else "")
 
     def _panel(self, m: np.ndarray, title: str, ref: str, rows: list[str], cols: list[str],
                kind: str = "signed", inspect: str = "", corner: str = "", label: str = "", suffix: str = "",
@@ -260,6 +254,17 @@ def gradient_decimals(decimals: int) -> int:
     """Gradients are small: at least three decimals, so that they do not all print as 0.00. Their heatmaps
     and the inspector's arithmetic both print them so, and a cell reads the same in both."""
     return max(decimals, 3)
+
+
+def stage_options(sc: Scenario, run: AttentionRun, stack: TransformerRun | None, goal: str) -> Options:
+    """What of the run changes a stage's words: the mechanisms in use, and the Learn panel's ``goal``."""
+    return Options(
+        score=run.score, attention=run.attention, norm=sc.norm, cross=run.context is not None,
+        masked=run.mask is not None, scale=run.scales, temperature=run.temperature != 1.0,
+        alibi=run.heads[0].bias is not None, rope=run.heads[0].q_rot is not None,
+        added_pe=run.pe is not None or (stack is not None and stack.pe is not None), activation=sc.activation,
+        loss=goal,
+    )
 
 
 def page_stages(sc: Scenario, view: View) -> tuple[Stage, ...]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.browser.conftest import save_screenshot
+from tests.browser.test_class import Problems
 
 try:
     from playwright.sync_api import expect
@@ -38,21 +39,6 @@ GEOMETRY = """() => {
   return {stage: stage.id, heading: box(heading), result: box(result), height: window.innerHeight,
           text: heading.textContent.trim()};
 }"""
-
-
-class Problems:
-    """Console errors, page errors and failed responses of every page in the class."""
-
-    def __init__(self) -> None:
-        self.seen: list[str] = []
-
-    def watch(self, page: Page, who: str) -> Page:
-        page.on("console", lambda m: self.seen.append(f"{who} console {m.type}: {m.text}")
-                if m.type in ("error", "warning") else None)
-        page.on("pageerror", lambda e: self.seen.append(f"{who} page error: {e}"))
-        page.on("response", lambda r: self.seen.append(f"{who} {r.status} {r.request.method} {r.url}")
-                if r.status >= 400 else None)
-        return page
 
 
 @pytest.fixture

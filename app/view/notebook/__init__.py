@@ -30,22 +30,11 @@ from app.view.notebook.forward import (
     state_code,
 )
 from app.view.notebook.literals import packed, shape_text
-from app.view.panels import page_stages
+from app.view.panels import page_stages, stage_options
 
 CHECK_RTOL = 1e-12
 CHECK_ATOL = 1e-12  # entries near 0: a different order of the same sums leaves ~1e-16 there, not a relative error
 KERNEL = {"name": "python3", "display_name": "Python 3", "language": "python"}
-
-
-def stage_options(sc: Scenario, run: AttentionRun, stack: TransformerRun | None, goal: str) -> Options:
-    """What of the run changes a stage's words (as the page's PanelBuilder reads it)."""
-    return Options(
-        score=run.score, attention=run.attention, norm=sc.norm, cross=run.context is not None,
-        masked=run.mask is not None, scale=run.scales, temperature=run.temperature != 1.0,
-        alibi=run.heads[0].bias is not None, rope=run.heads[0].q_rot is not None,
-        added_pe=run.pe is not None or (stack is not None and stack.pe is not None), activation=sc.activation,
-        loss=goal,
-    )
 
 
 def stage_markdown(stage: Stage, options: Options) -> str:
