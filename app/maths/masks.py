@@ -12,9 +12,10 @@ import numpy as np
 MASK_MODES = ("none", "causal", "local", "strided")
 
 
-def causal_mask(t: int, s: int | None = None) -> np.ndarray:
-    """True above the diagonal: query i may not look at a later key j > i."""
-    return np.triu(np.ones((t, t if s is None else s), dtype=bool), k=1)  # (T, S)
+def causal_mask(t: int, s: int | None = None, offset: int = 0) -> np.ndarray:
+    """True above the diagonal: query i may not look at a later key j > i + offset. With a KV cache of
+    ``offset`` earlier tokens, query i is the token at position offset + i and sees keys 0 … offset + i."""
+    return np.triu(np.ones((t, t if s is None else s), dtype=bool), k=1 + offset)  # (T, S)
 
 
 def local_mask(t: int, s: int, window: int) -> np.ndarray:

@@ -21,21 +21,25 @@ def sinusoidal_encoding(t: int, d_model: int) -> np.ndarray:
     return np.where(np.arange(d_model) % 2 == 0, np.sin(angle), np.cos(angle))  # (T, d_model)
 
 
-def rope_theta(d: int, pair: int | np.ndarray) -> np.ndarray:
-    """θ_p = 10000^(−2p/d): pair p's angle per position."""
-    return np.power(10000.0, -2.0 * np.asarray(pair) / d)
+ROPE_BASE = 10000.0  # RoFormer's base; Llama 3 and SmolLM2 take larger ones (SmolLM2-135M: 100,000)
 
 
-def rope_rotate(x: np.ndarray) -> np.ndarray:
-    """RoPE: rotate each pair (x_2i, x_2i+1) at position pos by pos·θ_i, θ_i = 10000^(−2i/d).
+def rope_theta(d: int, pair: int | np.ndarray, base: float = ROPE_BASE) -> np.ndarray:
+    """θ_p = base^(−2p/d): pair p's angle per position (base 10,000 unless a model says otherwise)."""
+    return np.power(base, -2.0 * np.asarray(pair) / d)
 
-    Adjacent dimensions pair (RoFormer's form), not the halves (x_i, x_(i+d/2)) of GPT-NeoX; pos = 0 … T − 1.
-    An odd last dimension is left as it is (and d in θ_i stays odd). Works on (..., T, d).
+
+def rope_rotate(x: np.ndarray, *, base: float = ROPE_BASE, start: int = 0) -> np.ndarray:
+    """RoPE: rotate each pair (x_2i, x_2i+1) at position pos by pos·θ_i, θ_i = base^(−2i/d).
+
+    Adjacent dimensions pair (RoFormer's form, and llama.cpp's for Llama), not the halves (x_i, x_(i+d/2)) of
+    GPT-NeoX and Hugging Face's Llama; pos = start … start + T − 1 (a KV cache's new rows start past the old).
+    An odd last dimension is left as it is (and d in θ_i stays odd). Works on (..., T, d), in x's dtype.
     """
     t, d = x.shape[-2], x.shape[-1]
     half = d // 2
-    theta = rope_theta(d, np.arange(half))  # (d/2,)
-    angle = np.arange(t)[:, None] * theta[None, :]  # (T, d/2)
+    theta = rope_theta(d, np.arange(half), base)  # (d/2,)
+    angle = np.arange(start, start + t)[:, None] * theta[None, :]  # (T, d/2)
     cos, sin = np.cos(angle), np.sin(angle)
     out = x.copy()
     even, odd = x[..., 0 : 2 * half : 2], x[..., 1 : 2 * half : 2]  # (..., T, d/2) each

@@ -1,0 +1,263 @@
+"""A pretrained Llama decoder's forward pass (SmolLM2-135M-Instruct), on the pipeline's own attention maths.
+
+Llama (Touvron et al., 2023), as Hugging Face's ``LlamaForCausalLM`` computes it in inference, token m at
+position m (0-based):
+
+    x   = E[ids]                                                              (T, d_model)
+    for each of the N layers:
+        x̂   = RMSNorm(x) = x / √(mean(x²) + ε) ⊙ g                            (T, d_model)
+        Qᵢ = RoPE(x̂·W_Qⁱ),  K_g = RoPE(x̂·W_Kᵍ),  V_g = x̂·W_Vᵍ                  (T, d_k); g = i // (h / h_kv)
+        headᵢ = softmax(Qᵢ·K_gᵀ / √d_k, −∞ above the diagonal)·V_g              (app.maths.attention.attend)
+        x   = x + Concat(head₁ … head_h)·W_O
+        x   = x + (SiLU(RMSNorm(x)·W_gate) ⊙ RMSNorm(x)·W_up)·W_down             (SwiGLU)
+    logits = RMSNorm(x)·Eᵀ                                                    (the LM head, tied to E)
+
+RoPE turns pair i of a query or key at position m by m·θᵢ, θᵢ = base^(−2i/d_k) (app.maths.positions); the
+causal mask (app.maths.masks) hides every later token; h query heads share h_kv key/value heads
+(grouped-query attention). A KV cache keeps every layer's rotated keys and values, so that each new token
+costs one token's forward pass. Computed in float32, the weights' own precision, as PyTorch does.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from app.maths.attention import attend, softmax_rows
+from app.maths.bert import heads_in
+from app.maths.decoder_files import DecoderFiles
+from app.maths.masks import causal_mask
+from app.maths.positions import rope_rotate
+
+
+@dataclass(frozen=True)
+class KVCache:
+    """Every layer's keys (after RoPE) and values of the tokens read so far."""
+
+    k: tuple[np.ndarray, ...] = ()  # N × (h_kv, S, d_k)
+    v: tuple[np.ndarray, ...] = ()  # N × (h_kv, S, d_k)
+
+    @property
+    def length(self) -> int:
+        return int(self.k[0].shape[1]) if self.k else 0
+
+
+@dataclass(frozen=True)
+class DecoderHeads:
+    """One layer's grouped-query attention over the new tokens, every query head at once (h first)."""
+
+    x: np.ndarray  # (T, d_model)  RMSNorm(x), the heads' input
+    q_pre: np.ndarray  # (h, T, d_k)  x̂·W_Q, before RoPE
+    k_pre: np.ndarray  # (h_kv, T, d_k)  x̂·W_K, before RoPE
+    q: np.ndarray  # (h, T, d_k)  after RoPE
+    k: np.ndarray  # (h_kv, S, d_k)  after RoPE, the cache's keys first
+    v: np.ndarray  # (h_kv, S, d_k)
+    scores: np.ndarray  # (h, T, S)  Q·Kᵀ
+    scaled: np.ndarray  # (h, T, S)  ÷ √d_k
+    masked: np.ndarray  # (h, T, S)  −∞ where a key comes later
+    weights: np.ndarray  # (h, T, S)  softmax, 0 for a head switched off
+    output: np.ndarray  # (h, T, d_k)  weights·V
+
+    @property
+    def concat(self) -> np.ndarray:
+        """Concat(head₁ … head_h), (T, h·d_k)."""
+        h, t, d_k = self.output.shape
+        return self.output.transpose(1, 0, 2).reshape(t, h * d_k)
+
+
+@dataclass(frozen=True)
+class DecoderRun:
+    """The decoder on a text: what each layer took in and gave out, every head's weights, the next token's logits."""
+
+    tokens: tuple[str, ...]
+    ids: np.ndarray  # (T,)
+    hidden_states: np.ndarray  # (N + 1, T, d_model): the embeddings, then each layer's output (before the final norm)
+    attention: np.ndarray  # (N, h, T, T): every head's softmax weights (rows: queries), 0 above the diagonal
+    logits: np.ndarray  # (vocab,) the last position's: the next token's scores
+    cache: KVCache = field(repr=False, default_factory=KVCache)
+    heads_off: frozenset[tuple[int, int]] = frozenset()  # (layer, head) switched off
+
+    @property
+    def layers(self) -> int:
+        return int(self.attention.shape[0])
+
+    @property
+    def heads(self) -> int:
+        return int(self.attention.shape[1])
+
+
+def rms_norm(x: np.ndarray, gain: np.ndarray, eps: float) -> np.ndarray:
+    """RMSNorm(x) = x / √(mean(x²) + ε) ⊙ g, over each row (Zhang & Sennrich, 2019): no mean taken away, no bias."""
+    mean_square = np.mean(x * x, axis=-1, keepdims=True)  # (..., 1)
+    return (x / np.sqrt(mean_square + np.float32(eps))) * gain  # (..., d_model)
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    """SiLU(x) = x·σ(x), with σ(x) = ½(1 + tanh(x/2)): no exp to overflow for very negative x."""
+    return x * (np.float32(0.5) * (np.float32(1.0) + np.tanh(np.float32(0.5) * x)))
+
+
+def swiglu(model: DecoderFiles, layer: int, x: np.ndarray) -> np.ndarray:
+    """FFN(x̂) = (SiLU(x̂·W_gate) ⊙ x̂·W_up)·W_down (Shazeer, 2020), (T, d_model)."""
+    lw = model.weights.layers[layer]
+    return (silu(x @ lw.w_gate) * (x @ lw.w_up)) @ lw.w_down  # (T, d_ff) → (T, d_model)
+
+
+def layer_heads(model: DecoderFiles, layer: int, x: np.ndarray, cache: KVCache,
+                off: Iterable[int] = ()) -> DecoderHeads:
+    """headᵢ = softmax(RoPE(x̂·W_Qⁱ)·RoPE(x̂·W_Kᵍ)ᵀ / √d_k, causal)·x̂·W_Vᵍ for every query head i of ``layer``,
+    the new tokens at positions S₀ … S₀ + T − 1 after the S₀ the cache holds."""
+    cfg, lw = model.config, model.weights.layers[layer]
+    start = cache.length
+    x_hat = rms_norm(x, lw.attn_norm, cfg.eps)  # (T, d_model)
+    q_pre = x_hat @ lw.w_q  # (h, T, d_k)
+    k_pre = x_hat @ lw.w_k  # (h_kv, T, d_k)
+    v_new = x_hat @ lw.w_v  # (h_kv, T, d_k)
+    q = rope_rotate(q_pre, base=cfg.rope_base, start=start)  # (h, T, d_k)
+    k_new = rope_rotate(k_pre, base=cfg.rope_base, start=start)  # (h_kv, T, d_k)
+    k = np.concatenate([cache.k[layer], k_new], axis=1) if start else k_new  # (h_kv, S, d_k)
+    v = np.concatenate([cache.v[layer], v_new], axis=1) if start else v_new  # (h_kv, S, d_k)
+    k_shared = np.repeat(k, cfg.group, axis=0)  # (h, S, d_k): query head i reads key head i // group
+    v_shared = np.repeat(v, cfg.group, axis=0)  # (h, S, d_k)
+    scores = q @ k_shared.transpose(0, 2, 1)  # (h, T, S)
+    t, s = scores.shape[-2:]
+    scaled, masked, weights, output = attend(scores, v_shared, divisor=math.sqrt(cfg.d_k),
+                                             mask=causal_mask(t, s, offset=start))  # (h, T, S) ×3, (h, T, d_k)
+    off = list(off)
+    if off:  # a head switched off: its weights times 0, so its slice of the concatenation is 0
+        weights = weights.copy()
+        weights[off] = 0.0
+        output = weights @ v_shared  # (h, T, d_k)
+    return DecoderHeads(x=x_hat, q_pre=q_pre, k_pre=k_pre, q=q, k=k, v=v, scores=scores, scaled=scaled,
+                        masked=masked, weights=weights, output=output)
+
+
+def decoder_layer(model: DecoderFiles, layer: int, x: np.ndarray, cache: KVCache,
+                  off: Iterable[int] = ()) -> tuple[np.ndarray, DecoderHeads]:
+    """One decoder layer, pre-norm: x + Attention(RMSNorm(x)), then x + SwiGLU(RMSNorm(x))."""
+    lw, eps = model.weights.layers[layer], model.config.eps
+    heads = layer_heads(model, layer, x, cache, off)
+    x = x + heads.concat @ lw.w_o  # (T, d_model)
+    x = x + swiglu(model, layer, rms_norm(x, lw.ffn_norm, eps))  # (T, d_model)
+    return x, heads
+
+
+def final_logits(model: DecoderFiles, x: np.ndarray) -> np.ndarray:
+    """logits = RMSNorm(x)·Eᵀ: the LM head, tied to the embeddings; (..., vocab) from (..., d_model)."""
+    return rms_norm(x, model.weights.final_norm, model.config.eps) @ model.weights.embedding.T
+
+
+def tokenize(model: DecoderFiles, text: str) -> tuple[tuple[str, ...], np.ndarray]:
+    """The text as the model reads it: byte-level BPE pieces ("Ġ" is a space) and their ids, no BOS."""
+    encoding = model.tokenizer.encode(text, add_special_tokens=False)
+    return tuple(encoding.tokens), np.asarray(encoding.ids, dtype=np.int64)
+
+
+def extend(model: DecoderFiles, ids: np.ndarray, cache: KVCache = KVCache(),
+           heads_off: frozenset[tuple[int, int]] = frozenset()) -> tuple[np.ndarray, list[DecoderHeads], KVCache]:
+    """The new tokens ``ids`` through every layer after the cache's tokens: each layer's output for them
+    ((N + 1, T, d_model), the embeddings first), each layer's heads, and the cache grown by them."""
+    x = model.weights.embedding[ids]  # (T, d_model)
+    hidden, heads_of, ks, vs = [x], [], [], []
+    for layer in range(model.config.layers):
+        x, heads = decoder_layer(model, layer, x, cache, heads_in(heads_off, layer))
+        hidden.append(x)
+        heads_of.append(heads)
+        ks.append(heads.k)
+        vs.append(heads.v)
+    return np.stack(hidden), heads_of, KVCache(k=tuple(ks), v=tuple(vs))
+
+
+def run_decoder(model: DecoderFiles, text: str, heads_off: frozenset[tuple[int, int]] = frozenset()) -> DecoderRun:
+    """The decoder on a text: every layer's output, every head's attention, the next token's logits."""
+    tokens, ids = tokenize(model, text)
+    if not len(ids):
+        raise ValueError("text must hold at least one token")
+    hidden, heads, cache = extend(model, ids, KVCache(), heads_off)
+    return DecoderRun(tokens=tokens, ids=ids, hidden_states=hidden,
+                      attention=np.stack([h.weights for h in heads]), logits=final_logits(model, hidden[-1, -1]),
+                      cache=cache, heads_off=heads_off)
+
+
+def head_at(model: DecoderFiles, run: DecoderRun, layer: int) -> DecoderHeads:
+    """One layer's heads on the whole text again, from the layer's input, every intermediate kept."""
+    return layer_heads(model, layer, run.hidden_states[layer], KVCache(), heads_in(run.heads_off, layer))
+
+
+def temperature_softmax(logits: np.ndarray, temperature: float) -> np.ndarray:
+    """p = softmax(logits / τ), in float64: τ < 1 sharpens, τ > 1 flattens."""
+    return softmax_rows(np.asarray(logits, dtype=np.float64) / temperature)
+
+
+def top_candidates(probabilities: np.ndarray, top: int) -> np.ndarray:
+    """The ``top`` token ids by probability, the most likely first (ties: the lower id first)."""
+    top = min(top, probabilities.shape[-1])
+    part = np.argpartition(-probabilities, top - 1)[:top]  # (top,) unordered
+    return part[np.lexsort((part, -probabilities[part]))]
+
+
+def lens(model: DecoderFiles, hidden: np.ndarray, chunk: int = 64) -> tuple[np.ndarray, np.ndarray]:
+    """The logit lens (nostalgebraist, 2020): each row of ``hidden`` (..., d_model) read through the final
+    RMSNorm and the LM head as if it were the last layer's. Returns the top token's id and probability, (...)."""
+    rows = hidden.reshape(-1, hidden.shape[-1])  # (R, d_model)
+    ids = np.empty(len(rows), dtype=np.int64)
+    probs = np.empty(len(rows), dtype=np.float64)
+    for i in range(0, len(rows), chunk):  # a chunk's logits are chunk × vocab floats (12 MB for 64 rows)
+        p = temperature_softmax(final_logits(model, rows[i : i + chunk]), 1.0)  # (chunk, vocab)
+        ids[i : i + chunk] = p.argmax(axis=-1)
+        probs[i : i + chunk] = p.max(axis=-1)
+    return ids.reshape(hidden.shape[:-1]), probs.reshape(hidden.shape[:-1])
+
+
+def sampling_distribution(logits: np.ndarray, temperature: float, top_k: int | None = None,
+                          top_p: float | None = None) -> np.ndarray:
+    """What a sampler draws from, as transformers' warpers make it, in their order: softmax(logits / τ), then
+    only the top_k most likely tokens, then only the fewest most likely whose probabilities reach top_p;
+    renormalised. The most likely token always stays."""
+    p = temperature_softmax(logits, temperature)  # (vocab,)
+    order = np.argsort(-p, kind="stable")  # (vocab,) the most likely first
+    keep = np.zeros(p.shape, dtype=bool)
+    n = len(p) if top_k is None else max(1, min(top_k, len(p)))
+    if top_p is not None:
+        before = np.cumsum(p[order[:n]]) - p[order[:n]]  # the probability of the tokens ahead of each
+        n = max(1, int(np.count_nonzero(before < top_p)))
+    keep[order[:n]] = True
+    kept = np.where(keep, p, 0.0)
+    return kept / kept.sum()
+
+
+@dataclass(frozen=True)
+class GeneratedStep:
+    id: int
+    probability: float  # under softmax(logits / τ) (τ = 1 when greedy)
+    logits: np.ndarray = field(repr=False)  # (vocab,) the scores it was chosen from
+
+
+def generate(model: DecoderFiles, ids: np.ndarray, max_new_tokens: int, temperature: float = 0.0,
+             top_k: int | None = None, top_p: float | None = None, seed: int = 0,
+             heads_off: frozenset[tuple[int, int]] = frozenset()) -> list[GeneratedStep]:
+    """Write up to ``max_new_tokens`` tokens after ``ids``, one forward pass of one token each through the KV
+    cache. τ = 0 is greedy (the most likely token, as transformers' generate(do_sample=False)); otherwise each
+    token is drawn from :func:`sampling_distribution` with NumPy's generator seeded by ``seed``. Stops after
+    the end-of-text token."""
+    rng = np.random.default_rng(seed)
+    hidden, _, cache = extend(model, np.asarray(ids, dtype=np.int64), KVCache(), heads_off)
+    logits = final_logits(model, hidden[-1, -1])  # (vocab,)
+    steps: list[GeneratedStep] = []
+    for _ in range(max_new_tokens):
+        if temperature == 0:
+            token = int(np.argmax(logits))
+            probability = float(temperature_softmax(logits, 1.0)[token])
+        else:
+            p = sampling_distribution(logits, temperature, top_k, top_p)
+            token = int(rng.choice(len(p), p=p))
+            probability = float(temperature_softmax(logits, temperature)[token])
+        steps.append(GeneratedStep(id=token, probability=probability, logits=logits))
+        if token == model.eos_id or len(steps) == max_new_tokens:
+            break
+        hidden, _, cache = extend(model, np.array([token], dtype=np.int64), cache, heads_off)  # one token's pass
+        logits = final_logits(model, hidden[-1, -1])
+    return steps
