@@ -54,6 +54,10 @@ class Settings(BaseSettings):
     # tokens with [CLS] and [SEP], at most these.
     model_max_chars: int = Field(default=1000, ge=1, le=10_000)
     model_max_tokens: int = Field(default=64, ge=3, le=512)
+    # The language model (POST /api/decoder, /api/generate, the page's "Next word"): a text's byte-level BPE
+    # tokens at most this (its characters: model_max_chars), and the tokens one generation writes at most.
+    decoder_max_tokens: int = Field(default=128, ge=1, le=1024)
+    decoder_max_new_tokens: int = Field(default=32, ge=1, le=256)
     # Training (POST /api/train): steps × the operations of one forward pass (app.maths.cost: multiply-adds plus
     # elementwise) at most this. The backward pass and the optimiser cost a small multiple of the forward,
     # so the heaviest request (8 heads of 64 tokens, the additive score) trains in well under a second.

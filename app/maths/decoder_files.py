@@ -70,6 +70,12 @@ class DecoderConfig:
         return head // self.group
 
 
+# The model this project reads, its sizes stated once: every layer reads them from here (the API's bounds, the
+# page's words), and reading the file checks that it holds exactly this model.
+SMOLLM2_135M = DecoderConfig(layers=30, heads=9, kv_heads=3, d_model=576, d_ff=1536, vocab=49152, context=8192,
+                             rope_base=100_000.0, eps=float(np.float32(1e-5)))
+
+
 @dataclass(frozen=True)
 class DecoderLayerWeights:
     """One decoder layer's weights, laid out as the page's pipeline lays them out: x·W (never Wᵀ)."""
@@ -215,6 +221,8 @@ def read_decoder_file(path: Path, expected_sha256: str = DECODER_SHA256) -> Deco
         raise DecoderFilesError(f"{path} has sha256 {digest}, expected {expected_sha256}")
     reader = GGUFReader(str(path))
     cfg = read_config(reader)
+    if cfg != SMOLLM2_135M:
+        raise DecoderFilesError(f"{path} holds a model of other sizes: {cfg}")
     vocabulary = [str(p) for p in _field(reader, "tokenizer.ggml.tokens")]
     tokenizer = build_tokenizer(vocabulary, [str(m) for m in _field(reader, "tokenizer.ggml.merges")],
                                 [int(k) for k in _field(reader, "tokenizer.ggml.token_type")])

@@ -1,0 +1,141 @@
+"""What a student has in front of them on "Next word" (GET /decoder): the text, the head stepped through, the
+temperature and the sampler's cut-offs, the inspected cell, read from the query string once and written back
+into a permalink. Layers, heads, rows and columns count from 1 in the query string, as the page counts them;
+from 0 here."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from urllib.parse import urlencode
+
+import numpy as np
+
+from app.config import settings
+from app.maths.decoder_files import SMOLLM2_135M, DecoderFiles
+from app.maths.llama import temperature_softmax, tokenize, top_candidates
+from app.state.form import FormError
+from app.state.model_state import INSPECTABLE, Cell, check_sentence
+
+DECODER_SPEC = SMOLLM2_135M
+DEFAULT_DECODER_TEXT = "The capital of France is"
+DEFAULT_LAYER, DEFAULT_HEAD = 0, 0  # a head the catalogue finds looking at the previous token is chosen by the view
+CANDIDATES = 10  # bars shown for the next word
+MAX_TEMPERATURE = 5.0
+GENERATE_CHOICES = (1, 4, 8, 16)
+
+
+def read_decoder_tokens(model: DecoderFiles, text: str) -> tuple[tuple[str, ...], np.ndarray]:
+    """The text's tokens, or a ValueError with their count and the limit."""
+    tokens, ids = tokenize(model, text)
+    limit = settings.decoder_max_tokens
+    if len(ids) > limit:
+        raise ValueError(f"the text is {len(ids)} tokens; the limit is {limit}")
+    if not len(ids):
+        raise ValueError("enter a text: it has no tokens")
+    return tokens, ids
+
+
+def candidates_of(model: DecoderFiles, logits: np.ndarray, temperature: float, top: int) -> list[dict]:
+    """The ``top`` most likely next tokens under softmax(logits/τ): id, piece, logit and probability."""
+    p = temperature_softmax(logits, temperature)  # (vocab,)
+    return [{"id": int(i), "token": model.vocabulary[i], "logit": float(logits[i]), "probability": float(p[i])}
+            for i in top_candidates(p, top)]
+
+
+@dataclass(frozen=True)
+class DecoderPage:
+    """The page's state; every index from 0. ``layer``/``head`` None: the page chooses."""
+
+    text: str = DEFAULT_DECODER_TEXT
+    layer: int | None = None
+    head: int | None = None
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+    cell: Cell | None = None
+    lens_all: bool = False  # the logit lens at every position, not only the last
+
+
+@dataclass(frozen=True)
+class DecoderRead:
+    page: DecoderPage
+    tokens: tuple[str, ...]
+    ids: np.ndarray
+
+
+def _whole(pairs: dict[str, str], name: str, lo: int, hi: int) -> int | None:
+    raw = pairs.get(name, "").strip()
+    if not raw:
+        return None
+    if not raw.isascii() or not raw.isdigit() or not lo <= int(raw) <= hi:
+        raise FormError(name, f"{name} must be a whole number from {lo} to {hi}")
+    return int(raw)
+
+
+def _number(pairs: dict[str, str], name: str, lo: float, hi: float, *, above: bool) -> float | None:
+    raw = pairs.get(name, "").strip().replace("−", "-").replace(",", ".")
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or not ((lo < value) if above else (lo <= value)) or value > hi:
+        raise FormError(name, f"{name} must be a number {'above' if above else 'from'} {lo:g} "
+                              f"{'and at most' if above else 'to'} {hi:g}")
+    return value
+
+
+def read_decoder_page(model: DecoderFiles, pairs: Iterable[tuple[str, str]]) -> DecoderRead:
+    """The page's state from its query string; FormError names the first bad field."""
+    given = dict(pairs)
+    text = given.get("text", DEFAULT_DECODER_TEXT)
+    try:
+        check_sentence(text)
+        tokens, ids = read_decoder_tokens(model, text)
+    except ValueError as e:
+        raise FormError("text", str(e)) from None
+    t = len(ids)
+    layer = _whole(given, "layer", 1, DECODER_SPEC.layers)
+    head = _whole(given, "head", 1, DECODER_SPEC.heads)
+    temperature = _number(given, "temperature", 0.0, MAX_TEMPERATURE, above=True)
+    top_k = _whole(given, "top_k", 1, DECODER_SPEC.vocab)
+    top_p = _number(given, "top_p", 0.0, 1.0, above=True)
+    cell = None
+    matrix = given.get("matrix", "").strip()
+    if matrix:
+        if matrix not in INSPECTABLE:
+            raise FormError("matrix", f"matrix must be one of {', '.join(INSPECTABLE)}")
+        row = _whole(given, "row", 1, t)
+        col = _whole(given, "col", 1, DECODER_SPEC.d_k if matrix == "output" else t)
+        if row is None or col is None:
+            raise FormError("row" if row is None else "col", "give the cell's row and column")
+        if matrix != "output" and col > row:
+            raise FormError("col", f"key {col} comes after query {row}: the causal mask hides it")
+        cell = Cell(matrix, row - 1, col - 1)
+    page = DecoderPage(
+        text=text, layer=None if layer is None else layer - 1, head=None if head is None else head - 1,
+        temperature=1.0 if temperature is None else temperature, top_k=top_k, top_p=top_p, cell=cell,
+        lens_all=given.get("lens") == "all")
+    return DecoderRead(page=page, tokens=tokens, ids=ids)
+
+
+def decoder_query(page: DecoderPage, **changes: object) -> str:
+    """The page's permalink query (indices from 1), with ``changes`` applied to the state first."""
+    page = replace(page, **changes) if changes else page
+    fields: list[tuple[str, str]] = [("text", page.text)]
+    if page.layer is not None and page.head is not None:
+        fields += [("layer", str(page.layer + 1)), ("head", str(page.head + 1))]
+    if page.temperature != 1.0:
+        fields.append(("temperature", f"{page.temperature:g}"))
+    if page.top_k is not None:
+        fields.append(("top_k", str(page.top_k)))
+    if page.top_p is not None:
+        fields.append(("top_p", f"{page.top_p:g}"))
+    if page.cell is not None:
+        fields += [("matrix", page.cell.matrix), ("row", str(page.cell.row + 1)), ("col", str(page.cell.col + 1))]
+    if page.lens_all:
+        fields.append(("lens", "all"))
+    return urlencode(fields)

@@ -1,0 +1,252 @@
+"""POST /api/decoder and POST /api/generate: a language model (SmolLM2-135M-Instruct, Llama) on a text —
+every head's causal attention, the next token's candidates at a temperature, the logit lens, one head's
+step-through on request; and the text written on, token by token through a KV cache.
+
+The model is read once per worker process (app.maths.decoder_files) and run in the API's thread lanes; a
+generation is heavy work, so it waits in the heavy lane while a class's small requests go on.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import numpy as np
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, model_validator
+
+from app.config import settings
+from app.maths.decoder_files import DecoderFiles, load_decoder_files
+from app.maths.llama import DecoderRun, generate, head_at, lens, run_decoder
+from app.state.decoder_state import DECODER_SPEC, candidates_of, read_decoder_tokens
+from app.state.model_state import ALLOWED_CONTROLS, check_sentence
+from app.state.tokens import token_pattern
+from app.web.api import RESPONSES, JSONBodyRoute, answer
+from app.web.fields import Seed, whole_number
+from app.web.schemas import mismatch
+
+router = APIRouter(route_class=JSONBodyRoute)
+
+LAYERS, HEADS, D_MODEL, D_K = DECODER_SPEC.layers, DECODER_SPEC.heads, DECODER_SPEC.d_model, DECODER_SPEC.d_k
+
+Text = Annotated[
+    StrictStr, AfterValidator(check_sentence),
+    Field(max_length=settings.model_max_chars,
+          json_schema_extra=lambda schema: schema.update(pattern=token_pattern(ALLOWED_CONTROLS, nonblank=True))),
+]
+Layer = whole_number(0, LAYERS - 1)
+Head = whole_number(0, HEADS - 1)
+CandidateCount = whole_number(1, 50)
+NewTokens = whole_number(1, settings.decoder_max_new_tokens)
+TopK = whole_number(1, DECODER_SPEC.vocab)
+Temperature = Annotated[float, Field(gt=0, le=5, allow_inf_nan=False)]
+
+
+class DecoderHeadRef(BaseModel):
+    """One query head of one layer, each counted from 0."""
+
+    model_config = ConfigDict(extra="forbid")
+    layer: Layer
+    head: Head
+
+
+class _TextRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: Text = Field(description=f"A text of at most {settings.model_max_chars} characters and "
+                                   f"{settings.decoder_max_tokens} tokens; newlines and tabs are its only control "
+                                   "characters.")
+    heads_off: list[DecoderHeadRef] = Field(
+        default=[], max_length=LAYERS * HEADS,
+        description="Query heads switched off: their attention weights are 0, so their part of the "
+                    "concatenation is 0 before W_O.")
+    _ids: np.ndarray | None = PrivateAttr(default=None)
+
+    def _read_tokens(self) -> None:
+        try:
+            self._ids = read_decoder_tokens(load_decoder_files(), self.text)[1]
+        except ValueError as e:
+            raise mismatch("text", str(e)) from None
+
+    @property
+    def ids(self) -> np.ndarray:
+        assert self._ids is not None
+        return self._ids
+
+    @property
+    def off(self) -> frozenset[tuple[int, int]]:
+        return frozenset((r.layer, r.head) for r in self.heads_off)
+
+
+class DecoderRequest(_TextRequest):
+    """Input of POST /api/decoder."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={
+        "examples": [{"text": "The capital of France is"},
+                     {"text": "The capital of France is", "layer": 3, "head": 4, "temperature": 0.7, "top": 5}],
+    })
+    layer: Layer | None = Field(default=None, description="With head: add that head's step-through (from 0).")
+    head: Head | None = Field(default=None, description="With layer: the query head, counted from 0.")
+    temperature: Temperature = Field(default=1.0, description="τ of the candidates' softmax(logits/τ), 0 < τ ≤ 5.")
+    top: CandidateCount = Field(default=10, description="How many candidates, 1–50.")
+
+    @model_validator(mode="after")
+    def _across_fields(self) -> DecoderRequest:
+        if (self.layer is None) != (self.head is None):
+            raise mismatch("head" if self.head is None else "layer", "give layer and head together")
+        self._read_tokens()
+        return self
+
+
+class GenerateRequest(_TextRequest):
+    """Input of POST /api/generate."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={
+        "examples": [{"text": "The capital of France is", "max_new_tokens": 8, "temperature": 0},
+                     {"text": "Once upon a time", "max_new_tokens": 16, "temperature": 0.8, "top_p": 0.9, "seed": 7}],
+    })
+    max_new_tokens: NewTokens = Field(
+        description=f"Tokens to write, 1–{settings.decoder_max_new_tokens}; it stops earlier after <|im_end|>.")
+    temperature: float = Field(ge=0, le=5, allow_inf_nan=False,
+                               description="0: greedy (the most likely token each time); else τ of softmax(logits/τ)")
+    top_k: TopK | None = Field(
+        default=None, description="Draw only from the k most likely tokens.")
+    top_p: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] | None = Field(
+        default=None, description="Draw only from the fewest most likely tokens whose probabilities reach p.")
+    seed: Seed = Field(default=0, description="The sampler's seed: the same seed gives the same text.")
+
+    @model_validator(mode="after")
+    def _across_fields(self) -> GenerateRequest:
+        self._read_tokens()
+        return self
+
+
+class Candidate(BaseModel):
+    id: int
+    token: str = Field(description="The token's piece as the vocabulary spells it ('Ġ' is a space)")
+    logit: float
+    probability: float = Field(description="softmax(logits/τ) at this token")
+
+
+class Next(BaseModel):
+    temperature: float
+    candidates: list[Candidate]
+
+
+class LensRow(BaseModel):
+    id: int
+    token: str
+    probability: float
+
+
+class DecoderHeadSteps(BaseModel):
+    layer: int
+    head: int
+    kv_head: int = Field(description="The key/value head this query head shares (from 0)")
+    x: list[list[float]] = Field(description=f"(T, {D_MODEL}) RMSNorm of the layer's input, the head's input")
+    q_pre: list[list[float]] = Field(description=f"(T, {D_K}) x·W_Q before RoPE")
+    k_pre: list[list[float]] = Field(description=f"(T, {D_K}) x·W_K before RoPE")
+    q: list[list[float]] = Field(description=f"(T, {D_K}) after RoPE (GGUF's interleaved pairs)")
+    k: list[list[float]] = Field(description=f"(T, {D_K}) after RoPE")
+    v: list[list[float]] = Field(description=f"(T, {D_K}) x·W_V")
+    scores: list[list[float]] = Field(description="(T, T) Q·Kᵀ")
+    scaled: list[list[float]] = Field(description=f"(T, T) ÷ √{D_K}")
+    masked: list[list[float | None]] = Field(description="(T, T) the causal mask: null (−∞) above the diagonal")
+    softmax: list[list[float]] = Field(description="(T, T) the attention weights")
+    output: list[list[float]] = Field(description=f"(T, {D_K}) softmax·V")
+
+
+class DecoderResponse(BaseModel):
+    model: str
+    tokens: list[str] = Field(description="The byte-level BPE pieces as Hugging Face writes them ('Ġcapital')")
+    ids: list[int]
+    attention: list[list[list[list[float]]]] = Field(
+        description=f"[{LAYERS}][{HEADS}][T][T]: every head's attention weights, 0 above the diagonal")
+    next: Next
+    lens: list[LensRow] = Field(description=f"[{LAYERS}]: the last position's top token after each layer, read "
+                                            "through the final RMSNorm and the LM head (the logit lens)")
+    heads_off: list[DecoderHeadRef]
+    head: DecoderHeadSteps | None = None
+
+
+class GeneratedToken(BaseModel):
+    id: int
+    token: str
+    probability: float = Field(description="Its probability under softmax(logits/τ) (τ = 1 when greedy)")
+    candidates: list[Candidate] = Field(description="The 5 most likely tokens it was chosen among")
+
+
+class GenerateResponse(BaseModel):
+    model: str
+    tokens: list[str] = Field(description="The prompt's tokens")
+    steps: list[GeneratedToken]
+    text: str = Field(description="The tokens written, decoded")
+
+
+def decoder_document(model: DecoderFiles, run: DecoderRun, temperature: float = 1.0, top: int = 10,
+                     layer: int | None = None, head: int | None = None) -> dict:
+    lens_ids, lens_probs = lens(model, run.hidden_states[1:, -1])  # (N,) each
+    doc = {
+        "model": model.name, "tokens": list(run.tokens), "ids": run.ids, "attention": run.attention,
+        "next": {"temperature": temperature, "candidates": candidates_of(model, run.logits, temperature, top)},
+        "lens": [{"id": int(i), "token": model.vocabulary[i], "probability": float(p)}
+                 for i, p in zip(lens_ids, lens_probs, strict=True)],
+        "heads_off": [{"layer": la, "head": h} for la, h in sorted(run.heads_off)],
+    }
+    if layer is not None and head is not None:
+        heads = head_at(model, run, layer)
+        g = model.config.kv_head(head)
+        doc["head"] = {
+            "layer": layer, "head": head, "kv_head": g, "x": heads.x, "q_pre": heads.q_pre[head],
+            "k_pre": heads.k_pre[g], "q": heads.q[head], "k": heads.k[g], "v": heads.v[g],
+            "scores": heads.scores[head], "scaled": heads.scaled[head],
+            "masked": np.ma.masked_invalid(heads.masked[head]), "softmax": heads.weights[head],
+            "output": heads.output[head],
+        }
+    return doc
+
+
+def generate_document(model: DecoderFiles, req: GenerateRequest) -> dict:
+    steps = generate(model, req.ids, req.max_new_tokens, req.temperature, req.top_k, req.top_p, req.seed, req.off)
+    shown = req.temperature or 1.0
+    return {
+        "model": model.name, "tokens": [model.vocabulary[i] for i in req.ids],
+        "steps": [{"id": s.id, "token": model.vocabulary[s.id], "probability": s.probability,
+                   "candidates": candidates_of(model, s.logits, shown, 5)} for s in steps],
+        "text": model.tokenizer.decode([s.id for s in steps], skip_special_tokens=False),
+    }
+
+
+def decoder_operations(t: int, passes: int = 1) -> int:
+    """A forward pass's multiply-adds, for the lanes: per layer T·d·(2·d + 2·d·h_kv/h) (Q, O; K, V), 2·T²·d
+    (scores, A·V) and 3·T·d·d_ff (the SwiGLU); and the LM head's T·d·vocab for the logits and the lens."""
+    spec = DECODER_SPEC
+    d, d_kv = spec.d_model, spec.d_k * spec.kv_heads
+    per_layer = t * d * (2 * d + 2 * d_kv) + 2 * t * t * d + 3 * t * d * spec.d_ff
+    return passes * (spec.layers * per_layer) + (spec.layers + 1) * d * spec.vocab
+
+
+@router.post("/api/decoder", response_model=DecoderResponse, tags=["model"], responses=RESPONSES)
+async def decoder(req: DecoderRequest, request: Request) -> Response:
+    """Run SmolLM2-135M-Instruct (Llama: 30 layers × 9 query heads sharing 3 key/value heads, d_model 576,
+    RoPE, a causal mask) on `text`: its byte-level BPE `tokens` and `ids`, every head's `attention`, the
+    `next` token's `top` candidates at `temperature`, and the logit `lens` (the last position's top token
+    after each layer). With `layer` and `head`, also that head's step-through (`head`). The numbers agree
+    with Hugging Face transformers' reading of the same 4-bit GGUF file to float32 precision."""
+    files = load_decoder_files()
+
+    def body() -> dict:
+        run = run_decoder(files, req.text, req.off)
+        return decoder_document(files, run, req.temperature, req.top, req.layer, req.head)
+
+    return await answer(request, decoder_operations(len(req.ids)), body)
+
+
+@router.post("/api/generate", response_model=GenerateResponse, tags=["model"], responses=RESPONSES)
+async def generate_text(req: GenerateRequest, request: Request) -> Response:
+    """Write up to `max_new_tokens` tokens after `text`, each through one token's forward pass with a KV cache.
+    `temperature` 0 is greedy (token for token what transformers' `generate(do_sample=False)` writes);
+    otherwise each token is drawn from softmax(logits/τ), cut to `top_k` and `top_p`, with `seed`."""
+    files = load_decoder_files()
+    operations = decoder_operations(len(req.ids) + req.max_new_tokens, passes=1) * 2  # the prompt, then a step each
+    return await answer(request, operations, lambda: generate_document(files, req))
+
