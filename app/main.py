@@ -26,7 +26,7 @@ from app.classroom.store import Rooms, StoreUnavailable
 from app.config import Settings, settings
 from app.maths.decoder_files import load_decoder_files
 from app.maths.model_files import load_model_files
-from app.web import api, class_model, classroom, decoder_api, export, model_api, model_pages, pages
+from app.web import api, class_model, classroom, decoder_api, decoder_pages, export, model_api, model_pages, pages
 from app.web.compression import MIDDLEWARE_OPTIONS
 from app.web.lanes import Lanes
 from app.web.security import SameOriginMiddleware, SecurityHeadersMiddleware, docs_router
@@ -206,6 +206,7 @@ def create_app(config: Settings = settings) -> FastAPI:
     app.include_router(api.router)
     app.include_router(model_api.router)
     app.include_router(decoder_api.router)
+    app.include_router(decoder_pages.router)
     app.include_router(model_pages.router)
     app.include_router(pages.router)
     app.include_router(classroom.router)

@@ -1,4 +1,4 @@
-// "Your sentence": a click on a cell of the step-through's scores, scaled scores, weights or output inspects it
+// "Your sentence" and "Next word": a click on a cell of the step-through's scores, scaled scores, weights or output inspects it
 // (the form's matrix, row and column fields, then the form's own submit, which htmx sends). No inline handlers.
 (function () {
   "use strict";
@@ -11,7 +11,7 @@
     const td = ev.target.closest && ev.target.closest("#steps .mpanel table.heatmap[data-ref] td");
     if (!td) return;
     const table = td.closest("table");
-    const form = document.getElementById("model-form");
+    const form = td.closest("form");
     const matrix = document.getElementById("inspect-matrix");
     if (!form || !matrix || !Array.from(matrix.options).some(function (o) { return o.value === table.dataset.ref; })) return;
     matrix.value = table.dataset.ref;

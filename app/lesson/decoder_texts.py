@@ -1,8 +1,9 @@
 """The fixed texts the decoder's head catalogue measures SmolLM2 on, and what each of its behaviours means.
 
-Ten ordinary English sentences of 10 to 30 tokens each (tests/lesson checks the counts with the model's own
-tokenizer). They are read as they are, with no chat template and no start token, so a text's first word is
-its first token. Induction is measured on repeated random tokens instead, drawn in app.maths.decoder_habits.
+Ten ordinary English sentences of 10 to 30 tokens each (tests/maths/test_decoder_habits.py counts them with
+the model's own tokenizer). They are read as they are, with no chat template and no start token, so a text's
+first word is its first token. Induction is measured on repeated random tokens instead, drawn in
+app.maths.decoder_habits.
 """
 
 from __future__ import annotations

@@ -243,3 +243,8 @@ def load_decoder_files() -> DecoderFiles:
     """The model, read once per process (about 540 MB of float32 weights), however many threads ask at once."""
     with _READING:
         return _read_once()
+
+
+def decoder_ready() -> bool:
+    """Whether the model has been read in this process (the page says it is loading until then)."""
+    return _read_once.cache_info().currsize > 0

@@ -31,6 +31,7 @@ from app.maths.bert import heads_in
 from app.maths.decoder_files import DecoderFiles
 from app.maths.masks import causal_mask
 from app.maths.positions import rope_rotate
+from app.maths.records import AttentionRun, HeadResult, Weights
 
 
 @dataclass(frozen=True)
@@ -261,3 +262,25 @@ def generate(model: DecoderFiles, ids: np.ndarray, max_new_tokens: int, temperat
         hidden, _, cache = extend(model, np.array([token], dtype=np.int64), cache, heads_off)  # one token's pass
         logits = final_logits(model, hidden[-1, -1])
     return steps
+
+
+def layer_attention_run(model: DecoderFiles, run: DecoderRun, layer: int) -> AttentionRun:
+    """One layer's attention as the page's pipeline records it, for the cell inspector: X is the heads' input
+    RMSNorm(x); each query head with the key/value head it shares (RoPE's q_rot, k_rot), under the causal mask."""
+    cfg, lw = model.config, model.weights.layers[layer]
+    heads = head_at(model, run, layer)
+    g = [cfg.kv_head(i) for i in range(cfg.heads)]
+    k_pre = np.repeat(heads.k_pre, cfg.group, axis=0)  # (h, T, d_k)
+    results = tuple(HeadResult(q=heads.q_pre[i], k=k_pre[i], v=heads.v[g[i]], scores=heads.scores[i],
+                               scaled=heads.scaled[i], masked=heads.masked[i], softmax=heads.weights[i],
+                               output=heads.output[i], q_rot=heads.q[i], k_rot=heads.k[g[i]])
+                    for i in range(cfg.heads))
+    h, d_k = cfg.heads, cfg.d_k
+    empty = np.zeros((h, d_k, 0), dtype=np.float32)
+    weights = Weights(w_q=lw.w_q, w_k=np.repeat(lw.w_k, cfg.group, axis=0), w_v=np.repeat(lw.w_v, cfg.group, axis=0),
+                      w_o=lw.w_o, w_a=np.zeros((h, d_k, d_k), dtype=np.float32), w_1=empty, w_2=empty,
+                      v_a=np.zeros((h, 0), dtype=np.float32))
+    concat = heads.concat  # (T, h·d_k)
+    t = concat.shape[0]
+    return AttentionRun(x=heads.x, heads=results, concat=concat, output=concat @ lw.w_o, weights=weights, d_k=d_k,
+                        d_v=d_k, scale=True, positional_encoding="rope", mask=causal_mask(t), mask_mode="causal")

@@ -1,0 +1,287 @@
+"""Everything the "Next word" templates get (decoder_context): the next token's candidates as bars, the last
+token's attention, the 270 heads at once grouped by the key/value head they share, one head stepped through
+on the real numbers (RMSNorm, Q and K before and after RoPE, V, scores, ÷√d_k, the causal mask, softmax,
+A·V, each cell's arithmetic), and the logit lens. Every label counts from 1; every number comes from
+app.maths."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from markupsafe import Markup
+
+from app.maths.arithmetic import CellRef, explain
+from app.maths.decoder_files import DecoderFiles, load_decoder_files
+from app.maths.llama import (
+    DecoderRun,
+    head_at,
+    layer_attention_run,
+    lens,
+    run_decoder,
+    sampling_distribution,
+    temperature_softmax,
+    top_candidates,
+)
+from app.state.decoder_state import CANDIDATES, DECODER_SPEC, GENERATE_CHOICES, DecoderPage, DecoderRead, decoder_query
+from app.state.model_state import INSPECTABLE
+from app.view.attention_lines import attention_lines
+from app.view.heatmap import SEQUENTIAL_BUCKETS, constant_value, heatmap_table, legend
+from app.view.labels import numbered
+from app.view.model_maps import condensed_svg, head_svg, thumbnail
+from app.view.model_view import head_name
+from app.view.panels import Panel
+from app.view.worked import worked
+
+DECIMALS = 3
+
+
+# GPT-2's byte-level alphabet: each byte as a printable character ("Ġ" is the space byte 0x20).
+def _byte_alphabet() -> dict[str, int]:
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(
+        range(ord("®"), ord("ÿ") + 1))
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            chars[chr(b)] = b
+        else:
+            chars[chr(256 + extra)] = b
+            extra += 1
+    return chars
+
+
+BYTE_OF = _byte_alphabet()
+SHOWN_CONTROLS = {"\n": "↵", "\t": "⇥", "\r": "␍"}
+
+
+def piece_bytes(piece: str) -> bytes | None:
+    """The bytes a byte-level piece stands for, or None for a special token (<|im_end|>)."""
+    if not all(c in BYTE_OF for c in piece):
+        return None
+    return bytes(BYTE_OF[c] for c in piece)
+
+
+def readable(piece: str) -> str:
+    """A token as a student reads it: a leading space as "␣", a newline as "↵", a tab as "⇥", and bytes that do
+    not make a whole character (an emoji split across tokens) as ⟨f0 9f⟩ — never "�" or mojibake like "Ã©"."""
+    raw = piece_bytes(piece)
+    if raw is None:
+        return piece
+    out, i = [], 0
+    while i < len(raw):
+        for n in (1, 2, 3, 4):  # the shortest run of bytes that decodes to a character
+            try:
+                ch = raw[i : i + n].decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            out.append(SHOWN_CONTROLS.get(ch, "␣" if ch == " " else ch))
+            i += n
+            break
+        else:
+            j = i + 1  # bytes that begin or end a character in another token
+            while j < len(raw) and not _starts_character(raw, j):
+                j += 1
+            out.append("⟨" + " ".join(f"{b:02x}" for b in raw[i:j]) + "⟩")
+            i = j
+    return "".join(out)
+
+
+def _starts_character(raw: bytes, j: int) -> bool:
+    for n in (1, 2, 3, 4):
+        try:
+            raw[j : j + n].decode("utf-8")
+            return True
+        except UnicodeDecodeError:
+            continue
+    return False
+
+
+def token_text(piece: str) -> str:
+    """The text a piece adds when appended (the space as a space), for a link that appends it."""
+    raw = piece_bytes(piece)
+    return piece if raw is None else raw.decode("utf-8", errors="ignore")
+
+
+def labels(tokens: tuple[str, ...]) -> list[str]:
+    """"1 The", "2 ␣capital", …"""
+    return [f"{i + 1} {readable(t)}" for i, t in enumerate(tokens)]
+
+
+@dataclass(frozen=True)
+class Bar:
+    token: str  # readable
+    id: int
+    probability: float
+    logit: float
+    kept: bool  # inside top-k and top-p: a sampler may draw it
+    href_query: str  # the page with this token appended to the text
+
+    @property
+    def percent(self) -> str:
+        return f"{100 * self.probability:.1f}"
+
+    @property
+    def width(self) -> str:
+        """The bar's length out of 100 (an SVG rect's width: the page's policy allows no inline style)."""
+        return f"{max(0.5, 100 * self.probability):.1f}"
+
+
+def candidate_bars(model: DecoderFiles, run: DecoderRun, page: DecoderPage) -> list[Bar]:
+    """The next token's CANDIDATES most likely, under softmax(logits/τ); which a sampler with top-k and top-p
+    may still draw."""
+    p = temperature_softmax(run.logits, page.temperature)
+    kept = sampling_distribution(run.logits, page.temperature, page.top_k, page.top_p) > 0
+    bars = []
+    for i in top_candidates(p, CANDIDATES):
+        piece = model.vocabulary[i]
+        appended = page.text + token_text(piece)
+        bars.append(Bar(readable(piece), int(i), float(p[i]), float(run.logits[i]), bool(kept[i]),
+                        decoder_query(page, text=appended, cell=None)))
+    return bars
+
+
+def _panel(m: np.ndarray, title: str, rows: list[str], cols: list[str], kind: str = "signed", ref: str = "",
+           selected: tuple[int, int] | None = None, decimals: int = 2) -> Panel:
+    table, top = heatmap_table(m, row_labels=rows, col_labels=cols, kind=kind, decimals=decimals, ref=ref,
+                               caption=title, selected=selected)
+    scale = legend(kind, top, decimals, constant_value(m, decimals))
+    return Panel(title, f"{m.shape[0]}×{m.shape[1]}", table, scale, kind, "", Markup(""))
+
+
+@dataclass(frozen=True)
+class Thumb:
+    layer: int
+    head: int
+    src: str
+    query: str
+    selected: bool
+
+    @property
+    def name(self) -> str:
+        return head_name(self.layer, self.head)
+
+
+def head_maps(run: DecoderRun, page: DecoderPage, layer: int, head: int) -> list[list[list[Thumb]]]:
+    """Layer by layer, the query heads in groups of those that share one key/value head."""
+    g = DECODER_SPEC.group
+    rows = []
+    for la in range(run.layers):
+        thumbs = [Thumb(la, h, thumbnail(run.attention[la, h]), decoder_query(page, layer=la, head=h, cell=None),
+                        (la, h) == (layer, head)) for h in range(run.heads)]
+        rows.append([thumbs[i : i + g] for i in range(0, run.heads, g)])
+    return rows
+
+
+def steps(model: DecoderFiles, run: DecoderRun, page: DecoderPage, layer: int, head: int) -> dict:
+    """One head's step-through on the whole text: every stage's heatmap and the inspected cell's arithmetic."""
+    heads = head_at(model, run, layer)
+    cfg = model.config
+    g = cfg.kv_head(head)
+    rows, dims = labels(run.tokens), numbered("", cfg.d_k)
+    sel = page.cell
+
+    def at(matrix: str) -> tuple[int, int] | None:
+        return (sel.row, sel.col) if sel is not None and sel.matrix == matrix else None
+
+    t = len(run.tokens)
+    x_svg, x_top = condensed_svg(heads.x, [readable(p) for p in run.tokens],
+                                 f"RMSNorm(x), the input of layer {layer + 1}'s heads: {t}×{cfg.d_model}")
+    panels = {
+        "q_pre": _panel(heads.q_pre[head], "Q before RoPE", rows, dims),
+        "q": _panel(heads.q[head], "Q after RoPE", rows, dims),
+        "k_pre": _panel(heads.k_pre[g], "K before RoPE", rows, dims),
+        "k": _panel(heads.k[g], "K after RoPE", rows, dims),
+        "v": _panel(heads.v[g], "V", rows, dims),
+        "scores": _panel(heads.scores[head], "Scores Q·Kᵀ", rows, rows, ref="scores", selected=at("scores")),
+        "scaled": _panel(heads.scaled[head], "Scaled Q·Kᵀ/√d_k", rows, rows, ref="scaled", selected=at("scaled")),
+        "masked": _panel(heads.masked[head], "Masked: −∞ above the diagonal", rows, rows),
+        "softmax": _panel(heads.weights[head], "Attention weights A", rows, rows, kind="weights", ref="softmax",
+                          selected=at("softmax")),
+        "output": _panel(heads.output[head], "Output A·V", rows, dims, ref="output", selected=at("output")),
+    }
+    explanation = None
+    if sel is not None:
+        att = layer_attention_run(model, run, layer)
+        explanation = explain(att, CellRef(sel.matrix, head, sel.row, sel.col),
+                              [readable(p) for p in run.tokens], numbered("x", cfg.d_model))
+    sharing = [h for h in range(cfg.heads) if cfg.kv_head(h) == g]
+    theta = [cfg.rope_base ** (-2 * i / cfg.d_k) for i in range(cfg.d_k // 2)]
+    last = t - 1
+    rope_rows = [{"pair": i + 1, "theta": f"{theta[i]:.3g}", "angle": f"{last * theta[i]:.3f}"}
+                 for i in (0, 1, 2, cfg.d_k // 4, cfg.d_k // 2 - 1)]
+    lines = attention_lines(heads.weights[head][None], [readable(p) for p in run.tokens],
+                            [readable(p) for p in run.tokens], [f"head {head + 1}"], fig_id="decoder-lines",
+                            focus=last)
+    return {"x_svg": x_svg, "x_top": f"{x_top:.2f}", "x_legend": legend("signed", x_top, 2), "panels": panels,
+            "d_k": cfg.d_k, "d_model": cfg.d_model, "sqrt_d_k": f"{np.sqrt(cfg.d_k):g}", "kv_head": g,
+            "sharing": sharing, "rope_rows": rope_rows, "rope_base": f"{cfg.rope_base:,.0f}", "last": last,
+            "last_token": readable(run.tokens[last]), "lines": lines, "explanation": explanation,
+            "worked": None if explanation is None else worked(explanation, DECIMALS), "inspectable": INSPECTABLE}
+
+
+def last_row(run: DecoderRun, layer: int, head: int) -> list[dict]:
+    """The last token's attention over every token before it (and itself), in the chosen head."""
+    w = run.attention[layer, head, -1]  # (T,)
+    return [{"token": readable(p), "weight": f"{float(v):.2f}", "bucket": bucket(float(v))}
+            for p, v in zip(run.tokens, w, strict=True)]
+
+
+def bucket(p: float) -> str:
+    """The heatmaps' sequential colour class (s0 … s8) of a weight or probability in [0, 1]."""
+    return f"s{min(SEQUENTIAL_BUCKETS - 1, max(0, int(p * SEQUENTIAL_BUCKETS)))}"
+
+
+def lens_view(model: DecoderFiles, run: DecoderRun, every: bool) -> dict:
+    """The logit lens: the top token after each layer at the last position, and (``every``) at every position."""
+    ids, probs = lens(model, run.hidden_states[1:, -1])  # (N,)
+    last = [{"layer": la + 1, "token": readable(model.vocabulary[i]), "probability": f"{p:.2f}",
+             "width": f"{max(0.5, 100 * p):.1f}"} for la, (i, p) in enumerate(zip(ids, probs, strict=True))]
+    table = None
+    if every:
+        all_ids, all_probs = lens(model, run.hidden_states[1:])  # (N, T)
+        table = [[{"token": readable(model.vocabulary[i]), "p": f"{p:.2f}", "bucket": bucket(p)}
+                  for i, p in zip(row_i, row_p, strict=True)] for row_i, row_p in zip(all_ids, all_probs, strict=True)]
+    return {"last": last, "table": table}
+
+
+@lru_cache(maxsize=16)
+def _cached_run(sha256: str, text: str) -> DecoderRun:
+    return run_decoder(load_decoder_files(), text)
+
+
+def decoder_run(model: DecoderFiles, text: str) -> DecoderRun:
+    """A text's run, the last few kept (up to 30 MB each at 128 tokens): moving the temperature slider
+    recomputes the candidates from the kept logits, without a new forward pass."""
+    return _cached_run(model.sha256, text)
+
+
+def default_head(page: DecoderPage) -> tuple[int, int]:
+    if page.layer is not None and page.head is not None:
+        return page.layer, page.head
+    return 0, 0
+
+
+def decoder_context(model: DecoderFiles, read: DecoderRead) -> dict:
+    """The whole page's context for a state read by app.state.decoder_state.read_decoder_page."""
+    page = read.page
+    run = decoder_run(model, page.text)
+    layer, head = default_head(page)
+    title = f"Layer {layer + 1}, head {head + 1}: attention weights, queries down, keys across"
+    return {
+        "page": page, "run": run, "layer": layer, "head": head, "head_name": head_name(layer, head),
+        "query_string": decoder_query(page), "spec": DECODER_SPEC, "rows": labels(run.tokens),
+        "readable": [readable(p) for p in run.tokens], "bars": candidate_bars(model, run, page),
+        "generate_choices": GENERATE_CHOICES, "last_row": last_row(run, layer, head),
+        "maps": head_maps(run, page, layer, head), "enlarged": head_svg(run.attention[layer, head],
+                                                                        [readable(p) for p in run.tokens], title),
+        "steps": steps(model, run, page, layer, head), "lens": lens_view(model, run, page.lens_all),
+        "lens_all_query": decoder_query(page, lens_all=not page.lens_all),
+    }
+
+
+def candidates_context(model: DecoderFiles, read: DecoderRead) -> dict:
+    """Only the candidates, for the temperature slider and the cut-offs: from the text's kept logits."""
+    page = read.page
+    run = decoder_run(model, page.text)
+    return {"page": page, "bars": candidate_bars(model, run, page), "query_string": decoder_query(page)}

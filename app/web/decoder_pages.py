@@ -1,0 +1,95 @@
+"""GET /decoder, "Next word": a language model (SmolLM2-135M-Instruct) on a text the student types.
+
+One GET form holds the page's whole state, so every view is a permalink and the page works without
+JavaScript: the candidates are links that append their token, Generate writes on and answers with the longer
+text's page. htmx gets the workspace back as a fragment (#decoder-work); the temperature slider and the
+cut-offs get only the candidates (#candidates), recomputed from the text's kept logits. A bad field is a 422
+with its message beside it; the last good result stays. While the model is still being read at start, the
+page says so and asks to be reloaded. The work runs in the API's thread lanes, never on the event loop.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, Response
+
+from app.maths.decoder_files import decoder_ready, load_decoder_files
+from app.maths.llama import generate
+from app.state.decoder_state import DEFAULT_DECODER_TEXT, read_decoder_page
+from app.state.form import FormError
+from app.view.decoder_view import candidates_context, decoder_context, token_text
+from app.web.decoder_api import decoder_operations
+from app.web.page_work import PageRequest, Rendered
+from app.web.respond import encoded, page_request, render, respond
+
+router = APIRouter()
+
+ERROR_SLOTS = ("text", "view")
+
+
+def error_slot(field: str) -> str:
+    return "text" if field == "text" else "view"
+
+
+def decoder_error(page: PageRequest, pairs: list[tuple[str, str]], error: FormError, url: str) -> Rendered:
+    ctx = {"error": error, "error_slot": error_slot(error.field), "error_slots": ERROR_SLOTS, "decoder_url": url}
+    if page.htmx:
+        return render(page, "decoder/errors.html", ctx, status=422, headers={"HX-Reswap": "none"})
+    ctx["typed"] = dict(pairs).get("text", DEFAULT_DECODER_TEXT)
+    return render(page, "decoder.html", ctx, status=422)
+
+
+def generated_pairs(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``generate=N`` asks for N more tokens: the query with the text written on (greedy at τ = 0 … here the
+    page's temperature and cut-offs, seeded by the text's length so that the same link gives the same text)."""
+    given = dict(pairs)
+    raw = given.get("generate", "")
+    if not raw:
+        return pairs
+    model = load_decoder_files()
+    read = read_decoder_page(model, [(k, v) for k, v in pairs if k != "generate"])
+    if not raw.isdigit() or not 1 <= int(raw) <= 32:
+        raise FormError("generate", "generate must be a whole number from 1 to 32")
+    p = read.page
+    greedy = given.get("sample") != "on"
+    steps = generate(model, read.ids, int(raw), 0.0 if greedy else p.temperature, p.top_k, p.top_p, seed=len(read.ids))
+    text = p.text + "".join(token_text(model.vocabulary[s.id]) for s in steps)
+    return [(k, v) for k, v in pairs if k not in ("text", "generate", "sample", "matrix", "row", "col")] + [
+        ("text", text)]
+
+
+def decoder_work(page: PageRequest, pairs: list[tuple[str, str]], url: str, part: str = "page") -> Rendered:
+    """The page, its workspace fragment, or its candidates alone, for one query string; a bad field's 422."""
+    model = load_decoder_files()
+    try:
+        pairs = generated_pairs(pairs)
+        read = read_decoder_page(model, pairs)
+    except FormError as error:
+        return decoder_error(page, pairs, error, url)
+    if part == "candidates":
+        ctx = candidates_context(model, read)
+        ctx["decoder_url"] = url
+        return render(page, "decoder/candidates.html", ctx, headers={"HX-Replace-Url": f"{url}?{ctx['query_string']}"})
+    ctx = decoder_context(model, read)
+    ctx.update(decoder_url=url, error=None, error_slots=ERROR_SLOTS, typed=read.page.text)
+    if page.htmx:
+        return render(page, "decoder/fragment.html", ctx, headers={"HX-Push-Url": f"{url}?{ctx['query_string']}"})
+    return render(page, "decoder.html", ctx)
+
+
+@router.get("/decoder", response_class=HTMLResponse, include_in_schema=False, name="decoder_page")
+async def decoder_page(request: Request) -> Response:
+    """The page for ``?text=…&layer=…&head=…&temperature=…&top_k=…&top_p=…&matrix=…&row=…&col=…&lens=all``
+    (indices from 1); ``generate=N`` writes N tokens on first."""
+    page = page_request(request)
+    url = request.url_for("decoder_page").path
+    if not decoder_ready():
+        return respond(render(page, "decoder/loading.html", {"decoder_url": url}, status=503,
+                              headers={"Retry-After": "5", "Refresh": "5"}))
+    pairs = list(request.query_params.multi_items())
+    part = "candidates" if request.headers.get("HX-Target") == "candidates" else "page"
+    operations = decoder_operations(128, passes=2 if "generate" in dict(pairs) else 1)
+    rendered = await request.app.state.lanes.run(
+        operations, lambda: encoded(page.accept_encoding, decoder_work, page, pairs, url, part))
+    return respond(rendered)
+
