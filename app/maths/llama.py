@@ -216,14 +216,15 @@ def lens(model: DecoderFiles, hidden: np.ndarray, chunk: int = 64) -> tuple[np.n
 def sampling_distribution(logits: np.ndarray, temperature: float, top_k: int | None = None,
                           top_p: float | None = None) -> np.ndarray:
     """What a sampler draws from, as transformers' warpers make it, in their order: softmax(logits / τ), then
-    only the top_k most likely tokens, then only the fewest most likely whose probabilities reach top_p;
-    renormalised. The most likely token always stays."""
+    only the top_k most likely tokens, then only the fewest most likely whose probabilities, renormalised over
+    those top_k, reach top_p; renormalised. The most likely token always stays."""
     p = temperature_softmax(logits, temperature)  # (vocab,)
     order = np.argsort(-p, kind="stable")  # (vocab,) the most likely first
     keep = np.zeros(p.shape, dtype=bool)
     n = len(p) if top_k is None else max(1, min(top_k, len(p)))
     if top_p is not None:
-        before = np.cumsum(p[order[:n]]) - p[order[:n]]  # the probability of the tokens ahead of each
+        top = p[order[:n]] / p[order[:n]].sum()  # (n,) renormalised over the top_k, as transformers' top-p sees them
+        before = np.cumsum(top) - top  # the probability of the tokens ahead of each
         n = max(1, int(np.count_nonzero(before < top_p)))
     keep[order[:n]] = True
     kept = np.where(keep, p, 0.0)
