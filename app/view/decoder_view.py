@@ -12,8 +12,10 @@ from functools import lru_cache
 import numpy as np
 from markupsafe import Markup
 
+from app.lesson.decoder_texts import DECODER_BEHAVIOUR_TEXTS, DECODER_TEXTS
 from app.maths.arithmetic import CellRef, explain
 from app.maths.decoder_files import DecoderFiles, load_decoder_files
+from app.maths.decoder_habits import decoder_catalogue, decoder_habits
 from app.maths.llama import (
     DecoderRun,
     head_at,
@@ -277,6 +279,8 @@ def decoder_context(model: DecoderFiles, read: DecoderRead) -> dict:
                                                                         [readable(p) for p in run.tokens], title),
         "steps": steps(model, run, page, layer, head), "lens": lens_view(model, run, page.lens_all),
         "lens_all_query": decoder_query(page, lens_all=not page.lens_all),
+        "catalogue": [dict(e, heads=[dict(h, query=decoder_query(page, layer=h["layer"], head=h["head"], cell=None))
+                                     for h in e["heads"]]) for e in decoder_catalogue_view()],
     }
 
 
@@ -285,3 +289,19 @@ def candidates_context(model: DecoderFiles, read: DecoderRead) -> dict:
     page = read.page
     run = decoder_run(model, page.text)
     return {"page": page, "bars": candidate_bars(model, run, page), "query_string": decoder_query(page)}
+
+
+@lru_cache(maxsize=1)
+def decoder_catalogue_view() -> tuple[dict, ...]:
+    """What heads do, measured once per process over the lesson's fixed texts (about 2 s of forward passes,
+    on the first page that asks): per behaviour its words and its three strongest heads, each a link."""
+    habits = decoder_habits(load_decoder_files(), DECODER_TEXTS)
+    entries = []
+    for entry in decoder_catalogue(habits, top=3):
+        words = DECODER_BEHAVIOUR_TEXTS[entry.behaviour]
+        entries.append({"key": entry.behaviour, "title": words.title, "explanation": words.explanation,
+                        "baseline": f"{entry.baseline:.2f}", "threshold": f"{entry.threshold:.2f}",
+                        "showing": entry.showing,
+                        "heads": [{"name": head_name(h.layer, h.head), "layer": h.layer, "head": h.head,
+                                   "score": f"{h.score:.2f}"} for h in entry.heads]})
+    return tuple(entries)

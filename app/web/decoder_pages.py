@@ -68,7 +68,7 @@ def decoder_work(page: PageRequest, pairs: list[tuple[str, str]], url: str, part
         return decoder_error(page, pairs, error, url)
     if part == "candidates":
         ctx = candidates_context(model, read)
-        ctx["decoder_url"] = url
+        ctx.update(decoder_url=url, candidates_oob=True)  # the controls stay; what they change is swapped
         return render(page, "decoder/candidates.html", ctx, headers={"HX-Replace-Url": f"{url}?{ctx['query_string']}"})
     ctx = decoder_context(model, read)
     ctx.update(decoder_url=url, error=None, error_slots=ERROR_SLOTS, typed=read.page.text)

@@ -1,7 +1,7 @@
 """The image, built from the Dockerfile unchanged and checked from outside the container.
 
 Budgets from the requirement, measured here and written in README: the layers the image adds over
-the Python base are at most 260 MB (the pretrained model's files are 83 MB of it); the HEALTHCHECK
+the Python base are at most 420 MB (the pretrained models' files are 83 MB and 98 MB of it); the HEALTHCHECK
 passes at most 5 s after `run`; a SIGTERM stops the container within 10 s. `make test-container`
 runs this module (-m container).
 """
@@ -28,8 +28,9 @@ from tests.web.test_pages import heatmap
 pytestmark = pytest.mark.container
 
 # The layers over the base image, in MB of 10⁶ bytes, as docker and podman print them: 150 for the app and its
-# libraries, and the allowance for the pretrained model (its 83 MB zip, tokenizers, safetensors).
-MAX_ADDED_MB = 260.0
+# libraries, the allowance for the pretrained encoder (its 83 MB zip, tokenizers, safetensors) and for the language
+# model (its 98 MB GGUF file and the gguf reader).
+MAX_ADDED_MB = 420.0
 MAX_START_TO_HEALTHY_S = 5.0
 MAX_STOP_S = 10.0
 ROOT_PATH = "/attention"
@@ -65,7 +66,7 @@ def test_image_runs_as_a_user_with_an_exec_form_command_and_a_healthcheck(engine
     assert "8000/tcp" in config["ExposedPorts"]
 
 
-def test_image_adds_at_most_260_mb_over_the_base(
+def test_image_adds_at_most_420_mb_over_the_base(
     engine: Engine, image: str, base_image: str, measurements: dict[str, str]
 ) -> None:
     base, built = engine.inspect(base_image, image, kind="image")
