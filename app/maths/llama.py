@@ -207,9 +207,10 @@ def lens(model: DecoderFiles, hidden: np.ndarray, chunk: int = 64) -> tuple[np.n
     ids = np.empty(len(rows), dtype=np.int64)
     probs = np.empty(len(rows), dtype=np.float64)
     for i in range(0, len(rows), chunk):  # a chunk's logits are chunk × vocab floats (12 MB for 64 rows)
-        p = temperature_softmax(final_logits(model, rows[i : i + chunk]), 1.0)  # (chunk, vocab)
-        ids[i : i + chunk] = p.argmax(axis=-1)
-        probs[i : i + chunk] = p.max(axis=-1)
+        logits = final_logits(model, rows[i : i + chunk])  # (chunk, vocab)
+        top = logits.max(axis=-1, keepdims=True)  # (chunk, 1)
+        ids[i : i + chunk] = logits.argmax(axis=-1)
+        probs[i : i + chunk] = 1.0 / np.exp(logits - top).sum(axis=-1)  # the top's softmax: e⁰ / Σ e^(l − max)
     return ids.reshape(hidden.shape[:-1]), probs.reshape(hidden.shape[:-1])
 
 

@@ -16,12 +16,13 @@ import threading
 import zipfile
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 from safetensors.numpy import load as load_safetensors
 from tokenizers import Tokenizer
+
+from app.maths.installed import PackageFileError, installed_file
 
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 MODEL_LICENCE = "Apache-2.0"
@@ -31,7 +32,7 @@ MODEL_ZIP = "all_minilm_l6_v2/model.zip"
 WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 
 
-class ModelFilesError(RuntimeError):
+class ModelFilesError(PackageFileError):
     """The model's files are missing or are not the ones this project was checked against."""
 
 
@@ -96,13 +97,7 @@ class ModelFiles:
 
 def model_zip() -> Path:
     """Where the installed package keeps model.zip, found without importing the package."""
-    try:
-        path = Path(str(metadata.distribution(MODEL_PACKAGE).locate_file(MODEL_ZIP)))
-    except metadata.PackageNotFoundError:
-        raise ModelFilesError(f"the package {MODEL_PACKAGE} is not installed (make run installs it)") from None
-    if not path.is_file():
-        raise ModelFilesError(f"{path} is missing: reinstall {MODEL_PACKAGE}")
-    return path
+    return installed_file(MODEL_PACKAGE, MODEL_ZIP)
 
 
 def read_config(config: dict) -> BertConfig:

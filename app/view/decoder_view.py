@@ -6,6 +6,8 @@ app.maths."""
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -37,6 +39,7 @@ from app.view.panels import Panel
 from app.view.worked import worked
 
 DECIMALS = 3
+THUMB_LEVELS = 64  # colours of a head's small map: 270 of them must fit the page's 250 KB
 
 
 # GPT-2's byte-level alphabet: each byte as a printable character ("Ġ" is the space byte 0x20).
@@ -129,16 +132,16 @@ class Bar:
         return f"{max(0.5, 100 * self.probability):.1f}"
 
 
-def candidate_bars(model: DecoderFiles, run: DecoderRun, page: DecoderPage) -> list[Bar]:
+def candidate_bars(model: DecoderFiles, logits: np.ndarray, page: DecoderPage) -> list[Bar]:
     """The next token's CANDIDATES most likely, under softmax(logits/τ); which a sampler with top-k and top-p
     may still draw."""
-    p = temperature_softmax(run.logits, page.temperature)
-    kept = sampling_distribution(run.logits, page.temperature, page.top_k, page.top_p) > 0
+    p = temperature_softmax(logits, page.temperature)
+    kept = sampling_distribution(logits, page.temperature, page.top_k, page.top_p) > 0
     bars = []
     for i in top_candidates(p, CANDIDATES):
         piece = model.vocabulary[i]
         appended = page.text + token_text(piece)
-        bars.append(Bar(readable(piece), int(i), float(p[i]), float(run.logits[i]), bool(kept[i]),
+        bars.append(Bar(readable(piece), int(i), float(p[i]), float(logits[i]), bool(kept[i]),
                         decoder_query(page, text=appended, cell=None)))
     return bars
 
@@ -169,8 +172,9 @@ def head_maps(run: DecoderRun, page: DecoderPage, layer: int, head: int) -> list
     g = DECODER_SPEC.group
     rows = []
     for la in range(run.layers):
-        thumbs = [Thumb(la, h, thumbnail(run.attention[la, h]), decoder_query(page, layer=la, head=h, cell=None),
-                        (la, h) == (layer, head)) for h in range(run.heads)]
+        thumbs = [Thumb(la, h, thumbnail(run.attention[la, h], THUMB_LEVELS),
+                        decoder_query(page, layer=la, head=h, cell=None), (la, h) == (layer, head))
+                  for h in range(run.heads)]
         rows.append([thumbs[i : i + g] for i in range(0, run.heads, g)])
     return rows
 
@@ -247,15 +251,29 @@ def lens_view(model: DecoderFiles, run: DecoderRun, every: bool) -> dict:
     return {"last": last, "table": table}
 
 
-@lru_cache(maxsize=16)
-def _cached_run(sha256: str, text: str) -> DecoderRun:
-    return run_decoder(load_decoder_files(), text)
+# The last texts' next-token logits (196 KB each): moving the temperature slider or a cut-off recomputes the
+# candidates from them, without a new forward pass.
+_LOGITS: OrderedDict[str, np.ndarray] = OrderedDict()
+_LOGITS_KEPT = 64
+_LOGITS_LOCK = threading.Lock()
 
 
 def decoder_run(model: DecoderFiles, text: str) -> DecoderRun:
-    """A text's run, the last few kept (up to 30 MB each at 128 tokens): moving the temperature slider
-    recomputes the candidates from the kept logits, without a new forward pass."""
-    return _cached_run(model.sha256, text)
+    """The text's run; its logits are kept for the candidates' next request."""
+    run = run_decoder(model, text)
+    with _LOGITS_LOCK:
+        _LOGITS[text] = run.logits
+        _LOGITS.move_to_end(text)
+        while len(_LOGITS) > _LOGITS_KEPT:
+            _LOGITS.popitem(last=False)
+    return run
+
+
+def next_logits(model: DecoderFiles, text: str) -> np.ndarray:
+    """The text's next-token logits, kept from its page's run, or computed (another worker drew the page)."""
+    with _LOGITS_LOCK:
+        kept = _LOGITS.get(text)
+    return kept if kept is not None else decoder_run(model, text).logits
 
 
 def default_head(page: DecoderPage) -> tuple[int, int]:
@@ -273,7 +291,7 @@ def decoder_context(model: DecoderFiles, read: DecoderRead) -> dict:
     return {
         "page": page, "run": run, "layer": layer, "head": head, "head_name": head_name(layer, head),
         "query_string": decoder_query(page), "spec": DECODER_SPEC, "rows": labels(run.tokens),
-        "readable": [readable(p) for p in run.tokens], "bars": candidate_bars(model, run, page),
+        "readable": [readable(p) for p in run.tokens], "bars": candidate_bars(model, run.logits, page),
         "generate_choices": GENERATE_CHOICES, "last_row": last_row(run, layer, head),
         "maps": head_maps(run, page, layer, head), "enlarged": head_svg(run.attention[layer, head],
                                                                         [readable(p) for p in run.tokens], title),
@@ -287,8 +305,8 @@ def decoder_context(model: DecoderFiles, read: DecoderRead) -> dict:
 def candidates_context(model: DecoderFiles, read: DecoderRead) -> dict:
     """Only the candidates, for the temperature slider and the cut-offs: from the text's kept logits."""
     page = read.page
-    run = decoder_run(model, page.text)
-    return {"page": page, "bars": candidate_bars(model, run, page), "query_string": decoder_query(page)}
+    return {"page": page, "bars": candidate_bars(model, next_logits(model, page.text), page),
+            "query_string": decoder_query(page)}
 
 
 @lru_cache(maxsize=1)

@@ -48,25 +48,43 @@ def signed_colours(m: np.ndarray, top: float) -> np.ndarray:
     return SIGNED_RAMP[np.rint((scaled + 1.0) * 127.5).astype(int)]
 
 
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
 def png(rgb: np.ndarray) -> bytes:
     """A truecolour PNG of an (H, W, 3) uint8 image (PNG spec §11: IHDR, IDAT, IEND; filter 0 per row)."""
     h, w, _ = rgb.shape
     raw = np.concatenate([np.zeros((h, 1), dtype=np.uint8), rgb.reshape(h, w * 3)], axis=1).tobytes()
+    return (b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+            + _chunk(b"IDAT", zlib.compress(raw, 9)) + _chunk(b"IEND", b""))
 
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
+def indexed_png(indices: np.ndarray, palette: np.ndarray) -> bytes:
+    """An indexed-colour PNG (colour type 3) of an (H, W) uint8 image whose pixels index ``palette`` (n, 3):
+    a byte a pixel instead of three, a third of a truecolour map's size for the same colours."""
+    h, w = indices.shape
+    raw = np.concatenate([np.zeros((h, 1), dtype=np.uint8), indices.astype(np.uint8)], axis=1).tobytes()
+    return (b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 3, 0, 0, 0))
+            + _chunk(b"PLTE", palette.astype(np.uint8).tobytes()) + _chunk(b"IDAT", zlib.compress(raw, 9))
+            + _chunk(b"IEND", b""))
 
 
 def data_uri(image: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(image).decode("ascii")
 
 
-def thumbnail(weights: np.ndarray) -> str:
-    """A head's (T, T) weights as a PNG data URI, one pixel per query–key pair (the page scales it up)."""
-    return data_uri(png(weight_colours(weights)))
+def thumbnail(weights: np.ndarray, levels: int = 256) -> str:
+    """A head's (T, T) weights as a PNG data URI, one pixel per query–key pair (the page scales it up), each
+    pixel an index into the weights' colour ramp: with 256 levels the colours of weight_colours; with fewer,
+    each weight takes the middle colour of its 1/levels band (270 maps at 64 levels weigh a third less)."""
+    w = np.clip(weights, 0.0, 1.0)
+    if levels < 256:
+        band = np.minimum(np.floor(w * levels), levels - 1)  # (T, T) 0 … levels − 1
+        w = (band + 0.5) / levels
+    steps = np.rint(w * 255).astype(np.uint8)  # (T, T) steps of the ramp
+    used, pixels = np.unique(steps, return_inverse=True)  # a palette of only the colours the map uses
+    return data_uri(indexed_png(pixels.reshape(steps.shape), WEIGHT_RAMP[used]))
 
 
 # Geometry of the enlarged head, in viewBox units.

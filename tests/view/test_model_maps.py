@@ -22,22 +22,30 @@ from app.view.model_maps import (
 
 
 def decode_png(data: bytes) -> np.ndarray:
-    """An 8-bit truecolour PNG with filter 0 on every row, decoded here by the spec (§11, §9)."""
+    """An 8-bit truecolour or indexed-colour PNG with filter 0 on every row, decoded here by the spec (§11, §9):
+    an indexed pixel is looked up in the PLTE chunk."""
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    pos, idat, size = 8, b"", None
+    pos, idat, size, kind_of_colour, palette = 8, b"", None, None, None
     while pos < len(data):
         (length,) = struct.unpack(">I", data[pos:pos + 4])
         kind, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + length]
         assert struct.unpack(">I", data[pos + 8 + length:pos + 12 + length])[0] == zlib.crc32(kind + body)
         if kind == b"IHDR":
             size = struct.unpack(">II", body[:8])
-            assert body[8:10] == b"\x08\x02"
+            assert body[8] == 8 and body[9] in (2, 3)
+            kind_of_colour = body[9]
+        elif kind == b"PLTE":
+            palette = np.frombuffer(body, dtype=np.uint8).reshape(-1, 3)
         elif kind == b"IDAT":
             idat += body
         pos += 12 + length
     w, h = size
-    rows = np.frombuffer(zlib.decompress(idat), dtype=np.uint8).reshape(h, 1 + 3 * w)
+    per_pixel = 3 if kind_of_colour == 2 else 1
+    rows = np.frombuffer(zlib.decompress(idat), dtype=np.uint8).reshape(h, 1 + per_pixel * w)
     assert (rows[:, 0] == 0).all()
+    if kind_of_colour == 3:
+        assert palette is not None and rows[:, 1:].max() < len(palette)
+        return palette[rows[:, 1:]]
     return rows[:, 1:].reshape(h, w, 3)
 
 
@@ -53,6 +61,14 @@ def test_weights_run_from_the_scales_first_colour_to_its_last() -> None:
     uri = thumbnail(weights)
     pixels = decode_png(base64.b64decode(uri.removeprefix("data:image/png;base64,")))
     np.testing.assert_array_equal(pixels, weight_colours(weights))
+
+
+def test_a_thumbnail_of_fewer_levels_takes_the_middle_colour_of_each_band() -> None:
+    """64 levels: a weight in [k/64, (k + 1)/64) is drawn in the colour of (k + ½)/64; 1.0 in the last band."""
+    weights = np.array([[0.0, 0.004], [0.5, 1.0]])
+    pixels = decode_png(base64.b64decode(thumbnail(weights, levels=64).removeprefix("data:image/png;base64,")))
+    expected = weight_colours(np.array([[0.5, 0.5], [32.5, 63.5]]) / 64)
+    np.testing.assert_array_equal(pixels, expected)
 
 
 def test_the_enlarged_head_names_its_tokens_and_prints_its_weights() -> None:
