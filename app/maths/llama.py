@@ -189,8 +189,11 @@ def head_at(model: DecoderFiles, run: DecoderRun, layer: int) -> DecoderHeads:
 
 
 def temperature_softmax(logits: np.ndarray, temperature: float) -> np.ndarray:
-    """p = softmax(logits / τ), in float64: τ < 1 sharpens, τ > 1 flattens."""
-    return softmax_rows(np.asarray(logits, dtype=np.float64) / temperature)
+    """p = softmax(logits / τ), in float64: τ < 1 sharpens, τ > 1 flattens. The largest logit is taken away
+    before dividing, so that a τ as small as a double allows (5e-324) gives the argmax, never inf − inf."""
+    z = np.asarray(logits, dtype=np.float64)
+    with np.errstate(over="ignore"):  # (z − max)/τ is −inf for a tiny τ: exp gives 0, as it should
+        return softmax_rows((z - z.max(axis=-1, keepdims=True)) / temperature)
 
 
 def top_candidates(probabilities: np.ndarray, top: int) -> np.ndarray:

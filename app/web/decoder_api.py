@@ -39,7 +39,7 @@ Head = whole_number(0, HEADS - 1)
 CandidateCount = whole_number(1, 50)
 NewTokens = whole_number(1, settings.decoder_max_new_tokens)
 TopK = whole_number(1, DECODER_SPEC.vocab)
-Temperature = Annotated[float, Field(gt=0, le=5, allow_inf_nan=False)]
+Temperature = Annotated[float, Field(strict=True, gt=0, le=5, allow_inf_nan=False)]
 
 
 class DecoderHeadRef(BaseModel):
@@ -106,11 +106,11 @@ class GenerateRequest(_TextRequest):
     })
     max_new_tokens: NewTokens = Field(
         description=f"Tokens to write, 1–{settings.decoder_max_new_tokens}; it stops earlier after <|im_end|>.")
-    temperature: float = Field(ge=0, le=5, allow_inf_nan=False,
+    temperature: float = Field(strict=True, ge=0, le=5, allow_inf_nan=False,
                                description="0: greedy (the most likely token each time); else τ of softmax(logits/τ)")
     top_k: TopK | None = Field(
         default=None, description="Draw only from the k most likely tokens.")
-    top_p: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] | None = Field(
+    top_p: Annotated[float, Field(strict=True, gt=0, le=1, allow_inf_nan=False)] | None = Field(
         default=None, description="Draw only from the fewest most likely tokens whose probabilities reach p.")
     seed: Seed = Field(default=0, description="The sampler's seed: the same seed gives the same text.")
 

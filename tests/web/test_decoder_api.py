@@ -131,6 +131,10 @@ def test_the_same_seed_writes_the_same_text(client: TestClient) -> None:
     ("/api/generate", {"text": "hi", "max_new_tokens": 0, "temperature": 0}, "max_new_tokens", "1"),
     ("/api/generate", {"text": "hi", "max_new_tokens": 33, "temperature": 0}, "max_new_tokens", "32"),
     ("/api/generate", {"text": "hi", "max_new_tokens": 2, "temperature": -1}, "temperature", "0"),
+    ("/api/generate", {"text": "hi", "max_new_tokens": 2, "temperature": False}, "temperature", "number"),
+    ("/api/generate", {"text": "hi", "max_new_tokens": 2, "temperature": "1"}, "temperature", "number"),
+    ("/api/decoder", {"text": "hi", "temperature": True}, "temperature", "number"),
+    ("/api/generate", {"text": "hi", "max_new_tokens": 2, "temperature": 1, "top_p": True}, "top_p", "number"),
     ("/api/generate", {"text": "hi", "max_new_tokens": 2, "temperature": 1, "top_p": 0}, "top_p", "0"),
     ("/api/generate", {"text": "hi", "max_new_tokens": 2, "temperature": 1, "top_k": 0}, "top_k", "1"),
     ("/api/generate", {"text": "hi", "max_new_tokens": 2, "temperature": 1, "seed": -1}, "seed", "0"),
@@ -151,3 +155,14 @@ def test_the_api_docs_describe_both(client: TestClient) -> None:
     assert "greedy" in spec["paths"]["/api/generate"]["post"]["description"]
     schema = spec["components"]["schemas"]["GenerateRequest"]
     assert schema["properties"]["max_new_tokens"]["maximum"] == settings.decoder_max_new_tokens
+
+
+@pytest.mark.parametrize("tau", [5e-324, 1e-300, 1e-9])
+def test_the_smallest_temperature_is_the_argmax(client: TestClient, tau: float) -> None:
+    """logits/τ overflows a double for a tiny τ: the answer is still every probability on the likeliest token."""
+    r = client.post("/api/decoder", json={"text": TEXT, "temperature": tau, "top": 3})
+    assert r.status_code == 200, r.text
+    c = r.json()["next"]["candidates"]
+    assert c[0]["token"] == "ĠParis" and c[0]["probability"] == 1.0 and c[1]["probability"] == 0.0
+    g = client.post("/api/generate", json={"text": TEXT, "max_new_tokens": 2, "temperature": tau})
+    assert g.status_code == 200 and g.json()["steps"][0]["token"] == "ĠParis"
