@@ -162,3 +162,29 @@ def test_a_cycle_and_a_silent_local_import_are_caught(house: Path) -> None:
     assert cycles(found) == [["app.web.api", "app.web.pages"]]
     assert [(i.source, i.local, i.commented) for i in found if i.source == "app.web.pages"] == [
         ("app.web.pages", True, False)]
+
+
+def documented_modules(text: str) -> set[str]:
+    """The modules docs/architecture.md's index lists: under a heading **`app/<package>/`**, each line
+    "- `name.py` — …"; and the top's "- `app/<name>.py` — …"."""
+    listed, package = set(), None
+    for line in text.splitlines():
+        if line.startswith("**`app/") and line.rstrip().endswith("`**"):
+            package = line.strip("*`").rstrip("/")
+        elif line.startswith("- `app/") and "`" in line[3:]:
+            listed.add(line[3 : line.index("`", 3)])
+            package = None
+        elif package and line.startswith("- `") and ".py`" in line:
+            listed.add(f"{package}/{line[3 : line.index('`', 3)]}")
+    return listed
+
+
+def test_the_architecture_page_lists_every_module() -> None:
+    """Every module of app (a package's __init__.py of a docstring aside) has its line in docs/architecture.md's
+    index, under its package, and the index names no module that is gone."""
+    doc = (APP.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    modules = {str(p.relative_to(APP.parent)) for p in APP.rglob("*.py")
+               if p.name != "__init__.py" or len(p.read_text(encoding="utf-8").splitlines()) > 3}
+    listed = documented_modules(doc)
+    assert not modules - listed, f"docs/architecture.md does not list: {sorted(modules - listed)}"
+    assert not listed - modules, f"docs/architecture.md lists modules that are gone: {sorted(listed - modules)}"

@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from app.maths.masks import build_mask, default_window
-from app.maths.positions import POSITIONAL_ENCODINGS, alibi_bias, position_encoding, rope_rotate
+from app.maths.positions import POSITIONAL_ENCODINGS, alibi_bias, biases, position_encoding, rope_rotate, rotates
 from app.maths.records import AttentionRun, HeadResult, LinearAttention, Weights
 from app.maths.weights import SCORE_WEIGHT_NAMES, WEIGHT_NAMES, resolve_weights, weight_shapes
 
@@ -230,9 +230,9 @@ def run_attention(
     k = np.einsum("sd,hdk->hsk", source, w.w_k)  # (h, S, d_k)
     v = np.einsum("sd,hdv->hsv", source, w.w_v)  # (h, S, d_v)
     q_rot = k_rot = bias = None
-    if positional_encoding == "rope":
+    if rotates(positional_encoding):
         q_rot, k_rot = rope_rotate(q), rope_rotate(k)  # (h, T, d_k), (h, S, d_k)
-    if positional_encoding == "alibi":
+    if biases(positional_encoding):
         bias = alibi_bias(num_heads, t, s_len)  # (h, T, S)
     q_s = q if q_rot is None else q_rot  # what the score function compares
     k_s = k if k_rot is None else k_rot

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.maths.attention import log_elu_plus_one, run_attention, softmax_rows
-from app.maths.positions import rope_rotate
+from app.maths.positions import rope_rotate, rotates
 from app.maths.records import AttentionRun, LinearAttention, Weights
 from app.maths.weights import ALL_WEIGHT_NAMES
 
@@ -173,7 +173,7 @@ def backward(
     d_a_given = _checked_d_softmax(run, d_softmax)  # (h, T, S) or None
     t, h, d_v = run.x.shape[0], run.num_heads, run.d_v
     w = run.weights
-    rope = run.positional_encoding == "rope"
+    rope = rotates(run.positional_encoding)
     q_s = _stack(run, "q_rot" if rope else "q")  # (h, T, d_k) what the score function compared
     k_s = _stack(run, "k_rot" if rope else "k")  # (h, S, d_k)
     v = _stack(run, "v")  # (h, S, d_v)

@@ -25,7 +25,7 @@ import numpy as np
 
 from app.maths.attention import attend
 from app.maths.blocks import layer_norm
-from app.maths.model_files import BertLayerWeights, ModelFiles
+from app.maths.model_files import MINILM_L6, BertConfig, BertLayerWeights, ModelFiles
 from app.maths.records import AttentionRun, HeadResult, Weights
 
 SPECIAL_TOKENS = ("[CLS]", "[SEP]")
@@ -173,6 +173,13 @@ def run_model(model: ModelFiles, tokenized: Tokenized,
         attention.append(heads.weights)
     return ModelRun(tokens=tokenized.tokens, ids=tokenized.ids, hidden_states=np.stack(hidden),
                     attention=np.stack(attention), embedding=sentence_embedding(x), heads_off=heads_off)
+
+
+def bert_operations(t: int, cfg: BertConfig = MINILM_L6) -> int:
+    """A forward pass's multiply-adds, for the lanes: per layer 4·T·d² (Q, K, V, W_O), 2·T²·d (scores, A·V)
+    and 2·T·d·d_ff (the FFN)."""
+    d = cfg.d_model
+    return cfg.layers * (4 * t * d * d + 2 * t * t * d + 2 * t * d * cfg.d_ff)
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:

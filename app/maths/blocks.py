@@ -12,7 +12,7 @@ from collections.abc import Callable
 import numpy as np
 
 from app.maths.attention import check_choice, run_attention
-from app.maths.positions import POSITIONAL_ENCODINGS, position_encoding
+from app.maths.positions import ENCODINGS, POSITIONAL_ENCODINGS, position_encoding
 from app.maths.records import AttentionRun, BlockResult, BlockWeights, LayerNormResult, TransformerRun
 from app.maths.weights import block_weight_shapes, resolve_weights
 
@@ -145,7 +145,7 @@ def run_transformer(
     x0 = x_input if pe is None else x_input + pe[:t]  # (T, d_model)
     c0 = None if c_input is None or pe is None else c_input + pe[:s_len]
     c0 = c_input if c0 is None else c0  # (S, d_model) or None
-    inner_pe = positional_encoding if positional_encoding in ("rope", "alibi") else "none"
+    inner_pe = "none" if ENCODINGS[positional_encoding].adds_to_x else positional_encoding  # added once, below
     given = attention_options.pop("weights", None)
 
     results: list[BlockResult] = []

@@ -29,7 +29,7 @@ import numpy as np
 
 from app.maths.arithmetic import CellRef, Term
 from app.maths.backward import Gradients
-from app.maths.positions import rope_theta
+from app.maths.positions import rope_theta, rotates
 from app.maths.records import AttentionRun
 
 GRADIENT_CELLS = ("g_final", "g_output", "g_softmax", "g_scaled", "g_scores", "g_q", "g_k", "g_v",
@@ -329,12 +329,12 @@ def _query_or_key_gradient(run: AttentionRun, grads: Gradients, ref: CellRef, ti
     if run.attention == "linear":
         value = float(getattr(grads.heads[ref.head], which)[i, d])
         name = "Q" if which == "q" else "K"
-        rope = ", then RoPE's rotation back" if run.positional_encoding == "rope" else ""
+        rope = ", then RoPE's rotation back" if rotates(run.positional_encoding) else ""
         return GradientNote(ref, title, rf"Linear attention: ${name}$ reaches the output only through "
                             rf"$\varphi({name}) = \text{{elu}}({name}) + 1$, the summary $\varphi(K)^\top V$ and the "
                             rf"normaliser $z$, so $\partial L / \partial {name} = \varphi'({name}) \odot \partial L / "
                             rf"\partial \varphi({name})${rope}: not one sum of products.", value)
-    if run.positional_encoding != "rope":
+    if not rotates(run.positional_encoding):
         return _score_gradient(run, grads, ref, title, which, i, d, tokens, keys)
     d_k = run.d_k
     pair = d // 2
@@ -385,7 +385,7 @@ def explain_gradient(run: AttentionRun, grads: Gradients, loss_spec: Mapping, re
         row_tokens = tokens if name == "q" else keys
         letter = "i" if name == "q" else "j"
         title = f"∂L/∂W_{big}, row {i + 1} ({dims[i]}), column {j + 1} ({name}{j + 1}){hn}"
-        rope = name != "v" and run.positional_encoding == "rope"
+        rope = name != "v" and rotates(run.positional_encoding)
         note = (rf"$\partial L / \partial {big}$ is on ${big}$ as projected, before RoPE turned it: the rotated "
                 "gradient turned back." if rope else "")
         return _sum(ref, title, Indexed(f"∂W_{big}", str(i + 1), str(j + 1)), letter,

@@ -28,7 +28,7 @@ import numpy as np
 
 from app.maths.attention import attend, softmax_rows
 from app.maths.bert import heads_in
-from app.maths.decoder_files import DecoderFiles
+from app.maths.decoder_files import SMOLLM2_135M, DecoderConfig, DecoderFiles
 from app.maths.masks import causal_mask
 from app.maths.positions import rope_rotate
 from app.maths.records import AttentionRun, HeadResult, Weights
@@ -186,6 +186,14 @@ def run_decoder(model: DecoderFiles, text: str, heads_off: frozenset[tuple[int, 
 def head_at(model: DecoderFiles, run: DecoderRun, layer: int) -> DecoderHeads:
     """One layer's heads on the whole text again, from the layer's input, every intermediate kept."""
     return layer_heads(model, layer, run.hidden_states[layer], KVCache(), heads_in(run.heads_off, layer))
+
+
+def decoder_operations(t: int, passes: int = 1, cfg: DecoderConfig = SMOLLM2_135M) -> int:
+    """A forward pass's multiply-adds, for the lanes: per layer T·d·(2·d + 2·d·h_kv/h) (Q, O; K, V), 2·T²·d
+    (scores, A·V) and 3·T·d·d_ff (the SwiGLU); and the LM head's T·d·vocab for the logits and the lens."""
+    d, d_kv = cfg.d_model, cfg.d_k * cfg.kv_heads
+    per_layer = t * d * (2 * d + 2 * d_kv) + 2 * t * t * d + 3 * t * d * cfg.d_ff
+    return passes * (cfg.layers * per_layer) + (cfg.layers + 1) * d * cfg.vocab
 
 
 def temperature_softmax(logits: np.ndarray, temperature: float) -> np.ndarray:

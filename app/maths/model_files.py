@@ -54,6 +54,12 @@ class BertConfig:
         return self.d_model // self.heads
 
 
+# The model this project reads, its sizes stated once: every layer reads them from here (the API's bounds, the
+# page's words), and reading the files checks that they hold exactly this model.
+MINILM_L6 = BertConfig(layers=6, heads=12, d_model=384, d_ff=1536, vocab=30522, max_positions=512, type_vocab=2,
+                       eps=1e-12)
+
+
 @dataclass(frozen=True)
 class BertLayerWeights:
     """One encoder layer's weights, laid out as the page's pipeline lays them out: x·W (never Wᵀ)."""
@@ -159,6 +165,8 @@ def read_model_files(path: Path, expected_sha256: str = WEIGHTS_SHA256) -> Model
     if digest != expected_sha256:
         raise ModelFilesError(f"model.safetensors in {path} has sha256 {digest}, expected {expected_sha256}")
     cfg = read_config(config)
+    if cfg != MINILM_L6:
+        raise ModelFilesError(f"{path} holds a model of other sizes: {cfg}")
     weights = read_weights(load_safetensors(raw), cfg)
     tokenizer = Tokenizer.from_str(tokenizer_json)
     tokenizer.no_padding()

@@ -5,9 +5,40 @@ Pure NumPy and the standard library.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-POSITIONAL_ENCODINGS = ("none", "sinusoidal", "learned", "rope", "alibi")
+
+@dataclass(frozen=True)
+class PositionalEncoding:
+    """How one kind of position information enters attention: the one table every layer reads."""
+
+    value: str  # as the form, the API and a scenario file spell it
+    label: str  # as the page names it
+    adds_to_x: bool = False  # a (T, d_model) table added to the embeddings (sinusoidal, learned)
+    rotates_qk: bool = False  # q and k turned by their position before the scores (RoPE)
+    biases_scores: bool = False  # a bias added to each head's scaled scores (ALiBi)
+
+
+ENCODINGS: dict[str, PositionalEncoding] = {e.value: e for e in (
+    PositionalEncoding("none", "none"),
+    PositionalEncoding("sinusoidal", "sinusoidal PE", adds_to_x=True),
+    PositionalEncoding("learned", "learned PE", adds_to_x=True),
+    PositionalEncoding("rope", "RoPE", rotates_qk=True),
+    PositionalEncoding("alibi", "ALiBi", biases_scores=True),
+)}
+POSITIONAL_ENCODINGS = tuple(ENCODINGS)
+
+
+def rotates(mode: str) -> bool:
+    """Whether the encoding turns q and k (RoPE) rather than adding to x or biasing the scores."""
+    return ENCODINGS[mode].rotates_qk
+
+
+def biases(mode: str) -> bool:
+    """Whether the encoding adds a bias to the scaled scores (ALiBi)."""
+    return ENCODINGS[mode].biases_scores
 
 
 def sinusoidal_encoding(t: int, d_model: int) -> np.ndarray:

@@ -16,7 +16,7 @@ from app.config import settings
 from app.maths.decoder_files import SMOLLM2_135M, DecoderFiles
 from app.maths.llama import temperature_softmax, tokenize, top_candidates
 from app.state.form import FormError
-from app.state.model_state import INSPECTABLE, Cell, check_sentence
+from app.state.model_state import INSPECTABLE, Cell, check_sentence, whole_field
 
 DECODER_SPEC = SMOLLM2_135M
 DEFAULT_DECODER_TEXT = "The capital of France is"
@@ -65,13 +65,10 @@ class DecoderRead:
     ids: np.ndarray
 
 
-def _whole(pairs: dict[str, str], name: str, lo: int, hi: int) -> int | None:
-    raw = pairs.get(name, "").strip()
-    if not raw:
-        return None
-    if not raw.isascii() or not raw.isdigit() or not lo <= int(raw) <= hi:
-        raise FormError(name, f"{name} must be a whole number from {lo} to {hi}")
-    return int(raw)
+def _counted(given: dict[str, str], name: str, lo: int, hi: int) -> int | None:
+    """A count from 1 in [lo, hi] (app.state.model_state.whole_field's rule and words), from 0; None if empty."""
+    raw = given.get(name, "").strip()
+    return None if not raw else whole_field(name, raw, lo, hi)
 
 
 def _number(pairs: dict[str, str], name: str, lo: float, hi: float, *, above: bool) -> float | None:
@@ -98,26 +95,26 @@ def read_decoder_page(model: DecoderFiles, pairs: Iterable[tuple[str, str]]) -> 
     except ValueError as e:
         raise FormError("text", str(e)) from None
     t = len(ids)
-    layer = _whole(given, "layer", 1, DECODER_SPEC.layers)
-    head = _whole(given, "head", 1, DECODER_SPEC.heads)
+    layer = _counted(given, "layer", 1, DECODER_SPEC.layers)
+    head = _counted(given, "head", 1, DECODER_SPEC.heads)
     temperature = _number(given, "temperature", 0.0, MAX_TEMPERATURE, above=True)
-    top_k = _whole(given, "top_k", 1, DECODER_SPEC.vocab)
+    top_k = _counted(given, "top_k", 1, DECODER_SPEC.vocab)
     top_p = _number(given, "top_p", 0.0, 1.0, above=True)
     cell = None
     matrix = given.get("matrix", "").strip()
     if matrix:
         if matrix not in INSPECTABLE:
             raise FormError("matrix", f"matrix must be one of {', '.join(INSPECTABLE)}")
-        row = _whole(given, "row", 1, t)
-        col = _whole(given, "col", 1, DECODER_SPEC.d_k if matrix == "output" else t)
+        row = _counted(given, "row", 1, t)
+        col = _counted(given, "col", 1, DECODER_SPEC.d_k if matrix == "output" else t)
         if row is None or col is None:
             raise FormError("row" if row is None else "col", "give the cell's row and column")
         if matrix != "output" and col > row:
-            raise FormError("col", f"key {col} comes after query {row}: the causal mask hides it")
-        cell = Cell(matrix, row - 1, col - 1)
+            raise FormError("col", f"key {col + 1} comes after query {row + 1}: the causal mask hides it")
+        cell = Cell(matrix, row, col)
     page = DecoderPage(
-        text=text, layer=None if layer is None else layer - 1, head=None if head is None else head - 1,
-        temperature=1.0 if temperature is None else temperature, top_k=top_k, top_p=top_p, cell=cell,
+        text=text, layer=layer, head=head, temperature=1.0 if temperature is None else temperature,
+        top_k=None if top_k is None else top_k + 1, top_p=top_p, cell=cell,
         lens_all=given.get("lens") == "all")
     return DecoderRead(page=page, tokens=tokens, ids=ids)
 

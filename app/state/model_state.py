@@ -11,14 +11,14 @@ from urllib.parse import urlencode
 
 from app.config import settings
 from app.maths.bert import Tokenized, tokenize
-from app.maths.model_files import ModelFiles
+from app.maths.model_files import MINILM_L6, ModelFiles
 from app.state.form import FormError
 from app.state.tokens import hidden_character
 
 DEFAULT_TEXT = "The animal didn't cross the street because it was too tired."
 DEFAULT_TEXT2 = "The animal didn't cross the street because it was too wide."
 DEFAULT_QUERY_WORD = "it"  # the query compared by default, when the first sentence holds it
-LAYERS, HEADS = 6, 12  # all-MiniLM-L6-v2 (checked against the files: tests/state)
+LAYERS, HEADS = MINILM_L6.layers, MINILM_L6.heads  # the model's sizes, stated once in app.maths.model_files
 ALLOWED_CONTROLS = "\n\t"
 TOKEN_POSITIONS = ("q", "matrix", "row", "col", "x_row")  # fields that count the first sentence's tokens
 INSPECTABLE = {"scores": "scores Q·Kᵀ", "scaled": "scaled ÷√d_k", "softmax": "weights A", "output": "output A·V"}
@@ -84,7 +84,7 @@ class ModelRead:
     second: Tokenized
 
 
-def _whole(name: str, text: str, low: int, high: int) -> int:
+def whole_field(name: str, text: str, low: int, high: int) -> int:
     """A count from 1 in [low, high], returned from 0."""
     if not text.strip().isdigit() or not text.strip().isascii():
         raise FormError(name, f"{name}: enter a whole number from {low} to {high}")
@@ -99,7 +99,7 @@ def _head_ref(name: str, text: str) -> tuple[int, int]:
     layer, dot, head = text.partition(".")
     if not dot:
         raise FormError(name, f"{name}: write a head as layer.head, such as 5.3")
-    return _whole(name, layer, 1, LAYERS), _whole(name, head, 1, HEADS)
+    return whole_field(name, layer, 1, LAYERS), whole_field(name, head, 1, HEADS)
 
 
 def read_model_page(model: ModelFiles, pairs: Iterable[tuple[str, str]]) -> ModelRead:
@@ -110,7 +110,7 @@ def read_model_page(model: ModelFiles, pairs: Iterable[tuple[str, str]]) -> Mode
         if key == "off":
             off.add(_head_ref("off", value))
         elif key == "off_layer":
-            off_layers.add(_whole("off_layer", value, 1, LAYERS))
+            off_layers.add(whole_field("off_layer", value, 1, LAYERS))
         elif key in ("text", "text2", "layer", "head", "q", "matrix", "row", "col", "x_row", "shown_text"):
             given[key] = value
     if "shown_text" in given and given["shown_text"] != given.get("text", DEFAULT_TEXT):
@@ -125,20 +125,21 @@ def read_model_page(model: ModelFiles, pairs: Iterable[tuple[str, str]]) -> Mode
             label = "first sentence" if name == "text" else "second sentence"
             raise FormError(name, f"{label}: {e}") from None
     t = len(tokens["text"].ids)
-    layer = _whole("layer", given["layer"], 1, LAYERS) if given.get("layer") else None
-    head = _whole("head", given["head"], 1, HEADS) if given.get("head") else None
+    layer = whole_field("layer", given["layer"], 1, LAYERS) if given.get("layer") else None
+    head = whole_field("head", given["head"], 1, HEADS) if given.get("head") else None
     if (layer is None) != (head is None):
         missing = "head" if head is None else "layer"
         raise FormError(missing, f"{missing}: choose a layer and a head together")
-    query = _whole("q", given["q"], 1, t) if given.get("q") else None
+    query = whole_field("q", given["q"], 1, t) if given.get("q") else None
     cell = None
     if given.get("matrix"):
         matrix = given["matrix"]
         if matrix not in INSPECTABLE:
             raise FormError("matrix", f"matrix: choose one of {', '.join(INSPECTABLE)}")
         cols = t if matrix != "output" else model.config.d_k
-        cell = Cell(matrix, _whole("row", given.get("row", "1"), 1, t), _whole("col", given.get("col", "1"), 1, cols))
-    x_row = _whole("x_row", given["x_row"], 1, t) if given.get("x_row") else None
+        cell = Cell(matrix, whole_field("row", given.get("row", "1"), 1, t),
+                    whole_field("col", given.get("col", "1"), 1, cols))
+    x_row = whole_field("x_row", given["x_row"], 1, t) if given.get("x_row") else None
     page = ModelPage(text=tokens["text"].text, text2=tokens["text2"].text, layer=layer, head=head, query=query,
                      off=frozenset(off), off_layers=frozenset(off_layers), cell=cell, x_row=x_row)
     return ModelRead(page, tokens["text"], tokens["text2"])

@@ -205,7 +205,7 @@ def _number(form: Mapping[str, str], name: str, label: str, lo: float, hi: float
     return value
 
 
-def _whole(form: Mapping[str, str], name: str, label: str, lo: int, hi: int, default: int) -> int:
+def _form_whole(form: Mapping[str, str], name: str, label: str, lo: int, hi: int, default: int) -> int:
     raw = (form.get(name) or "").strip()
     if not raw:
         return default
@@ -257,7 +257,7 @@ def read_learning(form: Mapping[str, str], sc: Scenario) -> Learning | None:
         return None
     if goal == "attention" and sc.attention == "linear":  # no softmax weights to match: the output goal
         goal = "output"
-    head = _whole(form, "learn_head", "learn_head", 0, sc.num_heads - 1, 0) if goal == "attention" else 0
+    head = _form_whole(form, "learn_head", "learn_head", 0, sc.num_heads - 1, 0) if goal == "attention" else 0
     t = len(sc.tokens)
     cols = len(sc.key_tokens) if goal == "attention" else sc.d_model
     shape = (form.get("learn_shape") or "").strip()
@@ -294,7 +294,7 @@ def read_learning(form: Mapping[str, str], sc: Scenario) -> Learning | None:
     learning_rate = _number(form, "learn_rate", "learning rate", 0.0, MAX_LEARNING_RATE,
                             preset.learning_rate if preset else 0.1)
     losses = () if fresh else _losses(form)
-    first = _whole(form, "learn_first", "learn_first", 0, 10**9, 0) if losses else 0
+    first = _form_whole(form, "learn_first", "learn_first", 0, 10**9, 0) if losses else 0
     same = preset is not None and preset.goal == goal and preset.rows == rows
     companion = preset.companion if same else ""
     return Learning(goal=goal, head=head, target=target, rows=rows, optimizer=optimizer,

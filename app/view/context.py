@@ -17,6 +17,7 @@ from app.maths.backward import Gradients
 from app.maths.cost import attention_cost
 from app.maths.gradient_arithmetic import GRADIENT_CELLS, GradientExplanation, explain_gradient
 from app.maths.loss_floor import attention_loss_floor, gradient_norm_at_floor
+from app.maths.positions import ENCODINGS
 from app.maths.records import AttentionRun, TransformerRun
 from app.state.cells import matrix_of, parse_cell
 from app.state.learning import (
@@ -67,8 +68,8 @@ def describe_scenario(sc: Scenario) -> Markup:
         parts.append(f"{len(sc.padding)} padding key{'s' if len(sc.padding) != 1 else ''}")
     if sc.cross:
         parts.append(f"cross-attention to {len(sc.context_tokens)} source tokens")
-    parts += {"sinusoidal": ["sinusoidal PE"], "learned": ["learned PE"], "rope": ["RoPE"],
-              "alibi": ["ALiBi"]}.get(sc.positional_encoding, [])
+    if sc.positional_encoding != "none":
+        parts.append(ENCODINGS[sc.positional_encoding].label)
     parts += {"general": ["general (Luong) score"], "additive": ["additive (Bahdanau) score"]}.get(sc.score, [])
     if sc.attention == "linear":
         parts.append("linear attention")

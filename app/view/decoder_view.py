@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from markupsafe import Markup
 
 from app.lesson.decoder_texts import DECODER_BEHAVIOUR_TEXTS, DECODER_TEXTS
 from app.maths.arithmetic import CellRef, explain
@@ -31,11 +30,10 @@ from app.maths.llama import (
 from app.state.decoder_state import CANDIDATES, DECODER_SPEC, GENERATE_CHOICES, DecoderPage, DecoderRead, decoder_query
 from app.state.model_state import INSPECTABLE
 from app.view.attention_lines import attention_lines
-from app.view.heatmap import SEQUENTIAL_BUCKETS, constant_value, heatmap_table, legend
+from app.view.heatmap import SEQUENTIAL_BUCKETS, legend
 from app.view.labels import numbered
 from app.view.model_maps import condensed_svg, head_svg, thumbnail
-from app.view.model_view import head_name
-from app.view.panels import Panel
+from app.view.model_view import head_name, head_panel
 from app.view.worked import worked
 
 DECIMALS = 3
@@ -146,14 +144,6 @@ def candidate_bars(model: DecoderFiles, logits: np.ndarray, page: DecoderPage) -
     return bars
 
 
-def _panel(m: np.ndarray, title: str, rows: list[str], cols: list[str], kind: str = "signed", ref: str = "",
-           selected: tuple[int, int] | None = None, decimals: int = 2) -> Panel:
-    table, top = heatmap_table(m, row_labels=rows, col_labels=cols, kind=kind, decimals=decimals, ref=ref,
-                               caption=title, selected=selected)
-    scale = legend(kind, top, decimals, constant_value(m, decimals))
-    return Panel(title, f"{m.shape[0]}×{m.shape[1]}", table, scale, kind, "", Markup(""))
-
-
 @dataclass(frozen=True)
 class Thumb:
     layer: int
@@ -194,17 +184,18 @@ def steps(model: DecoderFiles, run: DecoderRun, page: DecoderPage, layer: int, h
     x_svg, x_top = condensed_svg(heads.x, [readable(p) for p in run.tokens],
                                  f"RMSNorm(x), the input of layer {layer + 1}'s heads: {t}×{cfg.d_model}")
     panels = {
-        "q_pre": _panel(heads.q_pre[head], "Q before RoPE", rows, dims),
-        "q": _panel(heads.q[head], "Q after RoPE", rows, dims),
-        "k_pre": _panel(heads.k_pre[g], "K before RoPE", rows, dims),
-        "k": _panel(heads.k[g], "K after RoPE", rows, dims),
-        "v": _panel(heads.v[g], "V", rows, dims),
-        "scores": _panel(heads.scores[head], "Scores Q·Kᵀ", rows, rows, ref="scores", selected=at("scores")),
-        "scaled": _panel(heads.scaled[head], "Scaled Q·Kᵀ/√d_k", rows, rows, ref="scaled", selected=at("scaled")),
-        "masked": _panel(heads.masked[head], "Masked: −∞ above the diagonal", rows, rows),
-        "softmax": _panel(heads.weights[head], "Attention weights A", rows, rows, kind="weights", ref="softmax",
+        "q_pre": head_panel(heads.q_pre[head], "Q before RoPE", "", rows, dims),
+        "q": head_panel(heads.q[head], "Q after RoPE", "", rows, dims),
+        "k_pre": head_panel(heads.k_pre[g], "K before RoPE", "", rows, dims),
+        "k": head_panel(heads.k[g], "K after RoPE", "", rows, dims),
+        "v": head_panel(heads.v[g], "V", "", rows, dims),
+        "scores": head_panel(heads.scores[head], "Scores Q·Kᵀ", "", rows, rows, ref="scores", selected=at("scores")),
+        "scaled": head_panel(heads.scaled[head], "Scaled Q·Kᵀ/√d_k", "", rows, rows, ref="scaled",
+                             selected=at("scaled")),
+        "masked": head_panel(heads.masked[head], "Masked: −∞ above the diagonal", "", rows, rows),
+        "softmax": head_panel(heads.weights[head], "Attention weights A", "", rows, rows, kind="weights", ref="softmax",
                           selected=at("softmax")),
-        "output": _panel(heads.output[head], "Output A·V", rows, dims, ref="output", selected=at("output")),
+        "output": head_panel(heads.output[head], "Output A·V", "", rows, dims, ref="output", selected=at("output")),
     }
     explanation = None
     if sel is not None:

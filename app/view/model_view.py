@@ -17,7 +17,7 @@ from app.maths.model_files import ModelFiles
 from app.maths.sentence_pair import HeadShift, attention_shifts, first_position, moved_grid, switch_off
 from app.state.model_state import DEFAULT_QUERY_WORD, HEADS, INSPECTABLE, LAYERS, ModelPage, ModelRead, model_query
 from app.view.attention_lines import attention_lines
-from app.view.head_catalogue import catalogue_context
+from app.view.head_cards import catalogue_context
 from app.view.heatmap import constant_value, heatmap_table, legend
 from app.view.labels import numbered, token_labels
 from app.view.model_maps import condensed_svg, head_svg, thumbnail
@@ -48,7 +48,7 @@ class Thumb:
         return head_name(self.layer, self.head)
 
 
-def _panel(m: np.ndarray, title: str, label: str, rows: list[str], cols: list[str], kind: str = "signed",
+def head_panel(m: np.ndarray, title: str, label: str, rows: list[str], cols: list[str], kind: str = "signed",
            ref: str = "", selected: tuple[int, int] | None = None, decimals: int = 2) -> Panel:
     table, top = heatmap_table(m, row_labels=rows, col_labels=cols, kind=kind, decimals=decimals, ref=ref,
                                caption=title, selected=selected)
@@ -71,7 +71,7 @@ def model_view(run: ModelRun, page: ModelPage, layer: int, head: int) -> dict:
     rows = token_labels(run.tokens)
     title = f"Layer {layer + 1}, head {head + 1}: attention weights, queries down, keys across"
     return {"thumbs": thumbs, "enlarged": head_svg(weights, run.tokens, title), "enlarged_title": title,
-            "enlarged_panel": _panel(weights, title, "", rows, rows, kind="weights")}
+            "enlarged_panel": head_panel(weights, title, "", rows, rows, kind="weights")}
 
 
 def steps(model: ModelFiles, run: ModelRun, page: ModelPage, layer: int, head: int, query: int) -> dict:
@@ -86,14 +86,14 @@ def steps(model: ModelFiles, run: ModelRun, page: ModelPage, layer: int, head: i
 
     x_svg, x_top = condensed_svg(att.x, run.tokens, f"X, the input of layer {layer + 1}: {len(rows)}×{att.d_model}")
     panels = {
-        "q": _panel(h.q, "Q", "Q = X W_Q + b_Q", rows, dims),
-        "k": _panel(h.k, "K", "K = X W_K + b_K", rows, dims),
-        "v": _panel(h.v, "V", "V = X W_V + b_V", rows, dims),
-        "scores": _panel(h.scores, "Scores Q·Kᵀ", "", rows, rows, ref="scores", selected=at("scores")),
-        "scaled": _panel(h.scaled, "Scaled Q·Kᵀ/√d_k", "", rows, rows, ref="scaled", selected=at("scaled")),
-        "softmax": _panel(h.softmax, "Attention weights A", "", rows, rows, kind="weights", ref="softmax",
+        "q": head_panel(h.q, "Q", "Q = X W_Q + b_Q", rows, dims),
+        "k": head_panel(h.k, "K", "K = X W_K + b_K", rows, dims),
+        "v": head_panel(h.v, "V", "V = X W_V + b_V", rows, dims),
+        "scores": head_panel(h.scores, "Scores Q·Kᵀ", "", rows, rows, ref="scores", selected=at("scores")),
+        "scaled": head_panel(h.scaled, "Scaled Q·Kᵀ/√d_k", "", rows, rows, ref="scaled", selected=at("scaled")),
+        "softmax": head_panel(h.softmax, "Attention weights A", "", rows, rows, kind="weights", ref="softmax",
                           selected=at("softmax")),
-        "output": _panel(h.output, "Output A·V", "", rows, dims, ref="output", selected=at("output")),
+        "output": head_panel(h.output, "Output A·V", "", rows, dims, ref="output", selected=at("output")),
     }
     explanation = None
     if sel is not None:

@@ -17,6 +17,7 @@ from app.lesson.stages import Options, Stage, stage_or_first, visible_stages
 from app.maths.arithmetic import BLOCK_CELLS as BLOCK_MATRICES
 from app.maths.arithmetic import INSPECTABLE, CellRef
 from app.maths.backward import Gradients
+from app.maths.positions import biases, rotates
 from app.maths.records import AttentionRun, HeadResult, TransformerRun
 from app.maths.weights import WEIGHTS
 from app.state.cells import parse_cell
@@ -261,7 +262,7 @@ def stage_options(sc: Scenario, run: AttentionRun, stack: TransformerRun | None,
     return Options(
         score=run.score, attention=run.attention, norm=sc.norm, cross=run.context is not None,
         masked=run.mask is not None, scale=run.scales, temperature=run.temperature != 1.0,
-        alibi=run.heads[0].bias is not None, rope=run.heads[0].q_rot is not None,
+        alibi=biases(run.positional_encoding), rope=rotates(run.positional_encoding),
         added_pe=run.pe is not None or (stack is not None and stack.pe is not None), activation=sc.activation,
         loss=goal,
     )

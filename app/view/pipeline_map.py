@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from app.lesson.stages import Stage, visible_stages
+from app.maths.positions import rotates
 from app.maths.records import AttentionRun, TransformerRun
 from app.state.scenario import Scenario, View
 
@@ -115,7 +116,7 @@ def pipeline_map(sc: Scenario, run: AttentionRun, stack: TransformerRun | None, 
               Node("V", _shape(head.v), f"{s}×d_v"), arrows=((0, 0), (1, 1), (2, 2)))
     # 2) The scores from Q and K (V goes past, to A·V), after RoPE turns them by position.
     into_scores = ((0, 0), (1, 0))
-    if head.q_rot is not None:
+    if rotates(run.positional_encoding):
         add("scores", Node("RoPE(Q)", _shape(head.q_rot), "T×d_k"), Node("RoPE(K)", _shape(head.k_rot), f"{s}×d_k"),
             arrows=((0, 0), (1, 1)), short="RoPE")
         into_scores = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from app.lesson.stages import ACTIVATION_NAMES, Stage, describe, stage_or_first
+from app.maths.positions import rotates
 from app.state.quiz import stage_results
 from app.state.scenario import View
 from app.view.labels import numbered
@@ -59,7 +60,7 @@ def qkv_panels(b: PanelBuilder) -> Panels:
 
 def scores_panels(b: PanelBuilder) -> Panels:
     run = b.run
-    rope = run.heads[0].q_rot is not None
+    rope = rotates(run.positional_encoding)
     k = "k_rot" if rope else "k"
     p: Panels = {"q": b.head_matrix("q_rot" if rope else "q"),
                  "k": b.head_matrix(k) if run.score == "additive" else b.transposed(k)}

@@ -27,20 +27,20 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from app.classroom.lesson import Lesson, check_state, model_room_state, rendered, shown_model
 from app.classroom.store import Room
 from app.lesson.presets import PRESETS
+from app.maths.bert import bert_operations
 from app.maths.model_files import load_model_files
 from app.state.form import FormError
 from app.state.model_state import ModelRead, model_query, read_model_page
 from app.view.model_view import model_context
 from app.web.class_access import OpenRoom, TeacherOf, not_teacher, notice, notice_failed, too_many
 from app.web.class_hooks import STUDENT_COOKIE, app_root, conf, lesson_for, rooms
-from app.web.model_api import model_operations
 from app.web.model_pages import MODEL_ERROR_SLOTS, model_error
 from app.web.page_work import PageRequest, Rendered
 from app.web.respond import page_request, posted_fields, render, respond
 
 router = APIRouter()
 
-MODEL_OPERATIONS = 4 * model_operations(64)  # as GET /model: two sentences, intact and with heads switched off
+MODEL_OPERATIONS = 4 * bert_operations(64)  # as GET /model: two sentences, intact and with heads switched off
 
 
 def read_model(pairs: Iterable[tuple[str, str]]) -> ModelRead:
@@ -55,7 +55,7 @@ def class_lesson(lesson: Lesson) -> Lesson:
     return lesson
 
 
-def model_work(page: PageRequest, read: ModelRead, lesson: Lesson, model_url: str, template: str,
+def class_model_work(page: PageRequest, read: ModelRead, lesson: Lesson, model_url: str, template: str,
                headers: dict[str, str] | None = None) -> Rendered:
     """The model page (or ``template``, a part of it) in a class: the teacher's publishes by posts, a
     student's explores by the model page's usual GETs."""
@@ -78,7 +78,7 @@ async def model_page_html(request: Request, room: Room, query: str) -> str:
     url = request.url_for("class_model", code=room.code).path
 
     def work() -> str:
-        return html_of(model_work(page, read, lesson, url, "model.html"))
+        return html_of(class_model_work(page, read, lesson, url, "model.html"))
 
     return await rendered((room.code, room.version, room.state, "model-page", app_root(request)), work)
 
@@ -92,7 +92,7 @@ async def model_workspace(request: Request, room: Room) -> Response:
     url = request.url_for("class_model", code=room.code).path
 
     def work() -> str:
-        return html_of(model_work(page, read, lesson, url, "model/class_fragment.html"))
+        return html_of(class_model_work(page, read, lesson, url, "model/class_fragment.html"))
 
     html = await rendered((room.code, room.version, room.state, "model-workspace", app_root(request)), work)
     # The address goes back to the class's own: a reload follows the teacher again.
@@ -136,7 +136,8 @@ async def class_model_show(request: Request, teacher: TeacherOf) -> Response:
     room = await store.get(teacher.code) or room
     lesson = class_lesson(await lesson_for(request, room, "teacher", key=teacher.key, quiz=False))
     rendered_page = await request.app.state.lanes.run(
-        MODEL_OPERATIONS, lambda: model_work(page, read, lesson, url, "model/fragment.html", {"HX-Push-Url": url}))
+        MODEL_OPERATIONS,
+        lambda: class_model_work(page, read, lesson, url, "model/fragment.html", {"HX-Push-Url": url}))
     return respond(rendered_page)
 
 
@@ -171,5 +172,5 @@ async def class_model(request: Request, room: OpenRoom, teacher: TeacherOf) -> R
         typing = request.headers.get("HX-Trigger-Name") in ("text", "text2")
         headers = {"HX-Replace-Url" if typing else "HX-Push-Url": f"{url}?{model_query(read.page)}"}
     return respond(await request.app.state.lanes.run(
-        MODEL_OPERATIONS, lambda: model_work(page, read, lesson, url, template, headers)))
+        MODEL_OPERATIONS, lambda: class_model_work(page, read, lesson, url, template, headers)))
 

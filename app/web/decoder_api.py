@@ -17,7 +17,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, 
 
 from app.config import settings
 from app.maths.decoder_files import DecoderFiles, load_decoder_files
-from app.maths.llama import DecoderRun, generate, head_at, lens, run_decoder
+from app.maths.llama import DecoderRun, decoder_operations, generate, head_at, lens, run_decoder
 from app.state.decoder_state import DECODER_SPEC, candidates_of, read_decoder_tokens
 from app.state.model_state import ALLOWED_CONTROLS, check_sentence
 from app.state.tokens import token_pattern
@@ -214,15 +214,6 @@ def generate_document(model: DecoderFiles, req: GenerateRequest) -> dict:
                    "candidates": candidates_of(model, s.logits, shown, 5)} for s in steps],
         "text": model.tokenizer.decode([s.id for s in steps], skip_special_tokens=False),
     }
-
-
-def decoder_operations(t: int, passes: int = 1) -> int:
-    """A forward pass's multiply-adds, for the lanes: per layer T·d·(2·d + 2·d·h_kv/h) (Q, O; K, V), 2·T²·d
-    (scores, A·V) and 3·T·d·d_ff (the SwiGLU); and the LM head's T·d·vocab for the logits and the lens."""
-    spec = DECODER_SPEC
-    d, d_kv = spec.d_model, spec.d_k * spec.kv_heads
-    per_layer = t * d * (2 * d + 2 * d_kv) + 2 * t * t * d + 3 * t * d * spec.d_ff
-    return passes * (spec.layers * per_layer) + (spec.layers + 1) * d * spec.vocab
 
 
 @router.post("/api/decoder", response_model=DecoderResponse, tags=["model"], responses=RESPONSES)

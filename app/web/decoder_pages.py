@@ -10,15 +10,18 @@ page says so and asks to be reloaded. The work runs in the API's thread lanes, n
 
 from __future__ import annotations
 
+import json
+
+import nbformat
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from app.maths.decoder_files import decoder_ready, load_decoder_files
-from app.maths.llama import generate
+from app.maths.llama import decoder_operations, generate
 from app.state.decoder_state import DEFAULT_DECODER_TEXT, read_decoder_page
 from app.state.form import FormError
 from app.view.decoder_view import candidates_context, decoder_context, token_text
-from app.web.decoder_api import decoder_operations
+from app.view.notebook.decoder import decoder_notebook_for
 from app.web.page_work import PageRequest, Rendered
 from app.web.respond import encoded, page_request, render, respond
 
@@ -93,3 +96,26 @@ async def decoder_page(request: Request) -> Response:
         operations, lambda: encoded(page.accept_encoding, decoder_work, page, pairs, url, part))
     return respond(rendered)
 
+
+def decoder_notebook_work(pairs: list[tuple[str, str]]) -> Rendered:
+    """The notebook of the head the page steps through, or the 422 naming the field that stops it."""
+    model = load_decoder_files()
+    try:
+        read = read_decoder_page(model, pairs)
+    except FormError as error:
+        detail = [{"loc": ["query", error.field], "field": error.field, "msg": error.message, "type": "value_error"}]
+        return Rendered(422, json.dumps({"detail": detail}), "application/json", {"X-Content-Type-Options": "nosniff"})
+    body = nbformat.writes(decoder_notebook_for(model, read))
+    return Rendered(200, body, "application/x-ipynb+json", {
+        "Content-Disposition": 'attachment; filename="attention-decoder.ipynb"', "X-Content-Type-Options": "nosniff"})
+
+
+@router.get("/decoder/notebook", include_in_schema=False, name="decoder_notebook")
+async def decoder_notebook(request: Request) -> Response:
+    """The "Next word" page's head as a Jupyter notebook, for the page's own query string."""
+    page = page_request(request)
+    pairs = list(request.query_params.multi_items())
+    operations = 2 * decoder_operations(128)  # a forward pass, and about as long again to write the numbers out
+    rendered = await request.app.state.lanes.run(
+        operations, lambda: encoded(page.accept_encoding, decoder_notebook_work, pairs))
+    return respond(rendered)

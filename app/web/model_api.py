@@ -13,8 +13,8 @@ from fastapi.responses import Response
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, model_validator
 
 from app.config import settings
-from app.maths.bert import ModelRun, Tokenized, head_result, run_model
-from app.maths.model_files import ModelFiles, load_model_files
+from app.maths.bert import ModelRun, Tokenized, bert_operations, head_result, run_model
+from app.maths.model_files import MINILM_L6, ModelFiles, load_model_files
 from app.state.model_state import ALLOWED_CONTROLS, check_sentence, read_wordpieces
 from app.state.tokens import token_pattern
 from app.web.api import RESPONSES, JSONBodyRoute, answer
@@ -23,8 +23,7 @@ from app.web.schemas import mismatch
 
 router = APIRouter(route_class=JSONBodyRoute)
 
-# The model's sizes, for the schema's bounds (checked against the files when they are read: tests/maths).
-MODEL_LAYERS, MODEL_HEADS, MODEL_D_MODEL, MODEL_D_K = 6, 12, 384, 32
+MODEL_LAYERS, MODEL_HEADS = MINILM_L6.layers, MINILM_L6.heads  # the schema's bounds (checked when the files are read)
 
 
 # The schema says it too: visible characters, newlines and tabs, and not only white space.
@@ -116,13 +115,6 @@ def model_document(model: ModelFiles, run: ModelRun, layer: int | None = None, h
     return doc
 
 
-def model_operations(t: int) -> int:
-    """A forward pass's multiply-adds, for the lanes: per layer 4·T·d² (Q, K, V, W_O), 2·T²·d (scores, A·V)
-    and 2·T·d·d_ff (the FFN)."""
-    d, d_ff = MODEL_D_MODEL, 4 * MODEL_D_MODEL
-    return MODEL_LAYERS * (4 * t * d * d + 2 * t * t * d + 2 * t * d * d_ff)
-
-
 @router.post("/api/model", response_model=ModelResponse, tags=["model"], responses=RESPONSES)
 async def model(req: ModelRequest, request: Request) -> Response:
     """Run sentence-transformers' all-MiniLM-L6-v2 (BERT: 6 layers × 12 heads, d_model 384) on `text`:
@@ -136,5 +128,5 @@ async def model(req: ModelRequest, request: Request) -> Response:
         run = run_model(files, tokens, frozenset((r.layer, r.head) for r in req.heads_off))
         return model_document(files, run, req.layer, req.head)
 
-    return await answer(request, model_operations(len(tokens.ids)), body)
+    return await answer(request, bert_operations(len(tokens.ids)), body)
 

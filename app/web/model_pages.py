@@ -15,11 +15,11 @@ import nbformat
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
+from app.maths.bert import bert_operations
 from app.maths.model_files import load_model_files
 from app.state.form import FormError
 from app.state.model_state import DEFAULT_TEXT, DEFAULT_TEXT2, read_model_page
 from app.view.model_view import model_context, model_notebook_for
-from app.web.model_api import model_operations
 from app.web.page_work import PageRequest, Rendered
 from app.web.respond import encoded, page_request, render, respond
 
@@ -81,7 +81,7 @@ async def model_notebook(request: Request) -> Response:
     page = page_request(request)
     pairs = list(request.query_params.multi_items())
     rendered = await request.app.state.lanes.run(
-        2 * model_operations(64), lambda: encoded(page.accept_encoding, notebook_work, pairs))
+        2 * bert_operations(64), lambda: encoded(page.accept_encoding, notebook_work, pairs))
     return respond(rendered)
 
 
@@ -93,7 +93,7 @@ async def model_page(request: Request) -> Response:
     pairs = list(request.query_params.multi_items())
     model_url = request.url_for("model_page").path
     typing = request.headers.get("HX-Trigger-Name") in ("text", "text2")  # htmx names the element that sent it
-    operations = 4 * model_operations(64)  # up to four forward passes: two sentences, intact and switched off
+    operations = 4 * bert_operations(64)  # up to four forward passes: two sentences, intact and switched off
     rendered = await request.app.state.lanes.run(
         operations, lambda: encoded(page.accept_encoding, model_work, page, pairs, model_url, typing))
     return respond(rendered)

@@ -16,6 +16,8 @@ from starlette.concurrency import run_in_threadpool
 
 from app.classroom.lesson import Lesson, finish
 from app.config import settings
+from app.maths.decoder_files import SMOLLM2_135M
+from app.maths.model_files import MINILM_L6
 from app.state.form import DECIMALS, EDITABLE, FormError
 from app.state.grids import expand_grids
 from app.state.page import lenient_read
@@ -52,7 +54,8 @@ templates.env.globals.update(settings=settings, equations=equations, decimals_ch
                              number_math=number_math, vector_math=vector_math, fraction_math=fraction_math,
                              formula_text=formula_text, label_text=label_text, title_text=title_text,
                              weight_tex={"w_q": "W_Q", "w_k": "W_K", "w_v": "W_V", "w_o": "W_O"},
-                             short_number=short_number, max_url_chars=MAX_URL_CHARS)
+                             short_number=short_number, max_url_chars=MAX_URL_CHARS,
+                             encoder=MINILM_L6, decoder=SMOLLM2_135M)  # the real models' sizes, stated once
 templates.env.filters["edits"] = encode_edits
 # {% filter prose %}text with $maths${% endfilter %}: LaTeX as template text, free of string escapes.
 templates.env.filters.update(tex=tex, prose=prose)

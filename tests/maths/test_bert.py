@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 
 from app.maths.bert import cosine, erfc, gelu, head_result, layer_attention_run, run_model, tokenize
-from app.maths.model_files import ModelFilesError, load_model_files, model_zip, read_model_files
-from app.web.model_api import MODEL_D_K, MODEL_D_MODEL, MODEL_HEADS, MODEL_LAYERS
+from app.maths.model_files import MINILM_L6, ModelFilesError, load_model_files, model_zip, read_model_files
 
 SENTENCE = "The animal didn't cross the street because it was too tired."
 
@@ -25,8 +24,7 @@ def model():
 
 def test_the_files_are_the_checked_ones_and_their_sizes_are_the_apis(model) -> None:
     cfg = model.config
-    assert (cfg.layers, cfg.heads, cfg.d_model, cfg.d_k, cfg.d_ff) == (MODEL_LAYERS, MODEL_HEADS, MODEL_D_MODEL,
-                                                                       MODEL_D_K, 4 * MODEL_D_MODEL)
+    assert cfg == MINILM_L6 and (cfg.layers, cfg.heads, cfg.d_model, cfg.d_k, cfg.d_ff) == (6, 12, 384, 32, 1536)
     assert cfg.vocab == 30522 and cfg.eps == 1e-12
     assert len(model.weights.layers) == 6 and model.weights.layers[0].w_q.shape == (12, 384, 32)
 

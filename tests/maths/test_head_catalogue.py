@@ -13,7 +13,7 @@ from app.lesson.model_sentences import MODEL_SENTENCES
 from app.maths.bert import ModelRun, run_model, tokenize
 from app.maths.head_catalogue import BEHAVIOURS, THRESHOLDS, TOP_HEADS, head_catalogue, measure
 from app.maths.model_files import load_model_files
-from app.view.head_catalogue import catalogue_context
+from app.view.head_cards import catalogue_context
 
 PUNCTUATION = set(string.punctuation)
 

@@ -9,7 +9,16 @@ import numpy as np
 import pytest
 
 from app.maths.attention import run_attention
-from app.maths.positions import alibi_bias, alibi_slopes, rope_rotate, sinusoidal_encoding
+from app.maths.positions import (
+    ENCODINGS,
+    POSITIONAL_ENCODINGS,
+    alibi_bias,
+    alibi_slopes,
+    biases,
+    rope_rotate,
+    rotates,
+    sinusoidal_encoding,
+)
 from app.state.scenario import from_preset
 
 RNG = np.random.default_rng(7)
@@ -117,3 +126,13 @@ def test_alibi_with_six_heads_biases_each_head_by_its_slope() -> None:
     distance = np.abs(np.arange(4)[:, None] - np.arange(4)[None, :])  # (T, S)
     for head, m in zip(run.heads, [1 / 4, 1 / 16, 1 / 64, 1 / 256, 1 / 2, 1 / 8], strict=True):
         np.testing.assert_array_equal(head.bias, -m * distance)
+
+
+def test_each_positional_encoding_enters_attention_one_way() -> None:
+    """The table every layer reads: none, two added to x, RoPE turning q and k, ALiBi biasing the scores."""
+    assert POSITIONAL_ENCODINGS == ("none", "sinusoidal", "learned", "rope", "alibi")
+    ways = {v: (e.adds_to_x, e.rotates_qk, e.biases_scores) for v, e in ENCODINGS.items()}
+    assert ways["none"] == (False, False, False)
+    assert all(sum(w) == 1 for v, w in ways.items() if v != "none")
+    assert [v for v in POSITIONAL_ENCODINGS if rotates(v)] == ["rope"]
+    assert [v for v in POSITIONAL_ENCODINGS if biases(v)] == ["alibi"]

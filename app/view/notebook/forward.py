@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.maths.blocks import LAYER_NORM_EPS
-from app.maths.positions import alibi_slopes
+from app.maths.positions import ENCODINGS, alibi_slopes, rotates
 from app.maths.records import AttentionRun, TransformerRun
 from app.maths.weights import BLOCK_WEIGHT_NAMES
 from app.view.notebook.literals import array_literal, number, shape_text
@@ -55,7 +55,7 @@ def setting(run: AttentionRun, stack: TransformerRun | None, norm: str, activati
     pe = stack.positional_encoding if stack is not None else run.positional_encoding
     return Setting(
         score=run.score, attention=run.attention, cross=run.context is not None, masked=run.mask is not None,
-        rope=pe == "rope", alibi=pe == "alibi", pe=pe if pe in ("sinusoidal", "learned") else "",
+        rope=rotates(pe), alibi=ENCODINGS[pe].biases_scores, pe=pe if ENCODINGS[pe].adds_to_x else "",
         scales=run.scales, temperature=run.temperature, blocks=0 if stack is None else len(stack.blocks),
         norm=norm, activation=activation,
     )

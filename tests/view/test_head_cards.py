@@ -11,7 +11,7 @@ import numpy as np
 
 from app.lesson.model_sentences import BEHAVIOUR_TEXTS, MODEL_SENTENCES
 from app.maths.head_catalogue import BEHAVIOURS
-from app.view.head_catalogue import CELL, LABEL_W, attention_svg, catalogue_context
+from app.view.head_cards import CELL, LABEL_W, attention_svg, catalogue_context
 from app.web.respond import templates
 
 SVG = "{http://www.w3.org/2000/svg}"

@@ -27,7 +27,7 @@ LABEL_W = 78  # px for a token's label beside or above the map
 LABEL_CHARS = 11  # a longer token is cut with "…" in the figure (its full text is in the numbers)
 
 
-def head_name(h: HeadScore) -> str:
+def head_title(h: HeadScore) -> str:
     """As the page counts: layers and heads from 1."""
     return f"Layer {h.layer + 1} Head {h.head + 1}"
 
@@ -124,7 +124,7 @@ def entry_view(entry: CatalogueEntry, example: ModelRun, sentence: str,
         verdict = (f"No head reaches the threshold of {entry.threshold:.2f}: this model shows this behaviour "
                    f"only weakly, and the strongest heads are listed all the same.")
     weights = example.attention[best.layer, best.head]  # (T, T)
-    caption = f"{head_name(best)} on “{sentence}”"
+    caption = f"{head_title(best)} on “{sentence}”"
     mark = pronoun if entry.behaviour == "antecedent" else None
     if mark is not None:
         caption += f", the cell from “{example.tokens[mark[0]]}” to “{example.tokens[mark[1]]}” outlined"
@@ -132,10 +132,10 @@ def entry_view(entry: CatalogueEntry, example: ModelRun, sentence: str,
             + "; ".join(f"{p.query} → {p.key} {p.weight}" for p in row_peaks(weights, example.tokens)))
     return EntryView(
         key=entry.behaviour, title=text.title, explanation=text.explanation,
-        claim=f"{head_name(best)}: {text.short}, {best.score:.2f} of {text.whose} attention on average.",
+        claim=f"{head_title(best)}: {text.short}, {best.score:.2f} of {text.whose} attention on average.",
         shown=entry.showing > 0,
         verdict=verdict, threshold=f"{entry.threshold:.2f}", baseline=f"{entry.baseline:.2f}",
-        heads=tuple(HeadLine(head_name(h), f"{h.score:.2f}", h.score >= entry.threshold) for h in entry.heads),
+        heads=tuple(HeadLine(head_title(h), f"{h.score:.2f}", h.score >= entry.threshold) for h in entry.heads),
         figure=attention_svg(weights, example.tokens, title=caption, desc=desc, mark=mark), figure_caption=caption,
         peaks=row_peaks(weights, example.tokens))
 
