@@ -4,7 +4,8 @@
     python -m bench --docs docs/performance.md    # … and that page's block between the bench markers
     python -m bench --quick               # a few seconds, to prove it runs; writes only with --out
 
-The real model against Hugging Face (bench.model) runs too where /tmp/refvenv has torch and transformers.
+The real models against Hugging Face (bench.model, bench.decoder) run too where /tmp/refvenv has torch and
+transformers.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import httpx
 
 from app.main import create_app
 from bench import compression
+from bench import decoder as language_model
 from bench import model as real_model
 from bench.cases import (
     DEFAULT_CASE,
@@ -142,6 +144,12 @@ def main(argv: list[str] | None = None) -> int:
     elif not args.no_model:
         log(f"the real model skipped: {real_model.HF_PYTHON} is missing ({real_model.HF_INSTALL}; then "
             "python -m bench.model)")
+    if not args.no_model and language_model.HF_PYTHON.exists():
+        log(f"the language model against transformers ({language_model.HF_PYTHON}):")
+        results.model += f"\n\n## {language_model.TITLE}\n\n{language_model.run(args.quick, log)}"
+    elif not args.no_model:
+        log(f"the language model skipped: {language_model.HF_PYTHON} is missing ({language_model.HF_INSTALL}; "
+            "then python -m bench.decoder)")
     results.environment += f", {load_average()} at the end."
     text = markdown(results)
     print(text)

@@ -260,6 +260,7 @@ class Figures:
     api_encoding: str = ""
     api_first_s: float = float("nan")  # server start → the first /api/decoder answered
     page_first_ms: float = float("nan")  # the server's first page, both models loaded
+    page_ready_s: float = float("nan")  # server start → the page's first answer (not its "loading" page)
     page_body_kb: float = float("nan")
     page_wire_kb: float = float("nan")
     page_encoding: str = ""
@@ -309,6 +310,10 @@ def first_requests(client: httpx.Client, url: str, started: float, f: Figures, l
         log(f"POST /api/decoder answered {first.status}: {first.body[:300]!r}")
     checked(send(client, "POST", f"{url}/api/model", "identity", json={"text": TEXT}), "POST /api/model")
     page = send(client, "GET", f"{url}/decoder?{urlencode({'text': TEXT})}", BROWSER_ENCODINGS)
+    while page.status == 503 and time.perf_counter() - started < 60:  # the page says it is loading: its heads
+        time.sleep(0.2)  # are being measured, after the model was read
+        page = send(client, "GET", f"{url}/decoder?{urlencode({'text': TEXT})}", BROWSER_ENCODINGS)
+    f.page_ready_s = time.perf_counter() - started
     f.page_status = page.status
     if f.page_available:
         f.page_first_ms = page.ms
@@ -470,6 +475,8 @@ def markdown(f: Figures) -> str:
         (f"POST /api/decoder, as a browser ({f.api_encoding or 'not measured'})", no_api or ms(api_browser),
          ratio(api_browser, hf_forward), f"≤ {GOAL_RATIO:g}×", verdict(api_browser / hf_forward, GOAL_RATIO)),
         ("server start → first /api/decoder answered", no_api or f"{f.api_first_s:.2f} s", "", "", ""),
+        ("server start → the page ready (its heads measured too)", f"{f.page_ready_s:.2f} s", "", "≤ 30 s",
+         verdict(f.page_ready_s, 30.0)),
         ("GET /decoder?text=…, the server's first page (models loaded)", no_page or ms(f.page_first_ms), "",
          f"≤ {GOAL_PAGE_S:g} s", verdict(f.page_first_ms / 1000, GOAL_PAGE_S)),
         ("GET /decoder?text=…, a new text of 32 tokens each time", no_page or ms(page_new), "",

@@ -462,8 +462,8 @@ def markdown(results: Results) -> str:
                   "aiohttp client on the same machine; *client CPU*: its CPU time over the steps' wall time. "
                   "*redis*: the same with REDIS_URL, the rooms and their events going through a redis-server on "
                   "the same machine.", follow_table(results.following)]
-    if results.model:
-        parts.append(results.model.rstrip())
+    if results.model.strip():
+        parts.append(results.model.strip())
     return "\n\n".join(parts) + "\n"
 
 

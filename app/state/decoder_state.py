@@ -20,7 +20,6 @@ from app.state.model_state import INSPECTABLE, Cell, check_sentence, whole_field
 
 DECODER_SPEC = SMOLLM2_135M
 DEFAULT_DECODER_TEXT = "The capital of France is"
-DEFAULT_LAYER, DEFAULT_HEAD = 0, 0  # a head the catalogue finds looking at the previous token is chosen by the view
 CANDIDATES = 10  # bars shown for the next word
 MAX_TEMPERATURE = 5.0
 GENERATE_CHOICES = (1, 4, 8, 16)
@@ -109,8 +108,6 @@ def read_decoder_page(model: DecoderFiles, pairs: Iterable[tuple[str, str]]) -> 
         col = _counted(given, "col", 1, DECODER_SPEC.d_k if matrix == "output" else t)
         if row is None or col is None:
             raise FormError("row" if row is None else "col", "give the cell's row and column")
-        if matrix != "output" and col > row:
-            raise FormError("col", f"key {col + 1} comes after query {row + 1}: the causal mask hides it")
         cell = Cell(matrix, row, col)
     page = DecoderPage(
         text=text, layer=layer, head=head, temperature=1.0 if temperature is None else temperature,

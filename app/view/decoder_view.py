@@ -15,7 +15,7 @@ import numpy as np
 
 from app.lesson.decoder_texts import DECODER_BEHAVIOUR_TEXTS, DECODER_TEXTS
 from app.maths.arithmetic import CellRef, explain
-from app.maths.decoder_files import DecoderFiles, load_decoder_files
+from app.maths.decoder_files import DecoderFiles, decoder_ready, load_decoder_files
 from app.maths.decoder_habits import decoder_catalogue, decoder_habits
 from app.maths.llama import (
     DecoderRun,
@@ -268,9 +268,12 @@ def next_logits(model: DecoderFiles, text: str) -> np.ndarray:
 
 
 def default_head(page: DecoderPage) -> tuple[int, int]:
+    """The head asked for, else the one the catalogue measures looking most at the previous token: a head whose
+    pattern a student can name at once."""
     if page.layer is not None and page.head is not None:
         return page.layer, page.head
-    return 0, 0
+    best = next(e for e in decoder_catalogue_view() if e["key"] == "previous")["heads"][0]
+    return best["layer"], best["head"]
 
 
 def decoder_context(model: DecoderFiles, read: DecoderRead) -> dict:
@@ -298,6 +301,12 @@ def candidates_context(model: DecoderFiles, read: DecoderRead) -> dict:
     page = read.page
     return {"page": page, "bars": candidate_bars(model, next_logits(model, page.text), page),
             "query_string": decoder_query(page)}
+
+
+def decoder_page_ready() -> bool:
+    """The model read and its heads measured (the page chooses its head from them): app.main's start does both,
+    in the background; until then the page says it is loading."""
+    return decoder_ready() and decoder_catalogue_view.cache_info().currsize > 0
 
 
 @lru_cache(maxsize=1)

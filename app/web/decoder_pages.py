@@ -16,11 +16,11 @@ import nbformat
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
-from app.maths.decoder_files import decoder_ready, load_decoder_files
+from app.maths.decoder_files import load_decoder_files
 from app.maths.llama import decoder_operations, generate
 from app.state.decoder_state import DEFAULT_DECODER_TEXT, read_decoder_page
 from app.state.form import FormError
-from app.view.decoder_view import candidates_context, decoder_context, token_text
+from app.view.decoder_view import candidates_context, decoder_context, decoder_page_ready, token_text
 from app.view.notebook.decoder import decoder_notebook_for
 from app.web.page_work import PageRequest, Rendered
 from app.web.respond import encoded, page_request, render, respond
@@ -86,7 +86,7 @@ async def decoder_page(request: Request) -> Response:
     (indices from 1); ``generate=N`` writes N tokens on first."""
     page = page_request(request)
     url = request.url_for("decoder_page").path
-    if not decoder_ready():
+    if not decoder_page_ready():
         return respond(render(page, "decoder/loading.html", {"decoder_url": url}, status=503,
                               headers={"Retry-After": "5", "Refresh": "5"}))
     pairs = list(request.query_params.multi_items())
