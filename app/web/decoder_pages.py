@@ -10,8 +10,6 @@ page says so and asks to be reloaded. The work runs in the API's thread lanes, n
 
 from __future__ import annotations
 
-import json
-
 import nbformat
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
@@ -23,7 +21,7 @@ from app.state.form import FormError
 from app.view.decoder_view import candidates_context, decoder_context, decoder_page_ready, token_text
 from app.view.notebook.decoder import decoder_notebook_for
 from app.web.page_work import PageRequest, Rendered
-from app.web.respond import encoded, page_request, render, respond
+from app.web.respond import encoded, field_error, page_request, render, respond
 
 router = APIRouter()
 
@@ -103,8 +101,7 @@ def decoder_notebook_work(pairs: list[tuple[str, str]]) -> Rendered:
     try:
         read = read_decoder_page(model, pairs)
     except FormError as error:
-        detail = [{"loc": ["query", error.field], "field": error.field, "msg": error.message, "type": "value_error"}]
-        return Rendered(422, json.dumps({"detail": detail}), "application/json", {"X-Content-Type-Options": "nosniff"})
+        return field_error(error)
     body = nbformat.writes(decoder_notebook_for(model, read))
     return Rendered(200, body, "application/x-ipynb+json", {
         "Content-Disposition": 'attachment; filename="attention-decoder.ipynb"', "X-Content-Type-Options": "nosniff"})

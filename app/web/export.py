@@ -33,7 +33,7 @@ from app.view.notebook import notebook_text
 from app.web.api import run_json
 from app.web.lanes import LaneBusy, LaneTimeout
 from app.web.page_work import INLINE_OPERATIONS, Rendered, is_large_form, page_operations
-from app.web.respond import busy_message, encoded, posted_fields, respond
+from app.web.respond import busy_message, encoded, field_error, posted_fields, respond
 
 router = APIRouter()
 
@@ -117,8 +117,7 @@ def export_target(fields: dict[str, str]) -> tuple[str, str]:
 
 def _unprocessable(error: FormError, status: int = 422, headers: dict[str, str] | None = None) -> Rendered:
     """422 in the shape of the app's validation errors (app.main.validation_error)."""
-    detail = [{"loc": ["body", error.field], "field": error.field, "msg": error.message, "type": "value_error"}]
-    return Rendered(status, json.dumps({"detail": detail}), "application/json", {**NO_SNIFF, **(headers or {})})
+    return field_error(error, "body", status, headers)
 
 
 def _attachment(body: str | bytes, filename: str, media_type: str) -> Rendered:

@@ -9,8 +9,6 @@ The model runs in a worker thread of the API's lanes, never on the event loop.
 
 from __future__ import annotations
 
-import json
-
 import nbformat
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
@@ -21,7 +19,7 @@ from app.state.form import FormError
 from app.state.model_state import DEFAULT_TEXT, DEFAULT_TEXT2, read_model_page
 from app.view.model_view import model_context, model_notebook_for
 from app.web.page_work import PageRequest, Rendered
-from app.web.respond import encoded, page_request, render, respond
+from app.web.respond import encoded, field_error, page_request, render, respond
 
 router = APIRouter()
 
@@ -68,8 +66,7 @@ def notebook_work(pairs: list[tuple[str, str]]) -> Rendered:
     try:
         read = read_model_page(model, pairs)
     except FormError as error:
-        detail = [{"loc": ["query", error.field], "field": error.field, "msg": error.message, "type": "value_error"}]
-        return Rendered(422, json.dumps({"detail": detail}), "application/json", {"X-Content-Type-Options": "nosniff"})
+        return field_error(error)
     body = nbformat.writes(model_notebook_for(model, read))
     return Rendered(200, body, "application/x-ipynb+json", {
         "Content-Disposition": 'attachment; filename="attention-model.ipynb"', "X-Content-Type-Options": "nosniff"})

@@ -3,6 +3,7 @@ read once, the page's links, a workspace's context, a bad field's message, and t
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -154,6 +155,15 @@ def render(page: PageRequest, template: str, context: dict, status: int = 200,
     context.setdefault("port", page.port)
     html = templates.get_template(template).render(context)
     return Rendered(status, html, "text/html", {**(headers or {}), "Vary": VARY}, shown)
+
+
+def field_error(error: FormError, where: str = "query", status: int = 422,
+                headers: Mapping[str, str] | None = None) -> Rendered:
+    """A bad field as JSON in the shape of the app's validation errors (app.main.validation_error): for a
+    download (an export, a notebook), which has no page to show the message beside its field."""
+    detail = [{"loc": [where, error.field], "field": error.field, "msg": error.message, "type": "value_error"}]
+    return Rendered(status, json.dumps({"detail": detail}), "application/json",
+                    {"X-Content-Type-Options": "nosniff", **(headers or {})})
 
 
 def respond(rendered: Rendered) -> Response:

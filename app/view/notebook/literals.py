@@ -26,7 +26,7 @@ def number(v: float) -> str:
 def _cell(v: object, dtype: np.dtype) -> str:
     if dtype.kind == "b":
         return str(bool(v))
-    if dtype == np.float32:  # the shortest text that reads back as the same float32
+    if dtype == np.float32 and np.isfinite(v):  # the shortest text that reads back as the same float32
         return str(np.float32(v))
     return number(float(v))
 
