@@ -16,7 +16,7 @@ from app.config import settings
 from app.maths.decoder_files import SMOLLM2_135M, DecoderFiles
 from app.maths.llama import temperature_softmax, tokenize, top_candidates
 from app.state.form import FormError
-from app.state.model_state import INSPECTABLE, Cell, check_sentence, whole_field
+from app.state.model_state import INSPECTABLE, Cell, check_sentence, head_ref, whole_field
 
 DECODER_SPEC = SMOLLM2_135M
 DEFAULT_DECODER_TEXT = "The capital of France is"
@@ -55,6 +55,13 @@ class DecoderPage:
     top_p: float | None = None
     cell: Cell | None = None
     lens_all: bool = False  # the logit lens at every position, not only the last
+    off: frozenset[tuple[int, int]] = frozenset()  # heads ticked one by one
+    off_layers: frozenset[int] = frozenset()  # layers ticked whole
+
+    @property
+    def heads_off(self) -> frozenset[tuple[int, int]]:
+        """Every head switched off: those ticked, and every head of a layer ticked."""
+        return self.off | frozenset((la, h) for la in self.off_layers for h in range(DECODER_SPEC.heads))
 
 
 @dataclass(frozen=True)
@@ -86,7 +93,10 @@ def _number(pairs: dict[str, str], name: str, lo: float, hi: float, *, above: bo
 
 def read_decoder_page(model: DecoderFiles, pairs: Iterable[tuple[str, str]]) -> DecoderRead:
     """The page's state from its query string; FormError names the first bad field."""
+    pairs = list(pairs)
     given = dict(pairs)
+    off = frozenset(head_ref("off", v, DECODER_SPEC.layers, DECODER_SPEC.heads) for k, v in pairs if k == "off")
+    off_layers = frozenset(whole_field("off_layer", v, 1, DECODER_SPEC.layers) for k, v in pairs if k == "off_layer")
     text = given.get("text", DEFAULT_DECODER_TEXT)
     try:
         check_sentence(text)
@@ -112,7 +122,7 @@ def read_decoder_page(model: DecoderFiles, pairs: Iterable[tuple[str, str]]) -> 
     page = DecoderPage(
         text=text, layer=layer, head=head, temperature=1.0 if temperature is None else temperature,
         top_k=None if top_k is None else top_k + 1, top_p=top_p, cell=cell,
-        lens_all=given.get("lens") == "all")
+        lens_all=given.get("lens") == "all", off=off, off_layers=off_layers)
     return DecoderRead(page=page, tokens=tokens, ids=ids)
 
 
@@ -132,4 +142,6 @@ def decoder_query(page: DecoderPage, **changes: object) -> str:
         fields += [("matrix", page.cell.matrix), ("row", str(page.cell.row + 1)), ("col", str(page.cell.col + 1))]
     if page.lens_all:
         fields.append(("lens", "all"))
+    fields += [("off", f"{la + 1}.{h + 1}") for la, h in sorted(page.off)]
+    fields += [("off_layer", str(la + 1)) for la in sorted(page.off_layers)]
     return urlencode(fields)

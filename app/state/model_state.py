@@ -94,12 +94,12 @@ def whole_field(name: str, text: str, low: int, high: int) -> int:
     return value - 1
 
 
-def _head_ref(name: str, text: str) -> tuple[int, int]:
-    """"5.3" → layer 5, head 3, from 0."""
+def head_ref(name: str, text: str, layers: int = LAYERS, heads: int = HEADS) -> tuple[int, int]:
+    """"5.3" → layer 5, head 3, from 0 (a model of ``layers`` × ``heads``)."""
     layer, dot, head = text.partition(".")
     if not dot:
         raise FormError(name, f"{name}: write a head as layer.head, such as 5.3")
-    return whole_field(name, layer, 1, LAYERS), whole_field(name, head, 1, HEADS)
+    return whole_field(name, layer, 1, layers), whole_field(name, head, 1, heads)
 
 
 def read_model_page(model: ModelFiles, pairs: Iterable[tuple[str, str]]) -> ModelRead:
@@ -108,7 +108,7 @@ def read_model_page(model: ModelFiles, pairs: Iterable[tuple[str, str]]) -> Mode
     off, off_layers = set(), set()
     for key, value in pairs:
         if key == "off":
-            off.add(_head_ref("off", value))
+            off.add(head_ref("off", value))
         elif key == "off_layer":
             off_layers.add(whole_field("off_layer", value, 1, LAYERS))
         elif key in ("text", "text2", "layer", "head", "q", "matrix", "row", "col", "x_row", "shown_text"):

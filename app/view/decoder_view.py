@@ -119,6 +119,11 @@ class Bar:
     logit: float
     kept: bool  # inside top-k and top-p: a sampler may draw it
     href_query: str  # the page with this token appended to the text
+    intact: float | None = None  # its probability with every head on, when some are switched off
+
+    @property
+    def intact_percent(self) -> str:
+        return "" if self.intact is None else f"{100 * self.intact:.1f}"
 
     @property
     def percent(self) -> str:
@@ -130,17 +135,20 @@ class Bar:
         return f"{max(0.5, 100 * self.probability):.1f}"
 
 
-def candidate_bars(model: DecoderFiles, logits: np.ndarray, page: DecoderPage) -> list[Bar]:
+def candidate_bars(model: DecoderFiles, logits: np.ndarray, page: DecoderPage,
+                   intact: np.ndarray | None = None) -> list[Bar]:
     """The next token's CANDIDATES most likely, under softmax(logits/τ); which a sampler with top-k and top-p
-    may still draw."""
+    may still draw; and, given the logits with every head on (``intact``), each one's probability there."""
     p = temperature_softmax(logits, page.temperature)
+    before = None if intact is None else temperature_softmax(intact, page.temperature)
     kept = sampling_distribution(logits, page.temperature, page.top_k, page.top_p) > 0
     bars = []
     for i in top_candidates(p, CANDIDATES):
         piece = model.vocabulary[i]
         appended = page.text + token_text(piece)
         bars.append(Bar(readable(piece), int(i), float(p[i]), float(logits[i]), bool(kept[i]),
-                        decoder_query(page, text=appended, cell=None)))
+                        decoder_query(page, text=appended, cell=None),
+                        None if before is None else float(before[i])))
     return bars
 
 
@@ -151,6 +159,7 @@ class Thumb:
     src: str
     query: str
     selected: bool
+    off: bool = False
 
     @property
     def name(self) -> str:
@@ -163,7 +172,8 @@ def head_maps(run: DecoderRun, page: DecoderPage, layer: int, head: int) -> list
     rows = []
     for la in range(run.layers):
         thumbs = [Thumb(la, h, thumbnail(run.attention[la, h], THUMB_LEVELS),
-                        decoder_query(page, layer=la, head=h, cell=None), (la, h) == (layer, head))
+                        decoder_query(page, layer=la, head=h, cell=None), (la, h) == (layer, head),
+                        (la, h) in page.heads_off)
                   for h in range(run.heads)]
         rows.append([thumbs[i : i + g] for i in range(0, run.heads, g)])
     return rows
@@ -244,27 +254,45 @@ def lens_view(model: DecoderFiles, run: DecoderRun, every: bool) -> dict:
 
 # The last texts' next-token logits (196 KB each): moving the temperature slider or a cut-off recomputes the
 # candidates from them, without a new forward pass.
-_LOGITS: OrderedDict[str, np.ndarray] = OrderedDict()
+_LOGITS: OrderedDict[tuple[str, frozenset[tuple[int, int]]], np.ndarray] = OrderedDict()
 _LOGITS_KEPT = 64
 _LOGITS_LOCK = threading.Lock()
 
 
-def decoder_run(model: DecoderFiles, text: str) -> DecoderRun:
-    """The text's run; its logits are kept for the candidates' next request."""
-    run = run_decoder(model, text)
+def decoder_run(model: DecoderFiles, text: str, heads_off: frozenset[tuple[int, int]] = frozenset()) -> DecoderRun:
+    """The text's run, with those heads off; its logits are kept for the candidates' next request."""
+    run = run_decoder(model, text, heads_off)
+    key = (text, heads_off)
     with _LOGITS_LOCK:
-        _LOGITS[text] = run.logits
-        _LOGITS.move_to_end(text)
+        _LOGITS[key] = run.logits
+        _LOGITS.move_to_end(key)
         while len(_LOGITS) > _LOGITS_KEPT:
             _LOGITS.popitem(last=False)
     return run
 
 
-def next_logits(model: DecoderFiles, text: str) -> np.ndarray:
+def next_logits(model: DecoderFiles, text: str, heads_off: frozenset[tuple[int, int]] = frozenset()) -> np.ndarray:
     """The text's next-token logits, kept from its page's run, or computed (another worker drew the page)."""
     with _LOGITS_LOCK:
-        kept = _LOGITS.get(text)
-    return kept if kept is not None else decoder_run(model, text).logits
+        kept = _LOGITS.get((text, heads_off))
+    return kept if kept is not None else decoder_run(model, text, heads_off).logits
+
+
+def intact_logits(model: DecoderFiles, page: DecoderPage) -> np.ndarray | None:
+    """With heads switched off, the logits with every head on, to compare; else None."""
+    return next_logits(model, page.text) if page.heads_off else None
+
+
+def switch_view(page: DecoderPage) -> dict:
+    """Switch heads off: what is off, and one link per measured habit that switches its three strongest heads
+    off (or all back on)."""
+    shortcuts = [{"title": e["title"], "names": ", ".join(h["name"] for h in e["heads"]),
+                  "query": decoder_query(page, off=frozenset((h["layer"], h["head"]) for h in e["heads"]),
+                                         off_layers=frozenset(), cell=None)}
+                 for e in decoder_catalogue_view()]
+    return {"count": len(page.heads_off), "shortcuts": shortcuts,
+            "on_query": decoder_query(page, off=frozenset(), off_layers=frozenset(), cell=None),
+            "names": ", ".join(head_name(la, h) for la, h in sorted(page.heads_off))}
 
 
 def default_head(page: DecoderPage) -> tuple[int, int]:
@@ -279,13 +307,14 @@ def default_head(page: DecoderPage) -> tuple[int, int]:
 def decoder_context(model: DecoderFiles, read: DecoderRead) -> dict:
     """The whole page's context for a state read by app.state.decoder_state.read_decoder_page."""
     page = read.page
-    run = decoder_run(model, page.text)
+    run = decoder_run(model, page.text, page.heads_off)
     layer, head = default_head(page)
     title = f"Layer {layer + 1}, head {head + 1}: attention weights, queries down, keys across"
     return {
         "page": page, "run": run, "layer": layer, "head": head, "head_name": head_name(layer, head),
         "query_string": decoder_query(page), "spec": DECODER_SPEC, "rows": labels(run.tokens),
-        "readable": [readable(p) for p in run.tokens], "bars": candidate_bars(model, run.logits, page),
+        "readable": [readable(p) for p in run.tokens],
+        "bars": candidate_bars(model, run.logits, page, intact_logits(model, page)), "switch": switch_view(page),
         "generate_choices": GENERATE_CHOICES, "last_row": last_row(run, layer, head),
         "maps": head_maps(run, page, layer, head), "enlarged": head_svg(run.attention[layer, head],
                                                                         [readable(p) for p in run.tokens], title),
@@ -299,8 +328,9 @@ def decoder_context(model: DecoderFiles, read: DecoderRead) -> dict:
 def candidates_context(model: DecoderFiles, read: DecoderRead) -> dict:
     """Only the candidates, for the temperature slider and the cut-offs: from the text's kept logits."""
     page = read.page
-    return {"page": page, "bars": candidate_bars(model, next_logits(model, page.text), page),
-            "query_string": decoder_query(page)}
+    return {"page": page, "query_string": decoder_query(page),
+            "bars": candidate_bars(model, next_logits(model, page.text, page.heads_off), page,
+                                   intact_logits(model, page))}
 
 
 def decoder_page_ready() -> bool:

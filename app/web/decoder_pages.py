@@ -53,7 +53,8 @@ def generated_pairs(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
         raise FormError("generate", "generate must be a whole number from 1 to 32")
     p = read.page
     greedy = given.get("sample") != "on"
-    steps = generate(model, read.ids, int(raw), 0.0 if greedy else p.temperature, p.top_k, p.top_p, seed=len(read.ids))
+    steps = generate(model, read.ids, int(raw), 0.0 if greedy else p.temperature, p.top_k, p.top_p, seed=len(read.ids),
+                     heads_off=p.heads_off)
     text = p.text + "".join(token_text(model.vocabulary[s.id]) for s in steps)
     return [(k, v) for k, v in pairs if k not in ("text", "generate", "sample", "matrix", "row", "col")] + [
         ("text", text)]

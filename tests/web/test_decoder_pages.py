@@ -1,0 +1,89 @@
+"""GET /decoder, "Next word": the page's parts against the API's numbers, heads switched off, the candidates
+alone for the slider, writing on, the loading page, and a bad field's 422 that keeps what was typed."""
+
+from __future__ import annotations
+
+import re
+from html import unescape
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.view.decoder_view import decoder_catalogue_view
+from app.web import decoder_pages
+
+TEXT = "The capital of France is"
+HTMX = {"HX-Request": "true"}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def ready() -> None:
+    """The model read and its heads measured, as the app's start does in the background (once per process)."""
+    decoder_catalogue_view()
+
+
+def text_of(html: str) -> str:
+    return " ".join(unescape(re.sub(r"<[^>]+>", " ", html)).split())
+
+
+def first_bar(html: str) -> tuple[str, float]:
+    bar = re.search(r'<span class="tok">([^<]*)</span>.*?<span class="pct">([\d.]+) %</span>', html, re.S)
+    assert bar is not None
+    return unescape(bar.group(1)), float(bar.group(2))
+
+
+def test_the_page_shows_the_apis_candidates(client: TestClient) -> None:
+    r = client.get("/decoder", params={"text": TEXT})
+    assert r.status_code == 200
+    api = client.post("/api/decoder", json={"text": TEXT}).json()["next"]["candidates"][0]
+    token, percent = first_bar(r.text)
+    assert token == "␣Paris" and percent == round(100 * api["probability"], 1)
+    page = text_of(r.text)
+    assert "All 270 heads at once" in page and "The answer forming: the logit lens" in page
+    assert r.text.count('class="thumb') == 270
+
+
+def test_heads_switched_off_change_the_candidates_beside_what_they_were(client: TestClient) -> None:
+    r = client.get("/decoder", params=[("text", TEXT), ("off", "17.1"), ("off", "2.3"), ("off_layer", "30")])
+    assert r.status_code == 200
+    off = [{"layer": 16, "head": 0}, {"layer": 1, "head": 2}] + [{"layer": 29, "head": h} for h in range(9)]
+    api = client.post("/api/decoder", json={"text": TEXT, "heads_off": off}).json()["next"]["candidates"][0]
+    token, percent = first_bar(r.text)
+    assert token == "␣Paris" and percent == round(100 * api["probability"], 1) and percent != 77.3
+    assert "was 77.3 %" in text_of(r.text) and "With 11 heads switched off" in text_of(r.text)
+    assert r.text.count('class="thumb off"') + r.text.count('class="thumb selected off"') == 11
+    assert 'value="17.1" checked' in r.text and 'value="30" checked' in r.text
+
+
+def test_the_slider_gets_the_candidates_alone(client: TestClient) -> None:
+    r = client.get("/decoder", params={"text": TEXT, "temperature": "0.5"}, headers=HTMX | {"HX-Target": "candidates"})
+    assert r.status_code == 200
+    assert "All 270 heads" not in r.text and first_bar(r.text)[1] > 77.3
+    assert "temperature=0.5" in r.headers["HX-Replace-Url"]
+
+
+def test_writing_on_appends_the_greedy_tokens_and_keeps_heads_off(client: TestClient) -> None:
+    for off in ([], [("off", "19.7")]):
+        r = client.get("/decoder", params=[("text", TEXT), ("generate", "4"), *off])
+        assert r.status_code == 200
+        heads_off = [{"layer": 18, "head": 6}] if off else []
+        written = client.post("/api/generate", json={"text": TEXT, "max_new_tokens": 4, "temperature": 0,
+                                                     "heads_off": heads_off}).json()["text"]
+        box = re.search(r'<textarea id="text"[^>]*>([^<]*)</textarea>', r.text)
+        assert box is not None and unescape(box.group(1)) == TEXT + written
+
+
+def test_a_bad_field_keeps_what_was_typed(client: TestClient) -> None:
+    r = client.get("/decoder", params={"text": "word " * 140})
+    assert r.status_code == 422
+    assert "the limit is 128" in text_of(r.text) and ("word " * 140).strip() in unescape(r.text)
+    r = client.get("/decoder", params={"text": TEXT, "layer": "31", "head": "1"}, headers=HTMX)
+    assert r.status_code == 422 and r.headers["HX-Reswap"] == "none" and "layer" in r.text
+
+
+def test_the_page_says_it_is_loading_until_the_model_is_read(client: TestClient,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(decoder_pages, "decoder_page_ready", lambda: False)
+    r = client.get("/decoder", params={"text": TEXT})
+    assert r.status_code == 503 and r.headers["Retry-After"] == "5"
+    assert "still being read" in text_of(r.text)
