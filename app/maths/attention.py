@@ -33,6 +33,12 @@ def softmax_rows(z: np.ndarray) -> np.ndarray:
 
 
 
+def concat_heads(output: np.ndarray) -> np.ndarray:
+    """Concat(head₁ … head_h): the heads' outputs side by side, (T, h·d_v) from (h, T, d_v)."""
+    h, t, d_v = output.shape
+    return output.transpose(1, 0, 2).reshape(t, h * d_v)
+
+
 def check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(choices)}")
@@ -252,7 +258,7 @@ def run_attention(
         linear = [linear_attention(q_s[i], k_s[i], v[i], hidden) for i in range(num_heads)]
         softmax_out, head_out = head_out, np.stack([lin.output for lin in linear])  # (h, T, d_v) twice
     # 6) Concatenate the heads in order and project back to d_model.
-    concat = head_out.transpose(1, 0, 2).reshape(t, num_heads * d_v)  # (T, h·d_v)
+    concat = concat_heads(head_out)  # (T, h·d_v)
     output = concat @ w.w_o  # (T, d_model)
 
     def pick(a: np.ndarray | None, i: int) -> np.ndarray | None:

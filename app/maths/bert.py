@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.maths.attention import attend
+from app.maths.attention import attend, concat_heads
 from app.maths.blocks import layer_norm
 from app.maths.model_files import MINILM_L6, BertConfig, BertLayerWeights, ModelFiles
 from app.maths.records import AttentionRun, HeadResult, Weights
@@ -96,8 +96,7 @@ class LayerHeads:
     @property
     def concat(self) -> np.ndarray:
         """Concat(head₁ … head_h), (T, h·d_k)."""
-        h, t, d_k = self.output.shape
-        return self.output.transpose(1, 0, 2).reshape(t, h * d_k)
+        return concat_heads(self.output)
 
     def head(self, i: int) -> HeadResult:
         """Head i as the page's pipeline records a head (no mask: masked is scaled)."""

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.maths.attention import attend, softmax_rows
+from app.maths.attention import attend, concat_heads, softmax_rows
 from app.maths.bert import heads_in
 from app.maths.decoder_files import SMOLLM2_135M, DecoderConfig, DecoderFiles
 from app.maths.masks import causal_mask
@@ -65,8 +65,7 @@ class DecoderHeads:
     @property
     def concat(self) -> np.ndarray:
         """Concat(head₁ … head_h), (T, h·d_k)."""
-        h, t, d_k = self.output.shape
-        return self.output.transpose(1, 0, 2).reshape(t, h * d_k)
+        return concat_heads(self.output)
 
 
 @dataclass(frozen=True)

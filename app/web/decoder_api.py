@@ -13,27 +13,21 @@ from typing import Annotated
 import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from app.config import settings
 from app.maths.decoder_files import DecoderFiles, load_decoder_files
 from app.maths.llama import DecoderRun, decoder_operations, generate, head_at, lens, run_decoder
 from app.state.decoder_state import DECODER_SPEC, candidates_of, read_decoder_tokens
-from app.state.model_state import ALLOWED_CONTROLS, check_sentence
-from app.state.tokens import token_pattern
 from app.web.api import RESPONSES, JSONBodyRoute, answer
-from app.web.fields import Seed, whole_number
+from app.web.fields import ModelText, Seed, whole_number
 from app.web.schemas import mismatch
 
 router = APIRouter(route_class=JSONBodyRoute)
 
 LAYERS, HEADS, D_MODEL, D_K = DECODER_SPEC.layers, DECODER_SPEC.heads, DECODER_SPEC.d_model, DECODER_SPEC.d_k
 
-Text = Annotated[
-    StrictStr, AfterValidator(check_sentence),
-    Field(max_length=settings.model_max_chars,
-          json_schema_extra=lambda schema: schema.update(pattern=token_pattern(ALLOWED_CONTROLS, nonblank=True))),
-]
+Text = ModelText
 Layer = whole_number(0, LAYERS - 1)
 Head = whole_number(0, HEADS - 1)
 CandidateCount = whole_number(1, 50)

@@ -10,7 +10,6 @@ page says so and asks to be reloaded. The work runs in the API's thread lanes, n
 
 from __future__ import annotations
 
-import nbformat
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
@@ -21,7 +20,7 @@ from app.state.form import FormError
 from app.view.decoder_view import candidates_context, decoder_context, decoder_page_ready, token_text
 from app.view.notebook.decoder import decoder_notebook_for
 from app.web.page_work import PageRequest, Rendered
-from app.web.respond import encoded, field_error, page_request, render, respond
+from app.web.respond import encoded, notebook_download, page_request, render, respond
 
 router = APIRouter()
 
@@ -99,13 +98,8 @@ async def decoder_page(request: Request) -> Response:
 def decoder_notebook_work(pairs: list[tuple[str, str]]) -> Rendered:
     """The notebook of the head the page steps through, or the 422 naming the field that stops it."""
     model = load_decoder_files()
-    try:
-        read = read_decoder_page(model, pairs)
-    except FormError as error:
-        return field_error(error)
-    body = nbformat.writes(decoder_notebook_for(model, read))
-    return Rendered(200, body, "application/x-ipynb+json", {
-        "Content-Disposition": 'attachment; filename="attention-decoder.ipynb"', "X-Content-Type-Options": "nosniff"})
+    return notebook_download(lambda: read_decoder_page(model, pairs), lambda read: decoder_notebook_for(model, read),
+                             "attention-decoder.ipynb")
 
 
 @router.get("/decoder/notebook", include_in_schema=False, name="decoder_notebook")

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints
+from pydantic import AfterValidator, BeforeValidator, Field, StrictStr, StringConstraints
 
 from app.config import settings
+from app.state.model_state import ALLOWED_CONTROLS, check_sentence
 from app.state.tokens import hidden_character, token_pattern
 
 Value = Annotated[
@@ -67,3 +68,11 @@ HiddenVector = HiddenRow
 HeadVectors = Annotated[list[HeadRow], Field(min_length=1, max_length=settings.max_heads)]  # h × d_a
 SquareStack = Annotated[list[Annotated[list[HeadRow], Field(min_length=1, max_length=settings.max_d_head)]],
                         Field(min_length=1, max_length=settings.max_heads)]  # h × d_k × (d_k or d_a)
+
+# A real model's text (/api/model, /api/decoder, /api/generate): visible characters, newlines and tabs, not only
+# white space, at most model_max_chars; the schema says it too. Its tokens are counted by each model's request.
+ModelText = Annotated[
+    StrictStr, AfterValidator(check_sentence),
+    Field(max_length=settings.model_max_chars,
+          json_schema_extra=lambda schema: schema.update(pattern=token_pattern(ALLOWED_CONTROLS, nonblank=True))),
+]

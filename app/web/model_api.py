@@ -6,19 +6,16 @@ The model is read once per worker process (app.maths.model_files) and run in the
 
 from __future__ import annotations
 
-from typing import Annotated
-
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from app.config import settings
 from app.maths.bert import ModelRun, Tokenized, bert_operations, head_result, run_model
 from app.maths.model_files import MINILM_L6, ModelFiles, load_model_files
-from app.state.model_state import ALLOWED_CONTROLS, check_sentence, read_wordpieces
-from app.state.tokens import token_pattern
+from app.state.model_state import read_wordpieces
 from app.web.api import RESPONSES, JSONBodyRoute, answer
-from app.web.fields import whole_number
+from app.web.fields import ModelText, whole_number
 from app.web.schemas import mismatch
 
 router = APIRouter(route_class=JSONBodyRoute)
@@ -26,12 +23,7 @@ router = APIRouter(route_class=JSONBodyRoute)
 MODEL_LAYERS, MODEL_HEADS = MINILM_L6.layers, MINILM_L6.heads  # the schema's bounds (checked when the files are read)
 
 
-# The schema says it too: visible characters, newlines and tabs, and not only white space.
-Sentence = Annotated[
-    StrictStr, AfterValidator(check_sentence),
-    Field(max_length=settings.model_max_chars,
-          json_schema_extra=lambda schema: schema.update(pattern=token_pattern(ALLOWED_CONTROLS, nonblank=True))),
-]
+Sentence = ModelText
 
 
 Layer = whole_number(0, MODEL_LAYERS - 1)

@@ -9,7 +9,6 @@ The model runs in a worker thread of the API's lanes, never on the event loop.
 
 from __future__ import annotations
 
-import nbformat
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
@@ -19,7 +18,7 @@ from app.state.form import FormError
 from app.state.model_state import DEFAULT_TEXT, DEFAULT_TEXT2, read_model_page
 from app.view.model_view import model_context, model_notebook_for
 from app.web.page_work import PageRequest, Rendered
-from app.web.respond import encoded, field_error, page_request, render, respond
+from app.web.respond import encoded, notebook_download, page_request, render, respond
 
 router = APIRouter()
 
@@ -63,13 +62,8 @@ def model_error(page: PageRequest, pairs: list[tuple[str, str]], error: FormErro
 def notebook_work(pairs: list[tuple[str, str]]) -> Rendered:
     """The notebook of the head the page steps through, or the 422 naming the field that stops it."""
     model = load_model_files()
-    try:
-        read = read_model_page(model, pairs)
-    except FormError as error:
-        return field_error(error)
-    body = nbformat.writes(model_notebook_for(model, read))
-    return Rendered(200, body, "application/x-ipynb+json", {
-        "Content-Disposition": 'attachment; filename="attention-model.ipynb"', "X-Content-Type-Options": "nosniff"})
+    return notebook_download(lambda: read_model_page(model, pairs), lambda read: model_notebook_for(model, read),
+                             "attention-model.ipynb")
 
 
 @router.get("/model/notebook", include_in_schema=False, name="model_notebook")

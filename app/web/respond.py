@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from urllib.parse import parse_qsl
 
+import nbformat
 from fastapi import HTTPException, Request
 from fastapi.responses import Response
 from fastapi.templating import Jinja2Templates
@@ -164,6 +165,17 @@ def field_error(error: FormError, where: str = "query", status: int = 422,
     detail = [{"loc": [where, error.field], "field": error.field, "msg": error.message, "type": "value_error"}]
     return Rendered(status, json.dumps({"detail": detail}), "application/json",
                     {"X-Content-Type-Options": "nosniff", **(headers or {})})
+
+
+def notebook_download(read: Callable[[], object], notebook: Callable[[object], object], filename: str) -> Rendered:
+    """A page's head as a .ipynb download: ``read()`` the page's state (a FormError is the 422 naming the field),
+    then ``notebook(state)``, written by nbformat."""
+    try:
+        state = read()
+    except FormError as error:
+        return field_error(error)
+    return Rendered(200, nbformat.writes(notebook(state)), "application/x-ipynb+json", {
+        "Content-Disposition": f'attachment; filename="{filename}"', "X-Content-Type-Options": "nosniff"})
 
 
 def respond(rendered: Rendered) -> Response:
