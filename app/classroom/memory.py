@@ -36,6 +36,7 @@ class _MemoryRoom:
     touched: float = field(default_factory=time.monotonic)
     students: set[str] = field(default_factory=set)
     predictions: dict[str, dict[str, float]] = field(default_factory=dict)  # ref → student → value
+    guesses: dict[str, dict[str, str]] = field(default_factory=dict)  # ref → student → word
 
     def count(self) -> int:
         return sum(len(p) for p in self.predictions.values())
@@ -95,6 +96,7 @@ class MemoryRooms(Rooms):
         if fingerprint != room.fingerprint:
             room.fingerprint = fingerprint
             room.predictions.clear()
+            room.guesses.clear()
         if state != room.state:
             room.state = state
             room.version += 1
@@ -143,3 +145,17 @@ class MemoryRooms(Rooms):
         if room is None:
             return {}
         return {ref: by_student[student] for ref, by_student in room.predictions.items() if student in by_student}
+
+    async def guess(self, code: str, student: str, ref: str, word: str) -> int:
+        room = self._room(code)
+        if room is None:
+            return 0
+        by_student = room.guesses.setdefault(ref, {})
+        by_student[student] = word
+        room.touched = time.monotonic()
+        self.fanout.deliver(code, Event("predictions", room.version, len(by_student)))
+        return len(by_student)
+
+    async def guesses(self, code: str, ref: str) -> list[str]:
+        room = self._room(code)
+        return [] if room is None else list(room.guesses.get(ref, {}).values())

@@ -61,14 +61,14 @@ if tonumber(ARGV[4]) > 0 then
 end
 if ARGV[3] ~= room[4] then
   redis.call('HSET', KEYS[1], 'fingerprint', ARGV[3])
-  redis.call('DEL', KEYS[3])
+  redis.call('DEL', KEYS[3], KEYS[5])
 end
 local version, changed = tonumber(room[3]), 0
 if ARGV[2] ~= room[2] then
   redis.call('HSET', KEYS[1], 'state', ARGV[2])
   version, changed = redis.call('HINCRBY', KEYS[1], 'version', 1), 1
 end
-for i = 1, 4 do redis.call('EXPIRE', KEYS[i], ARGV[5]) end
+for i = 1, 5 do redis.call('EXPIRE', KEYS[i], ARGV[5]) end
 return {version, changed}
 """
 
@@ -87,10 +87,11 @@ class RedisRooms(Rooms):
 
     Keys (each expires after the idle time, renewed by every change): ``attention:room:<code>`` a hash
     of key, state, version and fingerprint; ``…:students`` a set of ids; ``…:seats`` seats by address
-    hash; ``…:predictions`` a hash of "<ref> <student>" → value; ``attention:owner:<address hash>`` the
-    codes started from an address. Changes are published on ``…:events``; this worker subscribes to the
-    rooms it has streams open for, and passes each event to them. Every command gives up after
-    ``timeout`` seconds (connecting too), and waiting for a pooled connection after twice that.
+    hash; ``…:predictions`` a hash of "<ref> <student>" → value; ``…:guesses`` a hash of "<ref> <student>" →
+    word; ``attention:owner:<address hash>`` the codes started from an address. Changes are published on
+    ``…:events``; this worker subscribes to the rooms it has streams open for, and passes each event to
+    them. Every command gives up after ``timeout`` seconds (connecting too), and waiting for a pooled
+    connection after twice that.
     """
 
     def __init__(self, url: str, *, timeout: float = 1.0, **bounds: float) -> None:
@@ -193,7 +194,7 @@ class RedisRooms(Rooms):
         if not code or not key or len(key) > 128:
             return None
         version, changed = await self._teach(
-            keys=[room, students, predictions, room + ":seats"],
+            keys=[room, students, predictions, room + ":seats", room + ":guesses"],
             args=[key_hash(key), state, fingerprint, int(deadline * 1000), self._ttl()])
         if int(version) == -1:
             raise StoreUnavailable("the change reached Redis after its deadline: dropped")
@@ -246,6 +247,27 @@ class RedisRooms(Rooms):
         suffix = f" {student}"
         return {name.removesuffix(suffix): float(value)
                 for name, value in (await self.redis.hgetall(self._keys(code)[2])).items() if name.endswith(suffix)}
+
+    async def guess(self, code: str, student: str, ref: str, word: str) -> int:
+        room, students, _, channel = self._keys(code)
+        guesses = room + ":guesses"
+        if not await self.redis.exists(room):  # a gone room keeps nothing, as in memory
+            return 0
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(guesses, f"{ref} {student}", word)
+            pipe.hkeys(guesses)
+            pipe.hget(room, "version")
+            for name in (room, students, guesses):
+                pipe.expire(name, self._ttl())
+            _, names, version, *_ = await pipe.execute()
+        count = sum(name.startswith(f"{ref} ") for name in names)
+        await self.redis.publish(channel, Event("predictions", int(version or 0), count).encode())
+        return count
+
+    async def guesses(self, code: str, ref: str) -> list[str]:
+        prefix = f"{ref} "
+        found = await self.redis.hgetall(self._keys(code)[0] + ":guesses")
+        return [word for name, word in found.items() if name.startswith(prefix)]
 
     async def _subscribed(self, code: str) -> None:
         """Subscribe to the room's channel once per worker, and wait until Redis confirms it: a stream

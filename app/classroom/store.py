@@ -1,8 +1,9 @@
 """Class rooms: what a teacher shows, where every worker can read it, and the events that tell students.
 
 A room holds the teacher's state (the page's state as a query string, the same as a permalink's),
-a version that goes up with each change, the anonymous students' ids, and their predictions. No
-names, nothing personal. Two stores keep rooms behind one interface:
+a version that goes up with each change, the anonymous students' ids, their predictions (numbers, by
+cell) and their guesses (words, such as the language model's next word of a text). No names, nothing
+personal. Two stores keep rooms behind one interface:
 
 - ``MemoryRooms`` (app.classroom.memory): in this process, for ``make run`` and one worker (the default);
 - ``RedisRooms`` (app.classroom.redis_store): in Redis (``REDIS_URL``), so several workers and replicas
@@ -240,6 +241,15 @@ class Rooms(ABC):
     @abstractmethod
     async def mine(self, code: str, student: str) -> dict[str, float]:
         """One student's predictions, by cell ref."""
+
+    @abstractmethod
+    async def guess(self, code: str, student: str, ref: str, word: str) -> int:
+        """Keep a student's guess in words about ``ref`` (the next word of one text: a new guess replaces
+        theirs); how many guesses ``ref`` holds after. A new fingerprint clears them with the predictions."""
+
+    @abstractmethod
+    async def guesses(self, code: str, ref: str) -> list[str]:
+        """Every guess of the room about ``ref``."""
 
     async def allow(self, bucket: str, limit: int, window: float = 60.0, peek: bool = False) -> bool:
         """Count one use of ``bucket``; False once it had ``limit`` uses in the last ``window``

@@ -235,6 +235,32 @@ async def test_a_prediction_for_a_gone_room_is_not_kept(rooms: Rooms) -> None:
     assert await rooms.get(code) is None
 
 
+async def test_one_guess_per_student_per_text_kept_apart_from_the_predictions(rooms: Rooms) -> None:
+    code, key = await rooms.create(STATE, FP)
+    ann, bob = await rooms.join(code), await rooms.join(code)
+    assert await rooms.guess(code, ann, "next.a", "Paris") == 1
+    assert await rooms.guess(code, bob, "next.a", "paris") == 2
+    assert await rooms.guess(code, ann, "next.a", "Lyon") == 2  # Ann changes her mind
+    assert await rooms.guess(code, ann, "next.b", "cat") == 1  # another text
+    assert sorted(await rooms.guesses(code, "next.a")) == ["Lyon", "paris"]
+    assert await rooms.guesses(code, "next.b") == ["cat"] and await rooms.guesses(code, "next.c") == []
+    assert await rooms.predictions(code) == {} and await rooms.mine(code, ann) == {}
+    await rooms.teach(code, key, "decoder:text=x", FP)  # the same fingerprint: the guesses stay
+    assert len(await rooms.guesses(code, "next.a")) == 2
+    await rooms.teach(code, key, STATE, "fp-2")  # another scenario: they start afresh
+    assert await rooms.guesses(code, "next.a") == []
+    assert await rooms.guess(new_code(), ann, "next.a", "Paris") == 0  # a gone room keeps nothing
+    assert await rooms.guesses(new_code(), "next.a") == []
+
+
+async def test_a_guess_tells_the_rooms_streams(rooms: Rooms) -> None:
+    code, _ = await rooms.create(STATE, FP)
+    student = await rooms.join(code)
+    async with rooms.listen(code) as queue:
+        await rooms.guess(code, student, "next.a", "Paris")
+        assert await next_event(queue) == Event("predictions", 1, 1)
+
+
 async def test_allow_counts_uses_within_a_window(rooms: Rooms) -> None:
     window = 3600.0  # far longer than the test: no window ends in it
     assert await rooms.allow("a", 3, window, peek=True)
@@ -517,8 +543,10 @@ async def test_every_key_of_a_room_expires_with_it(redis_db: RedisServer) -> Non
         code, key = await rooms.create(STATE, FP)
         student = await rooms.join(code)
         await rooms.predict(code, student, "softmax.0.1.2", 0.3)
+        await rooms.guess(code, student, "next.a", "Paris")
         names = {name async for name in rooms.redis.scan_iter(match=PREFIX + code + "*")}
-        assert names == {PREFIX + code, PREFIX + code + ":students", PREFIX + code + ":predictions"}
+        assert names == {PREFIX + code, PREFIX + code + ":students", PREFIX + code + ":predictions",
+                         PREFIX + code + ":guesses"}
         for name in names:
             assert 0 < await rooms.redis.pttl(name) <= 1000
         await asyncio.sleep(1.2)
