@@ -27,7 +27,18 @@ from app.config import Settings, settings
 from app.maths.decoder_files import load_decoder_files
 from app.maths.model_files import load_model_files
 from app.view.decoder_view import decoder_catalogue_view
-from app.web import api, class_model, classroom, decoder_api, decoder_pages, export, model_api, model_pages, pages
+from app.web import (
+    api,
+    class_decoder,
+    class_model,
+    classroom,
+    decoder_api,
+    decoder_pages,
+    export,
+    model_api,
+    model_pages,
+    pages,
+)
 from app.web.compression import MIDDLEWARE_OPTIONS
 from app.web.lanes import Lanes
 from app.web.security import SameOriginMiddleware, SecurityHeadersMiddleware, docs_router
@@ -215,6 +226,7 @@ def create_app(config: Settings = settings) -> FastAPI:
     app.include_router(pages.router)
     app.include_router(classroom.router)
     app.include_router(class_model.router)
+    app.include_router(class_decoder.router)
     app.include_router(export.router)
     app.include_router(docs_router)
     if config.root_path:

@@ -41,10 +41,38 @@
   }
 
   function fetchWorkspace() {
-    // The real model's page swaps its results (#model-work); a toy scenario's page its workspace.
-    const target = document.getElementById("model-work") ? "#model-work" : "#workspace";
-    kept = { stage: stageId(), drawers: openDrawers() };
+    // A real model's page swaps its results (#model-work, #decoder-work); a toy scenario's page its workspace.
+    const target = ["#model-work", "#decoder-work"].find(function (s) { return document.querySelector(s); }) ||
+      "#workspace";
+    kept = { stage: stageId(), drawers: openDrawers(), guess: guessTyped() };
     window.htmx.ajax("GET", panel().dataset.workspace, { target: target, swap: "outerHTML" });
+  }
+
+  // --- a guess being typed on "Next word" -------------------------------------------------------
+  // The teacher's change of head or temperature swaps the results, the guess box with them: what the student
+  // typed, and the answer to what they sent, stay while the text they guess about stays.
+  const guessAbout = () => document.querySelector('input[name="about"][form="guess-form"]');
+
+  function guessTyped() {
+    const input = document.getElementById("guess");
+    const about = guessAbout();
+    if (!input || !about) return null;
+    const answer = document.getElementById("guess-feedback");
+    return { about: about.value, value: input.value, focused: document.activeElement === input,
+             start: input.selectionStart, end: input.selectionEnd, answer: answer ? answer.outerHTML : "" };
+  }
+
+  function keepGuess(typed) {
+    const input = document.getElementById("guess");
+    const about = guessAbout();
+    if (!typed || !input || !about || about.value !== typed.about) return; // another text: another guess
+    input.value = typed.value;
+    if (typed.focused) {
+      input.focus();
+      input.setSelectionRange(typed.start, typed.end);
+    }
+    const answer = document.getElementById("guess-feedback");
+    if (answer && typed.answer) answer.outerHTML = typed.answer;
   }
 
   // --- what a student's page keeps of its own while it follows ---------------------------------
@@ -99,7 +127,9 @@
   }
 
   document.addEventListener("htmx:afterSwap", function (ev) {
-    if (isWorkspace(ev)) keepDrawers(kept.drawers);
+    if (!isWorkspace(ev)) return;
+    keepDrawers(kept.drawers);
+    keepGuess(kept.guess);
   });
   document.addEventListener("htmx:afterSettle", function (ev) {
     if (!isWorkspace(ev)) return;
@@ -163,8 +193,8 @@
   // following, as do the class's own requests (the workspace, a prediction, their verdict).
   document.addEventListener("htmx:configRequest", function (ev) {
     const p = panel();
-    const m = document.getElementById("model-form");
-    // On the real model's page a student's own sentence, head or view is a GET of the form's address.
+    const m = document.getElementById("model-form") || document.getElementById("decoder-form");
+    // On a real model's page a student's own text, head or view is a GET of the form's address.
     if (p && m && p.dataset.role === "student" && following && ev.detail.verb === "get" &&
         ev.detail.path.split("?")[0] === m.getAttribute("action")) {
       follow(false);

@@ -54,22 +54,20 @@ def room_state(sc: Scenario, view: View) -> str:
     return urlencode(state_query(sc, view))
 
 
-class StateTooLarge(FormError):
-    """A room's state over its byte budget: its largest field named (a pinned or hidden state, typically)."""
+# A room showing a real model's page keeps that page's query string after the page's prefix: a toy state is
+# urlencoded, so its text never holds a bare ":" and the kinds cannot be confused.
+MODEL_STATE = "model:"  # "Your sentence" (GET /model)
+DECODER_STATE = "decoder:"  # "Next word" (GET /decoder)
+REAL_PAGES = {"model": MODEL_STATE, "decoder": DECODER_STATE}
 
 
-def check_state(state: str, budget: int) -> None:
-    """Refuse a state over ``budget`` bytes before it is stored or sent to anyone."""
-    if len(state) <= budget:
-        return
-    name, value = max(parse_qsl(state, keep_blank_values=True), key=lambda kv: len(kv[1]), default=("state", ""))
-    raise StateTooLarge(name, f"{name}: the class's state would be {len(state):,} bytes, over its {budget:,}; "
-                              f"this field alone is {len(value):,}. Reload the preset or make it smaller.")
-
-
-# A room showing the real model ("Your sentence") keeps its page's query string after this prefix: a toy
-# state is urlencoded, so its text never holds a bare ":" and the two kinds cannot be confused.
-MODEL_STATE = "model:"
+def real_page(state: str) -> tuple[str, str] | None:
+    """(the page, its query string) when the room shows a real model's page ("model" or "decoder"), else
+    None (a toy scenario)."""
+    for page, prefix in REAL_PAGES.items():
+        if state.startswith(prefix):
+            return page, state.removeprefix(prefix)
+    return None
 
 
 def model_room_state(query: str) -> str:
@@ -78,8 +76,24 @@ def model_room_state(query: str) -> str:
 
 
 def shown_model(state: str) -> str | None:
-    """The model page's query string when the room shows the real model, else None (a toy scenario)."""
-    return state.removeprefix(MODEL_STATE) if state.startswith(MODEL_STATE) else None
+    """The model page's query string when the room shows the real model, else None."""
+    found = real_page(state)
+    return found[1] if found is not None and found[0] == "model" else None
+
+
+class StateTooLarge(FormError):
+    """A room's state over its byte budget: its largest field named (a pinned or hidden state, typically)."""
+
+
+def check_state(state: str, budget: int) -> None:
+    """Refuse a state over ``budget`` bytes before it is stored or sent to anyone."""
+    if len(state) <= budget:
+        return
+    real = real_page(state)
+    fields = parse_qsl(state if real is None else real[1], keep_blank_values=True)
+    name, value = max(fields, key=lambda kv: len(kv[1]), default=("state", ""))
+    raise StateTooLarge(name, f"{name}: the class's state would be {len(state):,} bytes, over its {budget:,}; "
+                              f"this field alone is {len(value):,}. Reload the preset or make it smaller.")
 
 
 def fingerprint(state: str) -> str:
@@ -227,7 +241,7 @@ class Lesson:
     join_url: str = ""
     qr: Markup = Markup("")
     message: str = ""  # a student's last prediction, acknowledged
-    model: bool = False  # the page is the real model's ("Your sentence"), not a toy scenario's
+    page: str = ""  # a real model's page ("model": "Your sentence", "decoder": "Next word"), or "" for a toy scenario
 
     @property
     def spoken(self) -> str:

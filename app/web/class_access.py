@@ -1,6 +1,7 @@
 """Who may open a class's room: codes naming no class are counted per browser and per address on every
 class route (a browser or an address over its limit gets 429, even for a right code), and the room or the
-teacher a route's path names, as FastAPI dependencies."""
+teacher a route's path names, as FastAPI dependencies; and the short answers a class's routes give (a notice,
+the feedback to a prediction or a guess)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,19 @@ def notice(request: Request, status: int, title: str, message: str, code: str = 
     headers = {"Retry-After": "60"} if status in (429, 503) else None
     return page_response(request, "class_notice.html", {"title": title, "message": message, "code": code, "back": back,
                                                 "extra": extra or ""}, status=status, headers=headers)
+
+
+def feedback(request: Request, status: int, message: str, sent: bool = False, back: str | None = None, *,
+             slot: str = "quiz-feedback", title: str = "Your prediction", field: str = "") -> HTMLResponse:
+    """The answer to a student's prediction or guess: for htmx its message alone, in the page's ``slot`` (with
+    the ``field`` it names, if any); without JavaScript a page, with the way back to the class."""
+    if request.headers.get("HX-Request") != "true":
+        code = normal_code(request.path_params.get("code", ""))
+        back = back if back is not None else (request.url_for("class_page", code=code).path if code else "")
+        return page_response(request, "class_notice.html", {"title": title if sent else "Not sent",
+                                                            "message": message, "back": back}, status=status)
+    return page_response(request, "partials/class_feedback.html",
+                         {"message": message, "sent": sent, "slot": slot, "field": field}, status=status)
 
 
 # --- codes naming no class: counted per browser and per address, on every class route ------------

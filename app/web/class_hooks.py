@@ -77,7 +77,8 @@ def class_urls(request: Request, code: str) -> SimpleNamespace:
     return SimpleNamespace(page=path("class_page"), teach=path("teach_page"), events=path("class_events"),
                            workspace=path("class_workspace"), predict=path("class_predict"),
                            results=path("class_results"), mine=path("class_mine"), teacher_link=path("teacher_link"),
-                           model=path("class_model"))
+                           model=path("class_model"), decoder=path("class_decoder"), question=path("class_question"),
+                           guess=path("class_guess"), guesses=path("class_guesses"))
 
 
 async def lesson_for(request: Request, room: Room, role: str, *, key: str = "", following: bool = True,

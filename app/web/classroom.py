@@ -13,8 +13,9 @@
 - POST /class/{code}/predict    a student's prediction of a hidden quiz cell
 - POST /class/{code}/results    the teacher's live view of the class's predictions
 
-The real model in a class (GET and POST /class/{code}/model) is app.web.class_model's; while the room shows
-it, a student's page and the workspace here are the model page's.
+The real models in a class are app.web.class_model's ("Your sentence", GET and POST /class/{code}/model) and
+app.web.class_decoder's ("Next word", /class/{code}/decoder); while the room shows one, a student's page and the
+workspace here are that page's (``REAL_PAGES``).
 
 The teacher's own edits go through the page's usual routes (app.web.pages), which call ``teacher_edit``
 after a good edit: the state is kept in the room and its streams told. Only the teacher key changes
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated
 from urllib.parse import urlencode
 
@@ -45,10 +46,10 @@ from app.classroom.lesson import (
     heavy,
     on_stage,
     prediction,
+    real_page,
     rendered,
     room_state,
     shown,
-    shown_model,
 )
 from app.classroom.store import Room, Rooms, RoomsFull, ShareUsed, normal_code
 from app.lesson.presets import PRESETS
@@ -61,19 +62,20 @@ from app.web.class_access import (
     TeacherOf,
     count_failure,
     failed_join,
+    feedback,
     not_teacher,
     notice,
     notice_failed,
     too_many,
     too_many_failures,
 )
+from app.web.class_decoder import decoder_page_html, decoder_workspace
 from app.web.class_hooks import (
     KEEPALIVE_SECONDS,
     RETRY_MS,
     STUDENT_COOKIE,
     TEACHER_COOKIE,
     app_root,
-    class_urls,
     client_address,
     client_id,
     conf,
@@ -82,11 +84,17 @@ from app.web.class_hooks import (
     set_client,
     teacher_key,
 )
-from app.web.class_model import model_page_html, model_workspace, other_page
+from app.web.class_model import model_page_html, model_workspace
+from app.web.class_real import other_page, teacher_url
 from app.web.respond import error_response, link, page_response, page_urls, posted_fields, templates, workspace_context
 
 router = APIRouter()
 Store = Annotated[Rooms, Depends(rooms)]  # the app's rooms (app.classroom.store)
+PageHtml = Callable[[Request, Room], Awaitable[str]]  # a following student's page
+Workspace = Callable[[Request, Room], Awaitable[Response]]  # and the workspace it fetches at each change
+# By the real model's page a room shows ("Your sentence", "Next word").
+REAL_PAGES: dict[str, tuple[PageHtml, Workspace]] = {"model": (model_page_html, model_workspace),
+                                                     "decoder": (decoder_page_html, decoder_workspace)}
 
 
 # --- the routes ----------------------------------------------------------------------------------
@@ -145,8 +153,8 @@ async def teach_page(request: Request, store: Store, code: str, key: str = "") -
     room = await store.get(normal)
     if room is None:
         return notice(request, 403, "This class has ended", "Start a new class from the page.")
-    if shown_model(room.state) is not None:  # the class is on the real model: the teacher's page for it
-        return RedirectResponse(request.url_for("class_model", code=normal).path, status_code=303)
+    if real_page(room.state) is not None:  # the class is on a real model: the teacher's page for it
+        return RedirectResponse(teacher_url(request, room), status_code=303)
     sh = await shown(room)
     lesson = await lesson_for(request, room, "teacher", key=key)
 
@@ -227,11 +235,8 @@ async def class_page(request: Request, store: Store, code: str, room: OpenRoom) 
     student, refused = await _student(request, store, room.code)
     if refused is not None:
         return refused
-    model = shown_model(room.state)
-    if model is not None:
-        html = await model_page_html(request, room, model)
-    else:
-        html = await _toy_page(request, room)
+    real = real_page(room.state)
+    html = await (_toy_page(request, room) if real is None else REAL_PAGES[real[0]][0](request, room))
     response = HTMLResponse(html, headers={"Cache-Control": "no-store", "Vary": "HX-Request"})
     _set_student(request, response, room.code, student)
     set_client(request, response)
@@ -313,11 +318,11 @@ async def class_workspace(request: Request, room: OpenRoom) -> Response:
         return too_many(request)
     if not isinstance(room, Room):
         return notice(request, 404, "This class has ended", "The teacher's room is closed.")
-    model = shown_model(room.state) is not None
-    if model != (request.query_params.get("page") == "model"):  # the class moved between toy and real model
+    real = real_page(room.state)
+    if (real[0] if real else "") != request.query_params.get("page", ""):  # the class moved to another page
         return other_page(request, room.code)
-    if model:
-        return await model_workspace(request, room)
+    if real is not None:
+        return await REAL_PAGES[real[0]][1](request, room)
     urls = page_urls(request)
     sh = await shown(room)
     lesson = await lesson_for(request, room, "student")
@@ -339,38 +344,29 @@ async def class_predict(request: Request, store: Store, room: OpenRoom) -> Respo
     changeable until the teacher reveals it. Limited per student and per browser (a browser that
     joins again keeps its count)."""
     if room == 429:
-        return _feedback(request, 429, "Too many codes without a class this minute: wait a minute.")
+        return feedback(request, 429, "Too many codes without a class this minute: wait a minute.")
     if not isinstance(room, Room):
-        return _feedback(request, 404, "This class has ended.", back="")
+        return feedback(request, 404, "This class has ended.", back="")
     normal = room.code
     student = request.cookies.get(STUDENT_COOKIE, "")
     if not student or not await store.is_student(normal, student):
-        return _feedback(request, 403, "Open the class's page again to join it, then send your prediction.")
+        return feedback(request, 403, "Open the class's page again to join it, then send your prediction.")
     limit = conf(request).class_predictions_per_minute
     who = client_id(request) or student
     if not await store.allow(f"predict:{normal}:{who}", limit):
-        return _feedback(request, 429, f"More than {limit} predictions this minute: wait a moment, then send it again.")
-    if shown_model(room.state) is not None:
-        return _feedback(request, 422, "The teacher is showing the real model: there is nothing to predict now.")
+        return feedback(request, 429, f"More than {limit} predictions this minute: wait a moment, then send it again.")
+    if real_page(room.state) is not None:
+        return feedback(request, 422, "The teacher is showing a real model: there is no cell to predict now.")
     fields = await posted_fields(request)
     sh = await shown(room)
     try:
         ref, value, label = prediction(sh, fields)
     except FormError as e:
-        return _feedback(request, 422, e.message)
+        return feedback(request, 422, e.message)
     count = await store.predict(normal, student, ref, value)
-    return _feedback(request, 200, f"Sent: your prediction {fields.get('guess', '').strip()} for {label}. "
+    return feedback(request, 200, f"Sent: your prediction {fields.get('guess', '').strip()} for {label}. "
                                    f"The class has sent {count} so far; you can change yours until the teacher "
                                    "reveals the answer.", sent=True)
-
-
-def _feedback(request: Request, status: int, message: str, sent: bool = False, back: str | None = None) -> HTMLResponse:
-    if request.headers.get("HX-Request") != "true":  # without JavaScript: a page, with the way back to the class
-        code = normal_code(request.path_params.get("code", ""))
-        back = back if back is not None else (class_urls(request, code).page if code else "")
-        return page_response(request, "class_notice.html", {"title": "Your prediction" if sent else "Not sent",
-                                                            "message": message, "back": back}, status=status)
-    return page_response(request, "partials/class_feedback.html", {"message": message, "sent": sent}, status=status)
 
 
 @router.post("/class/{code}/results", name="class_results", response_class=HTMLResponse, include_in_schema=False)
@@ -382,7 +378,7 @@ async def class_results(request: Request, store: Store, teacher: TeacherOf) -> R
     room = await store.get(teacher.code)
     if room is None:
         return Response("this class has ended", status_code=404, media_type="text/plain")
-    if shown_model(room.state) is not None:  # a page left open on a scenario: no predictions on the model
+    if real_page(room.state) is not None:  # a page left open on a scenario: no predictions on a real model
         return Response(status_code=204)
     sh = await shown(room)
     lesson = finish(await lesson_for(request, room, "teacher", key=teacher.key), sh.sc, sh.view, sh)
@@ -398,8 +394,8 @@ async def class_mine(request: Request, store: Store, room: OpenRoom) -> Response
     if not isinstance(room, Room):
         return Response("no class with this code", status_code=404, media_type="text/plain")
     student = request.cookies.get(STUDENT_COOKIE, "")
-    feedback, view = [], None
-    if student and shown_model(room.state) is None and await store.is_student(room.code, student):
+    verdicts, view = [], None
+    if student and real_page(room.state) is None and await store.is_student(room.code, student):
         sh = await shown(room)
         view = sh.view
         mine = await store.mine(room.code, student)
@@ -407,8 +403,8 @@ async def class_mine(request: Request, store: Store, room: OpenRoom) -> Response
         for ref in on_stage(sh, mine, teacher=False) if view.quiz else ():
             found = check(repr(mine[ref]), ref, run, stack, view.decimals, grads)
             if found is not None:
-                feedback.append(found)
-    return page_response(request, "partials/class_mine.html", {"feedback": feedback, "view": view},
+                verdicts.append(found)
+    return page_response(request, "partials/class_mine.html", {"feedback": verdicts, "view": view},
                          headers={"Cache-Control": "no-store"})
 
 
