@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     # tokens at most this (its characters: model_max_chars), and the tokens one generation writes at most.
     decoder_max_tokens: int = Field(default=128, ge=1, le=1024)
     decoder_max_new_tokens: int = Field(default=32, ge=1, le=256)
+    # Read the language model (540 MB, about 4 s) and measure its heads at start, in the background. Off: on the
+    # first request that needs it (the page says it is loading meanwhile): for a server that never shows it.
+    preload_language_model: bool = True
     # Training (POST /api/train): steps × the operations of one forward pass (app.maths.cost: multiply-adds plus
     # elementwise) at most this. The backward pass and the optimiser cost a small multiple of the forward,
     # so the heaviest request (8 heads of 64 tokens, the additive score) trains in well under a second.

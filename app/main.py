@@ -24,7 +24,6 @@ from app.classroom.memory import MemoryRooms
 from app.classroom.redis_store import RedisRooms
 from app.classroom.store import Rooms, StoreUnavailable
 from app.config import Settings, settings
-from app.maths.decoder_files import load_decoder_files
 from app.maths.model_files import load_model_files
 from app.view.decoder_view import decoder_catalogue_view
 from app.web import (
@@ -164,11 +163,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # lane's first pages back by seconds.
         await app.state.lanes.start(pages.warm)
         await to_thread.run_sync(load_model_files)
-        # Then the language model: 98 MB of 4-bit weights de-quantised to 540 MB of float32, in about 4 s.
-        await to_thread.run_sync(load_decoder_files)
-        # What its heads do (about 2 s of forward passes in a thread, outside the lanes): the page's first
+        # Then the language model: 98 MB of 4-bit weights de-quantised to 540 MB of float32, in about 4 s, and
+        # what its heads do (about 2 s of forward passes in a thread, outside the lanes): the page's first
         # answer chooses its head from it.
-        await to_thread.run_sync(decoder_catalogue_view)
+        if app.state.config.preload_language_model:
+            await to_thread.run_sync(decoder_catalogue_view)
 
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(warm)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -62,7 +63,10 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 def start(args: Sequence[str], *, port: int, stdout: IO[bytes] | int = subprocess.DEVNULL,
           stderr: IO[bytes] | int = subprocess.STDOUT, env: Mapping[str, str] | None = None,
           log: Callable[[], str] = lambda: "") -> subprocess.Popen[bytes]:
-    """``python *args`` from the repository, answering on ``port``; stopped again if it never does."""
+    """``python *args`` from the repository, answering on ``port``; stopped again if it never does. The language
+    model is read when first needed, not at start (ATTENTION_PRELOAD_LANGUAGE_MODEL): most servers of the tests
+    never show it, and reading it costs seconds of a 2-core machine's CPU; ``env`` may say otherwise."""
+    env = {"ATTENTION_PRELOAD_LANGUAGE_MODEL": "false", **(os.environ if env is None else env)}
     proc = subprocess.Popen([sys.executable, *args], cwd=REPO_ROOT, stdout=stdout, stderr=stderr, env=env)
     try:
         wait_healthy(f"http://{LOOPBACK}:{port}/healthz", proc, log=log)

@@ -333,16 +333,35 @@ def candidates_context(model: DecoderFiles, read: DecoderRead) -> dict:
                                    intact_logits(model, page))}
 
 
+_READING = threading.Lock()
+_reading: list[threading.Thread] = []  # the one thread that reads the model when the start did not
+
+
 def decoder_page_ready() -> bool:
-    """The model read and its heads measured (the page chooses its head from them): app.main's start does both,
-    in the background; until then the page says it is loading."""
-    return decoder_ready() and decoder_catalogue_view.cache_info().currsize > 0
+    """The model read and its heads measured (the page chooses its head from them). app.main's start does both
+    in the background; where it does not (preload_language_model off), the first page that asks starts them in
+    a thread of their own. Until then the page says it is loading."""
+    if decoder_ready() and _measured_catalogue.cache_info().currsize > 0:
+        return True
+    with _READING:
+        if not _reading:
+            _reading.append(threading.Thread(target=decoder_catalogue_view, name="read-language-model", daemon=True))
+            _reading[0].start()
+    return False
+
+
+_MEASURING = threading.Lock()  # lru_cache alone lets callers that come together each measure
+
+
+def decoder_catalogue_view() -> tuple[dict, ...]:
+    """What heads do, measured once per process over the lesson's fixed texts (about 2 s of forward passes,
+    at start or on the first page that asks): per behaviour its words and its three strongest heads."""
+    with _MEASURING:
+        return _measured_catalogue()
 
 
 @lru_cache(maxsize=1)
-def decoder_catalogue_view() -> tuple[dict, ...]:
-    """What heads do, measured once per process over the lesson's fixed texts (about 2 s of forward passes,
-    on the first page that asks): per behaviour its words and its three strongest heads, each a link."""
+def _measured_catalogue() -> tuple[dict, ...]:
     habits = decoder_habits(load_decoder_files(), DECODER_TEXTS)
     entries = []
     for entry in decoder_catalogue(habits, top=3):

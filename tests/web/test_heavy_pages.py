@@ -164,14 +164,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log_path = tmp_path_factory.mktemp("heavy") / "server.log"
     with open(log_path, "w+b") as log, running(uvicorn_args(port), port=port, stdout=log,
                                                log=lambda: tail(log)):
-        url = f"http://{LOOPBACK}:{port}"
-        # The real models are read in the background after /healthz answers (about 8 s, 700 MB): wait for the
-        # language model's page, the last of them, so that memory is measured from a settled worker.
-        deadline = time.monotonic() + 90
-        with httpx.Client(timeout=60) as c:
-            while c.get(url + "/decoder").status_code == 503 and time.monotonic() < deadline:
-                time.sleep(0.5)
-        yield url
+        yield f"http://{LOOPBACK}:{port}"
 
 
 def rss_mb(pid: int) -> float:
