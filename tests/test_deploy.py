@@ -462,7 +462,9 @@ def test_every_setting_is_in_the_docs_with_its_default(clean_env: pytest.MonkeyP
         cell = documented[variable(name)]
         shown = cell.split("`")[1] if "`" in cell else ("" if cell.strip() == "empty" else cell.strip())
         value = getattr(defaults, name)
-        assert shown == (f"{value:g}" if isinstance(value, float) else str(value)), name
+        written = str(value).lower() if isinstance(value, bool) else f"{value:g}" if isinstance(value, float) \
+            else str(value)  # a switch as an environment variable says it: true, false
+        assert shown == written, name
 
 
 def compose_file() -> dict:
