@@ -113,6 +113,22 @@ def _prose(text: str) -> Markup:
     return Markup("").join(tex(p) if i % 2 else escape(p) for i, p in enumerate(parts))
 
 
+_SENTENCE_END = re.compile(r"(?<!e\.g)(?<!i\.e)\.\s+")
+
+
+def lead_sentence(text: str) -> tuple[str, str]:
+    """A text's first sentence and the rest (both $…$ source), split at the first full stop and space outside
+    the maths: the page shows the first and folds the rest behind "more". No stop: the whole text, and ""."""
+    parts = _INLINE_MATH.split(text)  # text, maths, text, maths, …
+    offset = 0
+    for i, part in enumerate(parts):
+        if i % 2 == 0 and (end := _SENTENCE_END.search(part)):
+            cut = offset + end.start() + 1
+            return text[:cut], text[offset + end.end():]
+        offset += len(part) + (2 if i % 2 else 0)  # a maths part lost its two $ in the split
+    return text, ""
+
+
 # --- MathML built from the run's numbers (the inspector) ---------------------------------------
 
 

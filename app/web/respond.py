@@ -35,6 +35,7 @@ from app.view.typeset import (
     formula_text,
     fraction_math,
     label_text,
+    lead_sentence,
     number_math,
     prose,
     tex,
@@ -52,7 +53,7 @@ templates.env.auto_reload = False  # compiled once: no stat of every template fi
 # {% include %} (tens of microseconds with this many templates, nine times an edit).
 templates.env.cache = {}
 templates.env.globals.update(settings=settings, equations=equations, decimals_choices=DECIMALS, draw_map=draw_map,
-                             tex=tex, prose=prose,
+                             tex=tex, prose=prose, lead_sentence=lead_sentence,
                              number_math=number_math, vector_math=vector_math, fraction_math=fraction_math,
                              formula_text=formula_text, label_text=label_text, title_text=title_text,
                              weight_tex={"w_q": "W_Q", "w_k": "W_K", "w_v": "W_V", "w_o": "W_O"},
