@@ -220,3 +220,12 @@ def pytest_runtest_makereport(
     report = yield
     item.stash.setdefault(_REPORTS, {})[report.when] = report
     return report
+
+
+def open_class_menu(page: Page) -> None:
+    """Open the app bar's "Class and files" menu (inside "Menu" on a narrow screen), as a student clicks it."""
+    more = page.locator("details.app-more > summary")
+    if more.is_visible() and page.locator("details.app-more[open]").count() == 0:
+        more.click()
+    if page.locator("details.class-files[open]").count() == 0:
+        page.locator("details.class-files > summary").click()

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.browser.conftest import VIEWPORT, save_screenshot
+from tests.browser.conftest import VIEWPORT, open_class_menu, save_screenshot
 
 try:
     from playwright.sync_api import expect
@@ -65,6 +65,7 @@ def contexts(browser: Browser, base_url: str) -> Iterator[Callable[..., BrowserC
 
 def start_class(teacher: Page, preset: str = "three-token") -> str:
     teacher.goto(f"/?preset={preset}")
+    open_class_menu(teacher)
     teacher.get_by_role("button", name="Teach a live class").click()
     teacher.wait_for_url(re.compile(r"/class/[A-Z0-9]{8}/teach$"))  # the key went into a cookie
     code = teacher.locator(".class-code").inner_text()
@@ -90,6 +91,7 @@ def test_students_follow_the_teacher_explore_and_come_back(contexts: Callable[..
         page = problems.watch(contexts().new_page(), f"student {n + 1}")
         if n == 0:  # one joins by typing the code, as read from the projector
             page.goto("/")
+            open_class_menu(page)
             page.fill("#join-code", code.lower())
             page.locator(".join-box button").click()
         else:

@@ -15,6 +15,7 @@ import pytest
 from app.state.permalink import MAX_URL_CHARS, state_query
 from app.state.scenario import add_token, from_preset, resize
 from app.web.pages import SCENARIO_FORMAT
+from tests.browser.conftest import open_class_menu
 from tests.browser.test_mechanisms import goto_stage
 from tests.browser.test_page import heatmap
 
@@ -74,7 +75,7 @@ def big_scenario_file(path: Path) -> dict[str, str]:
 def test_a_state_too_large_for_a_link_is_opened_and_downloaded_again(page: Page, tmp_path: Path) -> None:
     original = big_scenario_file(tmp_path / "big.json")
     page.goto("/?preset=pool")
-    page.get_by_text("Open a scenario file").click()
+    open_class_menu(page)
     page.locator('input[name="scenario"]').set_input_files(tmp_path / "big.json")
     page.get_by_role("button", name="Open", exact=True).click()
     expect(page.locator('input[name="token-47"]')).to_have_value("last one")

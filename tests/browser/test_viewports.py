@@ -37,7 +37,13 @@ def inputs_open() -> bool:
 
 VIEWPORTS = ((1366, 768), (1920, 1080), (768, 1024), (390, 844))
 PROJECTORS = ((1366, 768), (1920, 1080))
+PHONE = (390, 844)
 WIDE = 8  # a matrix with more columns may scroll inside its own box
+# The stage owns a laptop's first screen (1366×768, before any scrolling): its heading this high at most, and its
+# result whole on the screen when it has this many rows or fewer.
+LAPTOP = (1366, 768)
+HEADING_MAX_Y = 260
+WHOLE_ROWS = 7
 ASCII_MARKUP = re.compile(r"_ij|_\{|\^\(|\^\{|sqrt\(|\\frac|\\text")
 
 # For each stage: the page's overflow, and the result — the stage's first panel that is not an operand —
@@ -53,6 +59,10 @@ MEASURE = """(key) => {
     width: window.innerWidth, height: window.innerHeight,
     clipped: scroll.scrollWidth - scroll.clientWidth,
     columns: result.querySelector('thead tr').cells.length - 1,
+    rows: result.querySelectorAll('tbody tr').length,
+    heading: stage.querySelector('h3').getBoundingClientRect().top + window.scrollY,
+    scrollY: window.scrollY,
+    first: stage.querySelector('figure.panel table').getBoundingClientRect().top + window.scrollY,
     cue: result.querySelector('.scroll-cue') !== null,
     title: result.querySelector('figcaption').textContent,
   };
@@ -89,6 +99,13 @@ def sweep(page: Page, preset: str, sizes: tuple[tuple[int, int], ...]) -> None:
                 assert m["left"] >= 0 and m["right"] <= width + 0.5, f"{where}: result outside the screen {m}"
             else:
                 assert m["clipped"] <= 1 or m["cue"], f"{where}: a wide result scrolls with no cue"
+            if (width, height) == LAPTOP and not key.startswith("grad_"):  # the forward stages
+                assert m["scrollY"] == 0, f"{where}: the page opened scrolled by {m['scrollY']} px"
+                assert m["heading"] <= HEADING_MAX_Y, f"{where}: the stage's heading at y = {m['heading']:.0f} px"
+                if m["rows"] <= WHOLE_ROWS and m["columns"] <= WIDE:  # a wider one scrolls in its box anyway
+                    assert m["bottom"] <= height, f"{where}: the result ends at y = {m['bottom']:.0f}, below the screen"
+            if (width, height) == PHONE and not key.startswith("grad_"):  # the first matrix starts on screen
+                assert m["first"] < height, f"{where}: the first matrix starts at y = {m['first']:.0f}, past the screen"
             if key == "softmax":
                 save_screenshot(page, f"viewport-{preset}-{width}x{height}", full_page=False)
 
@@ -201,12 +218,24 @@ def test_the_inspector_typesets_its_arithmetic_with_true_minus_signs(page: Page)
     assert "(−0.154)" in text.replace(" ", "").replace("\n", "")
 
 
-def test_readme_picture_of_the_bank_lines(page: Page) -> None:
-    """README's second picture: seed 000's figure as the page draws it for bank ①, at a laptop's size."""
+LINES_MIN_WIDTH = 600  # px: bank ①'s lines view beside its weights on a laptop
+
+
+def test_bank_lines_beside_the_weights_on_a_laptop_and_the_readme_picture(page: Page) -> None:
+    """Bank ①'s softmax stage on a laptop's first screen: the weights A whole, and beside them the lines view, at
+    least 600 px wide and whole on the screen. README's second picture: seed 000's figure as the page draws it."""
     page.set_viewport_size({"width": 1366, "height": 768})
     page.goto("/?preset=bank-river&stage=softmax")
     figure = page.locator("#stage-softmax .lines-row")
     expect(figure.locator("svg")).to_be_visible()
+    weights = page.locator("#stage-softmax figure.panel:not(.operand) table").bounding_box()
+    lines = page.locator("#stage-softmax figure.lines").bounding_box()
+    assert weights and lines
+    assert lines["width"] >= LINES_MIN_WIDTH, f"the lines view is {lines['width']:.0f} px wide"
+    assert lines["x"] >= weights["x"] + weights["width"], "the lines view is not beside the weights"
+    assert lines["y"] >= 0 and lines["y"] + lines["height"] <= 768, f"the lines view is not on the screen: {lines}"
+    assert lines["x"] + lines["width"] <= 1366
+    assert weights["y"] + weights["height"] <= 768, f"the weights end below the screen: {weights}"
     page.mouse.move(0, 0)  # no hover in the picture
     docs = ARTIFACTS.parent / "docs"
     docs.mkdir(exist_ok=True)
