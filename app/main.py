@@ -34,6 +34,7 @@ from app.web import (
     decoder_api,
     decoder_pages,
     export,
+    figures,
     model_api,
     model_pages,
     pages,
@@ -227,6 +228,7 @@ def create_app(config: Settings = settings) -> FastAPI:
     app.include_router(class_model.router)
     app.include_router(class_decoder.router)
     app.include_router(export.router)
+    app.include_router(figures.router)
     app.include_router(docs_router)
     if config.root_path:
         app.add_middleware(RootPathMiddleware, root_path=config.root_path)  # outermost: every route sees it
