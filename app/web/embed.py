@@ -76,6 +76,8 @@ def embed_view(sc: Scenario, view: View, figure: str) -> View:
 
 def embed_context(page: PageRequest, sc: Scenario, view: View, figure: str, error: FormError | None = None) -> dict:
     ctx = workspace_context(sc, view, error)
+    if error is not None and error.field == "figure":
+        ctx["error_slot"] = "view"  # beside the stage, as a bad stage's message
     link_to(page.urls, ctx, sc, view)  # "Open the full page": the page's own permalink
     ctx.update(urls=embed_urls(page.urls), figure=figure, embedded=True)
     return ctx
