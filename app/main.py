@@ -36,6 +36,7 @@ from app.web import (
     embed,
     export,
     figures,
+    handout,
     model_api,
     model_pages,
     pages,
@@ -232,6 +233,7 @@ def create_app(config: Settings = settings) -> FastAPI:
     app.include_router(export.router)
     app.include_router(embed.router)
     app.include_router(figures.router)
+    app.include_router(handout.router)
     app.include_router(docs_router)
     if config.root_path:
         app.add_middleware(RootPathMiddleware, root_path=config.root_path)  # outermost: every route sees it
