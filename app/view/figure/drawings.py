@@ -169,7 +169,8 @@ def chart_svg(chart: Markup, title: str) -> str:
 
 def head_svg_figure(drawing: Markup, title: str) -> str:
     """One head enlarged: its tokens on both axes, a number in every cell (up to 24 tokens)."""
-    return framed(drawing, HEAD_RULES, title, desc="Queries down, keys across; a darker cell, a larger weight.")
+    return framed(drawing, HEAD_RULES, title, detail="attention weights: queries down, keys across",
+                  desc="Queries down, keys across; a darker cell, a larger weight.")
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ def _check(figure: str, names: tuple[str, ...]) -> None:
 
 
 def _enlarged_title(layer: int, head: int) -> str:
-    return f"Layer {layer + 1}, head {head + 1}: attention weights, queries down, keys across"
+    return f"Layer {layer + 1}, head {head + 1}"
 
 
 def model_figure(model: ModelFiles, read: ModelRead, figure: str) -> SavedFigure:
