@@ -67,7 +67,7 @@ def test_read_embed_of_the_lines_alone(client: TestClient) -> None:
     assert stages_shown(r.text) == ["softmax"]
     assert '<figure class="lines"' in r.text and 'class="head-toggles"' in r.text
     assert "data-ref=" not in r.text.split('id="editor"')[0]  # no heatmap, no stepper
-    assert 'id="next-stage"' not in r.text
+    assert 'id="next-stage"' not in r.text and 'id="view-head"' not in r.text  # the lines show every head
     assert form_fields(r.text)["figure"] == "lines"  # kept by every post
 
 
