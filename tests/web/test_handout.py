@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 
 from app.lesson.stages import visible_stages
 from tests.conftest import form_fields, grid_keys, join_grids
+from tests.web.test_security import _InlineFinder
 
 FORWARD = [s.key for s in visible_stages(blocks=0)]
 WITH_BLOCKS = [s.key for s in visible_stages(blocks=1)]
@@ -170,3 +171,13 @@ def test_a_state_too_long_for_a_qr_code_prints_its_link_on_the_last_page(client:
     opened = client.get(link)
     assert opened.status_code == 200
     assert float(form_fields(opened.text)["x-15-15"].replace("−", "-")) == float(sixteen_by_sixteen()["x-15-15"])
+
+
+@pytest.mark.parametrize("preset", ["bank-river", "block"])
+def test_the_handout_needs_no_inline_script_or_style(client: TestClient, preset: str) -> None:
+    r = client.get("/handout", params={"preset": preset})
+    assert r.status_code == 200
+    assert "content-security-policy" in r.headers
+    finder = _InlineFinder()
+    finder.feed(r.text)
+    assert finder.found == []
