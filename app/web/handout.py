@@ -80,22 +80,22 @@ def handout_page(index_url: str, link: str, query: str, page: PageRequest, field
     QR code holds ``link``, or when that is "" the state's permalink on the page at ``index_url``."""
     try:
         sc, view = read or read_page(fields)
-        first, stack = sc.compute()  # a mask that hides every key of a query is a FormError here too
+        _, stack = sc.compute()  # a mask that hides every key of a query is a FormError here too
     except FormError as e:
         return _error(page, e, query)
     shown = printed_view(view)
     blocks = len(stack.blocks) if stack is not None else 0
     parts = []
     for b in range(max(blocks, 1)):
-        ctx = page_context(sc, replace(shown, block=b), shell=False)
-        ctx["block_note"] = f"block {b + 1} of {blocks}" if blocks > 1 else ""
-        ctx["urls"] = page.urls
-        parts.append(Markup(templates.get_template("handout/stages.html").render(ctx)))
+        block = page_context(sc, replace(shown, block=b), shell=False)
+        block["block_note"] = f"block {b + 1} of {blocks}" if blocks > 1 else ""
+        block["urls"] = page.urls
+        parts.append(Markup(templates.get_template("handout/stages.html").render(block)))
     link = link or permalink(index_url, sc, view)
     fits = fits_in_url(link)
     ctx = {"sc": sc, "parts": parts, "preset": sc.preset_obj, "facts": describe_scenario(sc),
-           "edited": ctx["banner"] is not None and ctx["banner"]["edited"],
-           "head": ctx["head_labels"][view.head] if sc.num_heads > 1 else "", "heads": sc.num_heads,
+           "edited": block["banner"] is not None and block["banner"]["edited"],
+           "head": block["head_labels"][view.head] if sc.num_heads > 1 else "", "heads": sc.num_heads,
            "link": link if fits else None, "short_link": fits and len(link) <= SHORT_LINK_CHARS,
            "qr": qr_svg(link) if fits else None}
     return render(page, "handout.html", ctx)
