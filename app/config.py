@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+HOST_NAME = re.compile(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?|[0-9a-f:.]*:[0-9a-f:.]*")  # a name, an IPv4 or IPv6 address
 CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")  # cgroup v2: "<quota> <period>" or "max <period>"
 
 
@@ -39,6 +42,10 @@ class Settings(BaseSettings):
     # a page's largest form (300 KB) then needs 10 KB/s. Headers have no timeout in uvicorn
     # (docs/classroom.md, Slow clients).
     body_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
+    # Sites that may show the embeddable views (GET /embed…) in a frame, such as a school's Moodle: origins
+    # (scheme://host[:port]) separated by spaces or commas. Empty: only this app's own pages may frame them;
+    # every other page refuses frames whatever this says.
+    embed_origins: str = ""
 
     # Input bounds: the only place they are stated. The API schema, the page form and docs/api.md follow.
     max_tokens: int = 64  # T (and later S) at most
@@ -148,6 +155,32 @@ class Settings(BaseSettings):
         """The largest state as the page's query string (a permalink, a pin, a class's room): 48 bytes a
         number (an edit is its name, head, row and column, then up to 24 digits) plus 64 KiB."""
         return self.max_numbers * 48 + 64 * 1024
+
+    @property
+    def frame_origins(self) -> tuple[str, ...]:
+        """The origins of embed_origins, one by one."""
+        return tuple(self.embed_origins.split())
+
+    @field_validator("embed_origins")
+    @classmethod
+    def _origins(cls, value: str) -> str:
+        """Each origin checked and written one way (https://moodle.example.edu:8443), one space between them: a
+        path, a wildcard or a missing scheme would make the frame policy other than the one meant."""
+        origins = []
+        for given in value.replace(",", " ").split():
+            parts = urlsplit(given)
+            try:
+                port = parts.port
+            except ValueError:
+                port = -1
+            host = parts.hostname or ""
+            if (parts.scheme not in ("http", "https") or not HOST_NAME.fullmatch(host) or port == -1
+                    or parts.username is not None or parts.path not in ("", "/") or any(c in given for c in "?#")):
+                raise ValueError(f"{given!r} is not an origin: write scheme://host[:port], such as "
+                                 "https://moodle.example.edu")
+            host = f"[{host}]" if ":" in host else host  # an IPv6 address keeps its brackets
+            origins.append(f"{parts.scheme}://{host}{'' if port is None else f':{port}'}")
+        return " ".join(dict.fromkeys(origins))
 
     @field_validator("root_path")
     @classmethod

@@ -33,7 +33,10 @@ from app.web import (
     classroom,
     decoder_api,
     decoder_pages,
+    embed,
     export,
+    figures,
+    handout,
     model_api,
     model_pages,
     pages,
@@ -215,7 +218,8 @@ def create_app(config: Settings = settings) -> FastAPI:
     app.add_middleware(CompressMiddleware, **MIDDLEWARE_OPTIONS)  # zstd, Brotli or gzip (app.web.compression)
     app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes, timeout=config.body_timeout_seconds)
     app.add_middleware(SameOriginMiddleware)  # before the body is read: a cross-site post costs nothing
-    app.add_middleware(SecurityHeadersMiddleware)  # outside the body limit: its 413 gets them too
+    # Outside the body limit: its 413 gets them too. The embeddable views may be framed by embed_origins.
+    app.add_middleware(SecurityHeadersMiddleware, embed_origins=config.frame_origins)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.include_router(api.router)
     app.include_router(model_api.router)
@@ -227,6 +231,9 @@ def create_app(config: Settings = settings) -> FastAPI:
     app.include_router(class_model.router)
     app.include_router(class_decoder.router)
     app.include_router(export.router)
+    app.include_router(embed.router)
+    app.include_router(figures.router)
+    app.include_router(handout.router)
     app.include_router(docs_router)
     if config.root_path:
         app.add_middleware(RootPathMiddleware, root_path=config.root_path)  # outermost: every route sees it

@@ -1,6 +1,12 @@
 """Security headers on every response, cross-site posts refused, and the API docs served from this
 app's own files.
 
+No page may be shown in another site's frame (frame-ancestors 'none', X-Frame-Options: DENY), except the
+embeddable views (app.web.embed, every path under /embed): this app's own pages and the origins of
+ATTENTION_EMBED_ORIGINS may frame them. X-Frame-Options cannot name an origin, so those views send
+SAMEORIGIN when no origin is configured and none at all otherwise (every current browser obeys the
+policy's frame-ancestors, which then takes precedence anyway).
+
 The page runs no inline script or style and no eval (htmx is configured with allowEval false and
 includeIndicatorStyles false; heatmap colours are classes), so its policy is strict: everything
 from this origin only. Swagger UI sets style attributes as it renders, so /docs gets the same
@@ -18,10 +24,18 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 SWAGGER_UI = "vendor/swagger-ui-5.35.0"  # from the npm package swagger-ui-dist, unchanged
 
-_COMMON = ("default-src 'self'", "script-src 'self'", "img-src 'self' data:", "font-src 'self'", "connect-src 'self'",
-           "object-src 'none'", "base-uri 'none'", "frame-ancestors 'none'", "form-action 'self'")
+_SOURCES = ("default-src 'self'", "script-src 'self'", "img-src 'self' data:", "font-src 'self'", "connect-src 'self'",
+            "object-src 'none'", "base-uri 'none'")
+_COMMON = (*_SOURCES, "frame-ancestors 'none'", "form-action 'self'")
 PAGE_POLICY = "; ".join((*_COMMON, "style-src 'self'"))
 DOCS_POLICY = "; ".join((*_COMMON, "style-src 'self' 'unsafe-inline'"))
+EMBED_PREFIX = "/embed"  # app.web.embed's routes: /embed, /embed/stages, /embed/model
+
+
+def embed_policy(origins: tuple[str, ...] = ()) -> str:
+    """The page's policy for the embeddable views: framed by this app's pages and by ``origins``."""
+    return "; ".join((*_SOURCES, " ".join(("frame-ancestors 'self'", *origins)), "form-action 'self'",
+                      "style-src 'self'"))
 
 HEADERS = (
     (b"x-content-type-options", b"nosniff"),
@@ -34,10 +48,16 @@ HEADERS = (
 
 class SecurityHeadersMiddleware:
     """Adds the headers above and the page's Content-Security-Policy to every HTTP response,
-    unless the response set its own policy (the docs); a 500 from an unexpected error too."""
+    unless the response set its own policy (the docs); a 500 from an unexpected error too. The
+    embeddable views get embed_policy(``embed_origins``) and the X-Frame-Options that goes with it."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, embed_origins: tuple[str, ...] = ()) -> None:
         self.app = app
+        self.embed_policy = embed_policy(embed_origins).encode()
+        # X-Frame-Options names no origin: SAMEORIGIN says what the policy says when only this app may frame
+        # the views; with other origins none is sent, since DENY or SAMEORIGIN would refuse them.
+        self.embed_headers = tuple((name, b"SAMEORIGIN" if name == b"x-frame-options" else value)
+                                   for name, value in HEADERS if name != b"x-frame-options" or not embed_origins)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -45,6 +65,8 @@ class SecurityHeadersMiddleware:
             return
 
         started = False
+        embed = is_embed(scope)
+        extra, policy = (self.embed_headers, self.embed_policy) if embed else (HEADERS, PAGE_POLICY.encode())
 
         async def send_with_headers(message: Message) -> None:
             nonlocal started
@@ -52,9 +74,9 @@ class SecurityHeadersMiddleware:
                 started = True
                 headers = list(message.get("headers", []))
                 present = {name.lower() for name, _ in headers}
-                headers += [(name, value) for name, value in HEADERS if name not in present]
+                headers += [(name, value) for name, value in extra if name not in present]
                 if b"content-security-policy" not in present:
-                    headers.append((b"content-security-policy", PAGE_POLICY.encode()))
+                    headers.append((b"content-security-policy", policy))
                 message = {**message, "headers": headers}
             await send(message)
 
@@ -68,6 +90,12 @@ class SecurityHeadersMiddleware:
                                          "headers": [(b"content-type", b"text/plain; charset=utf-8")]})
                 await send_with_headers({"type": "http.response.body", "body": b"Internal Server Error"})
             raise
+
+
+def is_embed(scope: Scope) -> bool:
+    """The request is for an embeddable view: /embed or a path under it, past the root path."""
+    path = scope["path"].removeprefix(scope.get("root_path", ""))
+    return path == EMBED_PREFIX or path.startswith(EMBED_PREFIX + "/")
 
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})

@@ -19,7 +19,7 @@ from app.state.permalink import state_query
 from app.state.pin import encode_pin
 from app.state.reading import decode_pin
 from app.state.scenario import from_preset
-from app.web.security import DOCS_POLICY, PAGE_POLICY
+from app.web.security import DOCS_POLICY, PAGE_POLICY, embed_policy
 from tests.conftest import form_fields
 
 HTMX = {"HX-Request": "true"}
@@ -47,6 +47,10 @@ def test_the_page_policy_is_strict() -> None:
     assert "unsafe" not in PAGE_POLICY
     docs = directives(DOCS_POLICY)
     assert docs["script-src"] == ["'self'"] and "unsafe-eval" not in DOCS_POLICY  # only styles relaxed
+    # The views to embed: the page's policy but for who may frame them.
+    embed = directives(embed_policy(("https://moodle.example.edu",)))
+    assert embed == {**d, "frame-ancestors": ["'self'", "https://moodle.example.edu"]}
+    assert directives(embed_policy()) == {**d, "frame-ancestors": ["'self'"]}
 
 
 def test_every_kind_of_response_carries_the_headers(client: TestClient) -> None:
@@ -64,6 +68,12 @@ def test_every_kind_of_response_carries_the_headers(client: TestClient) -> None:
     assert_secure_headers(client.get("/healthz"))
     assert_secure_headers(client.get("/openapi.json"))
     assert_secure_headers(client.get("/docs"), DOCS_POLICY)
+    # A view to embed may be framed by this app's own pages (and by ATTENTION_EMBED_ORIGINS: tests/web/test_embed.py).
+    for embedded in (client.get("/embed?preset=pool&stage=softmax"), client.get("/embed?preset=pool&stage=nope")):
+        assert embedded.headers["content-security-policy"] == embed_policy()
+        assert embedded.headers["x-frame-options"] == "SAMEORIGIN"
+        assert embedded.headers["x-content-type-options"] == "nosniff"
+        assert embedded.headers["referrer-policy"] == "no-referrer"
 
 
 def test_docs_are_served_from_this_app_with_no_inline_script(client: TestClient) -> None:

@@ -1,0 +1,166 @@
+"""Save figure: any figure of the pages as an SVG document or a PNG, for a slide or a script.
+
+- GET  /figure.svg, /figure.png        a permalink's query plus ``figure=`` (which figure, app.view.figure.
+                                       stage_figures), and the page's own ``stage=`` and ``head=`` (from 0)
+- POST /figure.svg, /figure.png        the page's form (its Save figure buttons; a state too large for a link),
+                                       ``figure`` and ``stage`` in the action's query or the form
+- GET  /model/figure.svg|.png          the "Your sentence" page's query plus ``figure=heads|head``
+- GET  /decoder/figure.svg|.png        the "Next word" page's query plus ``figure=heads|head|candidates``
+
+A bad field is a 422 naming it, in the shape of the API's errors. The SVG is the figure's document
+(app.view.figure); the PNG is that document drawn by resvg at twice its size on white, with the fonts in
+static/fonts and no system font, so a PNG is the same on every server. A large scenario's figure is drawn in the
+heavy lane, as its page would be (app.web.page_work).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import resvg_py
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from app.maths.bert import bert_operations
+from app.maths.decoder_files import load_decoder_files
+from app.maths.llama import decoder_operations
+from app.maths.model_files import load_model_files
+from app.state.decoder_state import read_decoder_page
+from app.state.form import FormError
+from app.state.model_state import read_model_page
+from app.state.page import link_fields
+from app.state.reading import read_page
+from app.state.scenario import Scenario, View
+from app.view.figure.model_figures import decoder_figure, model_figure
+from app.view.figure.stage_figures import SavedFigure, page_figure
+from app.web.lanes import LaneBusy, LaneTimeout
+from app.web.page_work import INLINE_OPERATIONS, Rendered, is_large_form, page_operations
+from app.web.respond import busy_message, encoded, field_error, posted_fields, respond
+
+router = APIRouter()
+
+FONTS = Path(__file__).resolve().parents[2] / "static" / "fonts"
+FONT_FILES = [str(FONTS / "DejaVuSans.ttf"), str(FONTS / "DejaVuSans-Bold.ttf")]
+PNG_ZOOM = 2  # pixels per SVG unit: sharp on a projector and on a high-density screen
+MEDIA_TYPES = {"svg": "image/svg+xml", "png": "image/png"}
+FIGURE_FIELDS = ("figure", "stage")  # the action's query names the figure over the form's own fields
+
+
+def png_of(svg: str) -> bytes:
+    """The SVG document drawn at PNG_ZOOM on white, with the vendored fonts only."""
+    return bytes(resvg_py.svg_to_bytes(svg_string=svg, zoom=PNG_ZOOM, background="#ffffff",
+                                       skip_system_fonts=True, font_files=FONT_FILES))
+
+
+def _file(saved: SavedFigure, fmt: str) -> Rendered:
+    body: str | bytes = saved.svg if fmt == "svg" else png_of(saved.svg)
+    return Rendered(200, body, MEDIA_TYPES[fmt], {
+        "Content-Disposition": f'attachment; filename="{saved.stem}.{fmt}"', "X-Content-Type-Options": "nosniff"})
+
+
+def _asked_head(fields: dict[str, str]) -> int | None:
+    raw = fields.get("head", "").strip()
+    return int(raw) if raw.isdigit() else None  # anything else the page's reader names as a bad head
+
+
+def figure_file(fields: dict[str, str], fmt: str, where: str, read: tuple[Scenario, View] | None = None) -> Rendered:
+    """The toy page's figure as ``fmt``, or the 422 naming the field that stops it."""
+    try:
+        sc, view = read or read_page(fields)
+        return _file(page_figure(sc, view, fields.get("figure", ""), _asked_head(fields)), fmt)
+    except FormError as e:
+        return field_error(e, where)
+
+
+async def _page_answer(request: Request, fields: dict[str, str], fmt: str, where: str) -> Response:
+    """On the event loop for a light scenario, in the heavy lane for a large one (as app.web.export)."""
+    if not is_large_form(fields):
+        try:
+            read = read_page(fields)
+        except FormError as e:
+            return respond(field_error(e, where))
+        if page_operations(*read) <= INLINE_OPERATIONS:
+            return respond(figure_file(fields, fmt, where, read))
+    try:
+        accept_encoding = request.headers.get("accept-encoding", "")
+        return respond(await request.app.state.lanes.in_process(encoded, accept_encoding, figure_file, fields, fmt,
+                                                                where, None))
+    except (LaneBusy, LaneTimeout) as e:
+        return respond(field_error(FormError("figure", busy_message(request, e)), where, 503, {"Retry-After": "5"}))
+
+
+def _link(request: Request) -> dict[str, str]:
+    params = request.query_params
+    return {**link_fields(params), **{k: params[k] for k in FIGURE_FIELDS if k in params}}
+
+
+async def _posted(request: Request) -> dict[str, str]:
+    params = request.query_params
+    return {**await posted_fields(request), **{k: params[k] for k in FIGURE_FIELDS if k in params}}
+
+
+@router.get("/figure.svg", include_in_schema=False, name="figure_svg")
+async def figure_svg(request: Request) -> Response:
+    return await _page_answer(request, _link(request), "svg", "query")
+
+
+@router.get("/figure.png", include_in_schema=False, name="figure_png")
+async def figure_png(request: Request) -> Response:
+    return await _page_answer(request, _link(request), "png", "query")
+
+
+@router.post("/figure.svg", include_in_schema=False)
+async def figure_svg_posted(request: Request) -> Response:
+    return await _page_answer(request, await _posted(request), "svg", "body")
+
+
+@router.post("/figure.png", include_in_schema=False)
+async def figure_png_posted(request: Request) -> Response:
+    return await _page_answer(request, await _posted(request), "png", "body")
+
+
+# --- the real models' pages ------------------------------------------------------------------------------
+
+
+def model_figure_file(pairs: list[tuple[str, str]], fmt: str) -> Rendered:
+    model = load_model_files()
+    try:
+        return _file(model_figure(model, read_model_page(model, pairs), dict(pairs).get("figure", "")), fmt)
+    except FormError as e:
+        return field_error(e)
+
+
+def decoder_figure_file(pairs: list[tuple[str, str]], fmt: str) -> Rendered:
+    model = load_decoder_files()
+    try:
+        return _file(decoder_figure(model, read_decoder_page(model, pairs), dict(pairs).get("figure", "")), fmt)
+    except FormError as e:
+        return field_error(e)
+
+
+async def _model_answer(request: Request, work: Callable[[list[tuple[str, str]], str], Rendered], operations: int,
+                        fmt: str) -> Response:
+    pairs = [(k, v) for k, v in request.query_params.multi_items()]
+    accept_encoding = request.headers.get("accept-encoding", "")
+    return respond(await request.app.state.lanes.run(operations, lambda: encoded(accept_encoding, work, pairs, fmt)))
+
+
+@router.get("/model/figure.svg", include_in_schema=False, name="model_figure_svg")
+async def model_figure_svg(request: Request) -> Response:
+    return await _model_answer(request, model_figure_file, 2 * bert_operations(64), "svg")
+
+
+@router.get("/model/figure.png", include_in_schema=False, name="model_figure_png")
+async def model_figure_png(request: Request) -> Response:
+    return await _model_answer(request, model_figure_file, 2 * bert_operations(64), "png")
+
+
+@router.get("/decoder/figure.svg", include_in_schema=False, name="decoder_figure_svg")
+async def decoder_figure_svg(request: Request) -> Response:
+    return await _model_answer(request, decoder_figure_file, decoder_operations(128), "svg")
+
+
+@router.get("/decoder/figure.png", include_in_schema=False, name="decoder_figure_png")
+async def decoder_figure_png(request: Request) -> Response:
+    return await _model_answer(request, decoder_figure_file, decoder_operations(128), "png")
