@@ -6,10 +6,6 @@
   if (window.attentionEmbedBox) return;
   window.attentionEmbedBox = true;
 
-  // The box's stylesheet came with the page inside a stage, which the next swap replaces: into the head with it.
-  const css = document.getElementById("embed-css");
-  if (css && css.parentElement !== document.head) document.head.appendChild(css);
-
   const amp = (s) => s.replace(/&/g, "&amp;");
 
   function absolute(textarea) {

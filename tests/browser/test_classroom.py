@@ -56,13 +56,15 @@ def test_the_summary_that_quotes_a_result_waits_until_the_quiz_ends(page: Page) 
     summary = page.locator("#summary")
     expect(summary).to_contain_text("0.503")
     start_quiz(page)
-    expect(summary.locator(".about")).to_be_hidden()
+    expect(summary.locator("span.about")).to_be_hidden()  # the first sentence, on the folded line
     expect(summary.locator(".quiz-note")).to_be_visible()
+    summary.locator(".more").click()  # "more" opens the rest, which the quiz hides too
+    expect(summary.locator("p.about")).to_be_hidden()
     assert "0.503" not in summary.inner_text()
     expect(summary).to_contain_text("Three-token worked example")  # which scenario it is stays
     page.get_by_role("button", name="Reveal all").click()
     expect(page.locator("section.quiz")).to_have_count(0)
-    expect(summary.locator(".about")).to_be_visible()
+    expect(summary.locator("span.about")).to_be_visible()
     expect(summary.locator(".quiz-note")).to_be_hidden()
 
 

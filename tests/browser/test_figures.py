@@ -24,9 +24,12 @@ def test_save_a_heatmap_as_svg_and_png(page: Page) -> None:
     page.goto("/?preset=bank-river&stage=softmax")
     panel = page.locator("#stage-softmax figure.panel", has=page.locator('table.heatmap[data-ref="softmax.0"]'))
     table_top = panel.locator("table.heatmap").bounding_box()["y"]
-    menu = panel.locator("figcaption details.save-figure")
+    caption = panel.locator("figcaption").bounding_box()
+    menu = panel.locator(".figure-tools details.save-figure")  # on the caption's line
     menu.locator("summary").click()
     expect(menu).to_have_attribute("open", "")
+    summary = menu.locator("summary").bounding_box()
+    assert caption["y"] <= summary["y"] + summary["height"] / 2 <= caption["y"] + caption["height"]
     assert panel.locator("table.heatmap").bounding_box()["y"] == table_top  # the menu opens over the page
     url = page.url
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from app.lesson.presets import PRESETS
-from tests.browser.conftest import save_screenshot
+from tests.browser.conftest import open_class_menu, save_screenshot
 
 try:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
@@ -168,6 +168,7 @@ def test_the_stage_comes_into_view_under_the_teachers_class_bar(page: Page) -> N
     page.emulate_media(reduced_motion="reduce")
     page.set_viewport_size({"width": LAPTOP[0], "height": LAPTOP[1]})
     page.goto("/?preset=learn-bank")
+    open_class_menu(page)
     with page.expect_navigation():
         page.click("button[value='start_class']")
     expect(page.locator("#class-panel")).to_be_visible()

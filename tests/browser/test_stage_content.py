@@ -200,6 +200,7 @@ def test_no_text_counts_from_0_or_names_a_seed_file(page: Page, preset: str) -> 
     """Every stage of the preset on one page (its Learn panel too), the scaling lab and cost panels open."""
     page.goto(f"/?preset={preset}&show_all=on&panels=lab+cost")
     expect(page.locator("#stages article.stage").first).to_be_visible()
+    page.locator("#summary .more").click()  # the scenario's paragraph, folded to its first sentence
     text = page.evaluate(READ_TEXT)
     assert not ZERO_BASED.findall(text), [m.group(0) for m in ZERO_BASED.finditer(text)]
     assert not SEED_FILE.search(text), SEED_FILE.search(text).group(0)

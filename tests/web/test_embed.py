@@ -171,7 +171,7 @@ def test_each_stage_of_the_page_gives_its_iframe(client: TestClient) -> None:
     assert shown.status_code == 200 and stages_shown(shown.text) == ["softmax"]
     lines = html.unescape(re.search(r'src="([^"]+)"', codes[1])[1])
     assert lines.endswith("&figure=lines") and client.get(lines).status_code == 200
-    assert '<script src="/static/embed.js" defer></script>' in r.text and 'id="embed-css"' in r.text
+    assert '<script src="/static/embed.js" defer></script>' in r.text and "/static/embed.css" in r.text
 
 
 def test_every_stage_shown_has_its_own_box(client: TestClient) -> None:
