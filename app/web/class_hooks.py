@@ -78,7 +78,8 @@ def class_urls(request: Request, code: str) -> SimpleNamespace:
                            workspace=path("class_workspace"), predict=path("class_predict"),
                            results=path("class_results"), mine=path("class_mine"), teacher_link=path("teacher_link"),
                            model=path("class_model"), decoder=path("class_decoder"), question=path("class_question"),
-                           guess=path("class_guess"), guesses=path("class_guesses"))
+                           guess=path("class_guess"), guesses=path("class_guesses"),
+                           figure=request.url_for("class_figure", code=code, fmt="svg").path.removesuffix(".svg"))
 
 
 async def lesson_for(request: Request, room: Room, role: str, *, key: str = "", following: bool = True,

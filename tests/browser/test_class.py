@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.browser.conftest import VIEWPORT, open_class_menu, save_screenshot
+from tests.browser.test_figures import saved_svg
 
 try:
     from playwright.sync_api import expect
@@ -186,6 +187,8 @@ def test_class_predictions_reach_the_teacher_and_the_reveal_reaches_everyone(
     expect(results.locator("svg.class-histogram desc")).to_contain_text("3 predictions")
     truth = teacher.evaluate("() => document.querySelector('#class-results figcaption').textContent")
     assert "weights A row 1, column 2: 3 predictions, value" in " ".join(truth.split())
+    saved = saved_svg(teacher, results.locator("details.save-figure"), "class-predictions-softmax-0-0-1.svg")
+    assert "predicted value · 3 answers" in saved  # Save figure: the histogram as the teacher sees it
     # Students do not see the answer or the histogram before the reveal.
     for page in students:
         expect(page.locator("svg.class-histogram")).to_have_count(0)

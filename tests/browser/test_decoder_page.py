@@ -19,6 +19,7 @@ import pytest
 
 from app.view.decoder_view import readable
 from tests.browser.conftest import save_screenshot
+from tests.browser.test_figures import saved_svg
 
 try:
     from playwright.sync_api import expect
@@ -117,6 +118,11 @@ def test_the_first_candidate_is_on_the_first_screen_of_every_screen(page: Page) 
                 assert box["left"] >= 0 and box["right"] <= width, (width, height, part, box)
                 assert box["top"] >= 0 and box["bottom"] <= height, (width, height, part, box)
         save_screenshot(page, f"decoder-{width}x{height}", full_page=False)
+    # Save figure: the next-word bars and the 270 maps, each from its menu.
+    page.set_viewport_size({"width": VIEWPORTS[0][0], "height": VIEWPORTS[0][1]})
+    bars = saved_svg(page, page.locator("#candidates details.save-figure"), "decoder-candidates.svg")
+    assert FIRST in bars, bars
+    assert saved_svg(page, page.locator("#decoder-view details.save-figure").first, "decoder-heads.svg")
 
 
 def test_the_sampler_swaps_only_the_candidates(page: Page) -> None:

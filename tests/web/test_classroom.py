@@ -12,6 +12,7 @@ import math
 import os
 import re
 import time
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from urllib.parse import parse_qsl, urlsplit
 
@@ -390,6 +391,31 @@ def test_results_need_the_teachers_key(lesson: Class) -> None:
     for key in ("", "forged", lesson.key + "x"):
         r = TestClient(lesson.app).post(f"/class/{lesson.code}/results", data={"class_key": key})
         assert r.status_code == 403
+
+
+def test_the_teacher_saves_a_cells_predictions_as_svg_and_png(lesson: Class) -> None:
+    """Save figure on the teacher's results: the histogram as a standalone SVG (its counts and the cell's value
+    as text) and as a PNG twice its size; a student, or a cell nobody predicted, gets none."""
+    quiz_on_softmax(lesson)
+    for value in ("0.2", "0.21", "0.6"):
+        send(lesson.student(), lesson, value)
+    results = lesson.teacher.post(f"/class/{lesson.code}/results", data={"class_key": lesson.key}, headers=HTMX)
+    assert f'/class/{lesson.code}/figure.svg?cell=softmax.0.0.1' in results.text.replace("&amp;", "&")
+    svg = lesson.teacher.get(f"/class/{lesson.code}/figure.svg", params={"cell": "softmax.0.0.1"})
+    assert svg.status_code == 200 and svg.headers["content-type"].startswith("image/svg+xml")
+    assert 'filename="class-predictions-softmax-0-0-1.svg"' in svg.headers["content-disposition"]
+    root = ET.fromstring(svg.text)
+    words = {"".join(t.itertext()) for t in root.iter("{http://www.w3.org/2000/svg}text")}
+    truth = float(f"{softmax_cell(PRESET, 0, 1):.3f}")
+    assert {"2", "1", "predicted value · 3 answers"} <= words and any(f"{truth:.3f}"[:4] in w for w in words)
+    assert "class=" not in svg.text and len(root.get("viewBox").split()) == 4
+    png = lesson.teacher.get(f"/class/{lesson.code}/figure.png", params={"cell": "softmax.0.0.1"})
+    assert png.status_code == 200 and png.content[:8] == b"\x89PNG\r\n\x1a\n"
+    width = int.from_bytes(png.content[16:20], "big")
+    assert abs(width - 2 * float(root.get("viewBox").split()[2])) <= 1  # resvg rounds the size up
+    missing = lesson.teacher.get(f"/class/{lesson.code}/figure.svg", params={"cell": "softmax.0.2.2"})
+    assert missing.status_code == 422 and missing.json()["detail"][0]["loc"] == ["query", "cell"]
+    assert lesson.student().get(f"/class/{lesson.code}/figure.svg", params={"cell": "softmax.0.0.1"}).status_code == 403
 
 
 # --- the histogram ----------------------------------------------------------------------------------

@@ -107,6 +107,17 @@ CHART_RULES: tuple[Rule, ...] = (  # static/learn.css
     rule("why-scale-chart sub", font_size="92%"),
 )
 
+PREDICTION_RULES: tuple[Rule, ...] = (  # static/class.css, a live class's histogram of predictions
+    rule("bar", fill="#73649e"),
+    rule("count", font_size="11", fill=INK),
+    rule("tick-label", font_size="11", fill=INK),
+    rule("axis-label", font_size="11", fill=INK),
+    rule("axis", stroke="#5a5a66", stroke_width="1"),
+    rule("tick", stroke="#5a5a66", stroke_width="1"),
+    rule("truth", stroke="#b35806", stroke_width="2.5", stroke_dasharray="5 3"),
+    rule("truth-label", font_size="12", font_weight="700", fill="#7f3b08"),
+)
+
 HEAD_RULES: tuple[Rule, ...] = (  # static/model.css, the enlarged head
     rule("row-lab", font_size="11", fill=INK),
     rule("col-lab", font_size="11", fill=INK),
@@ -165,6 +176,12 @@ def map_svg(drawing: Markup, title: str) -> str:
 def chart_svg(chart: Markup, title: str) -> str:
     """A training chart (the loss curve, why ÷√d_k's two), a little below its caption: its axis' label is on top."""
     return framed(chart, CHART_RULES, title, above_h=8)
+
+
+def predictions_figure(chart: Markup, title: str) -> str:
+    """A live class's predictions of one cell: the histogram the teacher sees, the cell's value marked."""
+    return framed(chart, PREDICTION_RULES, title, above_h=8,
+                  desc="How many students predicted each range of values; the dashed line is the cell's value.")
 
 
 def head_svg_figure(drawing: Markup, title: str) -> str:
