@@ -68,7 +68,7 @@ def test_every_kind_of_figure_saves_from_its_menu(page: Page) -> None:
     downloads that figure, with the words the page shows (the next-word bars: tests/browser/test_decoder_page.py)."""
     page.goto("/?preset=bank-river&stage=softmax")
     lines = saved_svg(page, page.locator("#stage-softmax figure.lines details.save-figure"),
-                      "attention-softmax-lines.svg")
+                      "attention-softmax-lines-head1.svg")
     assert {"Sherry", "bank", "0.74", "0.59"} <= lines
     assert {"softmax", "7×7"} <= saved_svg(page, page.locator(".nav-row details.save-figure"),
                                             "attention-map-softmax.svg")
