@@ -7,6 +7,8 @@ model's head, without the page's header, footer, map or panels, still interactiv
                        embed's whole workspace for htmx, the whole embed without JavaScript
 - POST /embed/stages   a value edit, a step or an inspected cell: the embed's stages section
 - GET  /embed/model?<the /model page's query>   the real model's head: its map and its step-through
+- GET  /embed/decoder?<the /decoder page's query>  the language model: its next word's candidates, one head's map
+                                                   and its step-through
 
 A bad ``stage`` or ``figure`` is a 422 naming it, as the page's fields are. Which sites may frame these views is
 app.web.security's (ATTENTION_EMBED_ORIGINS); nothing here reads a cookie.
@@ -23,15 +25,22 @@ from fastapi.responses import HTMLResponse, Response
 from app.classroom.lesson import Lesson
 from app.lesson.presets import DEFAULT_PRESET
 from app.maths.bert import bert_operations
+from app.maths.decoder_files import load_decoder_files
+from app.maths.llama import decoder_operations
 from app.maths.model_files import load_model_files
+from app.state.decoder_state import DEFAULT_DECODER_TEXT, read_decoder_page
 from app.state.form import FormError
 from app.state.grids import expand_grids
 from app.state.model_state import DEFAULT_TEXT, DEFAULT_TEXT2, read_model_page
 from app.state.page import apply_action, lenient_read, link_fields
 from app.state.reading import read_page
 from app.state.scenario import Scenario, View, from_preset
+from app.view.decoder_view import candidates_context, decoder_context, decoder_page_ready
 from app.view.model_view import model_context
 from app.view.panels import page_stages
+from app.web.decoder_pages import ERROR_SLOTS as DECODER_ERROR_SLOTS
+from app.web.decoder_pages import error_slot as decoder_error_slot
+from app.web.decoder_pages import generated_pairs
 from app.web.page_work import PageRequest, Rendered
 from app.web.respond import (
     encoded,
@@ -57,7 +66,7 @@ def embed_urls(urls: SimpleNamespace) -> SimpleNamespace:
     the editor and the stage templates, shared with the page, then post here and get the embed back."""
     embed = urls.index + "embed"  # the index is the root path with its slash
     return SimpleNamespace(**{**vars(urls), "update": embed, "stages": embed + "/stages", "embed": embed,
-                              "embed_model": embed + "/model"})
+                              "embed_model": embed + "/model", "embed_decoder": embed + "/decoder"})
 
 
 def embed_view(sc: Scenario, view: View, figure: str) -> View:
@@ -198,4 +207,52 @@ async def embed_model(request: Request) -> Response:
     operations = 4 * bert_operations(64)  # as the model page: up to four forward passes
     rendered = await request.app.state.lanes.run(
         operations, lambda: encoded(page.accept_encoding, model_work, page, pairs, embed_url, model_url))
+    return respond(rendered)
+
+
+# --- the language model ---------------------------------------------------------------------------------
+
+
+def decoder_embed_work(page: PageRequest, pairs: list[tuple[str, str]], embed_url: str, decoder_url: str,
+                       part: str) -> Rendered:
+    """The language model's embed (for htmx: its changing part, or the candidates alone) for one query string; a
+    bad field's 422, its message beside the text."""
+    model = load_decoder_files()
+    urls = embed_urls(page.urls)
+    try:
+        pairs = generated_pairs(pairs)
+        read = read_decoder_page(model, pairs)
+    except FormError as error:
+        ctx = {"error": error, "error_slot": decoder_error_slot(error.field), "error_slots": DECODER_ERROR_SLOTS,
+               "decoder_url": embed_url, "urls": urls}
+        if page.htmx:
+            return render(page, "decoder/errors.html", ctx, status=422, headers={"HX-Reswap": "none"})
+        ctx["typed"] = dict(pairs).get("text", DEFAULT_DECODER_TEXT)
+        return render(page, "embed/decoder.html", ctx, status=422)
+    if part == "candidates":
+        ctx = candidates_context(model, read)
+        ctx.update(decoder_url=embed_url, candidates_oob=True, urls=urls)
+        return render(page, "decoder/candidates.html", ctx)
+    ctx = decoder_context(model, read)
+    ctx.update(decoder_url=embed_url, page_url=decoder_url, notebook_url=decoder_url + "/notebook", error=None,
+               error_slots=DECODER_ERROR_SLOTS, typed=read.page.text, urls=urls)
+    return render(page, "embed/decoder_work.html" if page.htmx else "embed/decoder.html", ctx)
+
+
+@router.get("/embed/decoder", response_class=HTMLResponse, include_in_schema=False, name="embed_decoder")
+async def embed_decoder(request: Request) -> Response:
+    """The language model for the /decoder page's query (``?text=…&layer=…&head=…``, counted from 1): the next
+    word's candidates, the head's map and its step-through."""
+    page = page_request(request)
+    embed_url = request.url_for("embed_decoder").path
+    decoder_url = request.url_for("decoder_page").path
+    if not decoder_page_ready():
+        return respond(render(page, "decoder/loading.html", {"decoder_url": embed_url}, status=503,
+                              headers={"Retry-After": "5", "Refresh": "5"}))
+    pairs = list(request.query_params.multi_items())
+    part = "candidates" if request.headers.get("HX-Target") == "candidates" else "page"
+    operations = decoder_operations(128, passes=2 if "generate" in dict(pairs) else 1)
+    rendered = await request.app.state.lanes.run(
+        operations, lambda: encoded(page.accept_encoding, decoder_embed_work, page, pairs, embed_url, decoder_url,
+                                    part))
     return respond(rendered)

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from app.config import Settings
 from app.main import create_app
+from app.view.decoder_view import decoder_catalogue_view
 from tests.conftest import form_fields
 
 HTMX = {"HX-Request": "true"}
@@ -82,6 +83,31 @@ def test_read_embed_of_a_real_models_head(client: TestClient) -> None:
     swapped = client.get("/embed/model?text=A+dog.&layer=1&head=1", headers=HTMX)
     assert swapped.status_code == 200
     assert swapped.text.lstrip().startswith('<div id="model-work"') and "<html" not in swapped.text
+
+
+def test_read_embed_of_the_language_model(client: TestClient) -> None:
+    """/embed/decoder: the next word's candidates (the API's first), one head's map and its step-through, the text
+    in its box; a candidate appends itself within the embed; htmx gets the changing part; a bad layer is a 422."""
+    decoder_catalogue_view()  # the model read and its heads measured, as the app's start does
+    r = client.get("/embed/decoder", params={"text": "The capital of France is", "layer": "17", "head": "2"})
+    assert r.status_code == 200
+    page = r.text
+    assert 'class="top"' not in page and 'id="candidates"' in page and 'id="steps"' in page
+    assert '<form id="decoder-form" method="get" action="/embed/decoder"' in page
+    assert "layer 17, head 2 of SmolLM2-135M" in page and 'href="/decoder?' in page  # "Open the full page"
+    api = client.post("/api/decoder", json={"text": "The capital of France is"}).json()["next"]["candidates"][0]
+    assert api["token"] == "ĠParis" and "␣Paris" in page  # byte-level BPE writes a space as Ġ
+    assert re.search(r'<a [^>]*href="/embed/decoder\?[^"]*Paris', page)  # a candidate stays in the frame
+    assert 'href="/decoder/notebook?' in page  # the notebook is the page's own route
+    swapped = client.get("/embed/decoder", params={"text": "A dog", "layer": "1", "head": "1"}, headers=HTMX)
+    assert swapped.status_code == 200
+    assert swapped.text.lstrip().startswith('<div id="decoder-work"') and "<html" not in swapped.text
+    bad = client.get("/embed/decoder", params={"text": "A dog", "layer": "99"})
+    assert bad.status_code == 422 and 'data-field="layer"' in bad.text
+    framed = client.get("/embed/decoder", params={"text": "A dog"})
+    assert "frame-ancestors 'self'" in framed.headers["content-security-policy"]
+    shown = client.get("/decoder", params={"text": "A dog"}).text  # the page's Embed box for its head
+    assert 'data-embed-src="/embed/decoder?text=A+dog' in shown.replace("&amp;", "&")
 
 
 @pytest.mark.parametrize(("query", "field"), [
