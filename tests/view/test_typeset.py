@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from app.lesson.presets import PRESETS
 from app.lesson.stages import BY_KEY, Options, describe
 from app.maths.arithmetic import ATTENTION_CELLS, INSPECTABLE, CellRef, cell_matrix, explain
 from app.maths.attention import run_attention
 from app.maths.blocks import run_transformer
-from app.view.typeset import MINUS, number, prose, signed_sum, tex, title_text
+from app.view.typeset import MINUS, lead_sentence, number, prose, signed_sum, tex, title_text
 from app.view.worked import worked
 from tests.conftest import form_fields
 
@@ -178,3 +179,19 @@ def test_a_title_from_the_maths_typesets_only_its_leading_weight() -> None:
     assert html.endswith("</math>, row 1 (x_1 &lt;b&gt;), column 2 (q2)")  # the token escaped, never typeset
     assert str(title_text("W_O, row 1")).startswith('<math display="inline" alttext="W_O">')
     assert str(title_text("Q, row 1 (W_Q)")) == "Q, row 1 (W_Q)"  # no leading weight: all text
+
+
+def test_lead_sentence_splits_at_the_first_full_stop_outside_the_maths() -> None:
+    lead, rest = lead_sentence("Scores are $A A^{\\top}$. pool is closer to badminton (0.30) than to beats. Two.")
+    assert lead == "Scores are $A A^{\\top}$." and rest == "pool is closer to badminton (0.30) than to beats. Two."
+    assert lead_sentence("A stride of $4 = \\sqrt{16}$ e.g. here. Then more.") == (
+        "A stride of $4 = \\sqrt{16}$ e.g. here.", "Then more.")
+    assert lead_sentence("One sentence only.") == ("One sentence only.", "")
+    assert lead_sentence("$x = 1.5$ is kept whole. Next.") == ("$x = 1.5$ is kept whole.", "Next.")
+
+
+@pytest.mark.parametrize("key", sorted(PRESETS))
+def test_every_presets_summary_is_its_lead_and_the_rest(key: str) -> None:
+    text = PRESETS[key].summary
+    lead, rest = lead_sentence(text)
+    assert lead.endswith(".") and (f"{lead} {rest}" == text if rest else lead == text)

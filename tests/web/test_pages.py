@@ -17,7 +17,7 @@ import app.web.respond
 from app.config import settings
 from app.lesson.stages import STAGES, visible_stages
 from app.state.scenario import from_preset
-from app.view.typeset import prose
+from app.view.typeset import lead_sentence, prose
 from app.web.lanes import Lanes
 from tests.conftest import form_fields, join_grids
 from tests.maths.test_attention import POOL_A_AT, POOL_OUTPUT, S003_A, S003_OUTPUT
@@ -148,7 +148,7 @@ def test_a_value_edit_returns_the_stage_body_with_the_same_numbers_as_the_whole_
     assert "x-1-2=0.75" in html_unescape(permalink.group(1))
     assert len(body.content) < 0.6 * len(whole.content)
     # Out of band, as with the whole stages: the summary and the cleared error slots.
-    assert re.search(r'<p id="summary"[^>]*hx-swap-oob="true"', body.text)
+    assert re.search(r'<(p|details) id="summary"[^>]*hx-swap-oob="true"', body.text)
     for slot in ("tokens", "x", "weights", "sizes", "view"):
         assert re.search(rf'<div id="err-{slot}"[^>]*hx-swap-oob="true"[^>]*></div>', body.text), slot
 
@@ -930,20 +930,31 @@ def test_the_page_counts_from_1_everywhere_a_student_reads_an_index(client: Test
 
 
 def summary(html: str) -> str:
-    m = re.search(r'<p id="summary"[^>]*>.*?</p>', html, re.S)
+    """The scenario's banner: a line of its own once edited (or hidden), else its summary folded to a details."""
+    m = re.search(r'<(p|details) id="summary"[^>]*>.*?</\1>', html, re.S)
     assert m, "no summary"
     return m.group(0)
+
+
+def prose_parts(text: str) -> tuple[str, str]:
+    """A preset's summary as the banner prints it: its first sentence on the folded line, the rest under "more"."""
+    lead, rest = lead_sentence(text)
+    return str(prose(lead)), str(prose(rest))
+
+
+def shows(banner: str, text: str) -> bool:
+    return all(part in banner for part in prose_parts(text))
 
 
 def test_the_banner_follows_a_structural_change(client: TestClient) -> None:
     preset = from_preset("default")[0].preset_obj
     form = page_form(client)
-    assert str(prose(preset.summary)) in summary(client.get("/").text)
+    assert shows(summary(client.get("/").text), preset.summary)
     r = client.post("/", data={**form, "d_model": "4", "num_heads": "2", "mask": "causal", "action": "add_token"},
                     headers=HTMX)
     assert r.status_code == 200
     banner = summary(r.text)
-    assert preset.title in banner and str(prose(preset.summary)) not in banner
+    assert preset.title in banner and prose_parts(preset.summary)[0] not in banner
     assert ("edited from the preset: 6 tokens “the cat sat on mat new”, embeddings of 4, 2 heads, causal mask."
             in banner)
     assert '<a href="/?preset=default">Start over from the preset</a>' in banner
@@ -955,15 +966,15 @@ def test_the_banner_follows_a_structural_change(client: TestClient) -> None:
 
 
 def test_the_banner_keeps_the_summary_for_value_edits_and_says_so(client: TestClient) -> None:
-    text = str(prose(from_preset("pool")[0].preset_obj.summary))
+    text = from_preset("pool")[0].preset_obj.summary
     form = page_form(client, "pool")
     same = client.post("/stages", data={**form, "stage": "scores"}, headers=HTMX)
-    assert text in summary(same.text) and "values edited" not in summary(same.text)
+    assert shows(summary(same.text), text) and "values edited" not in summary(same.text)
     edited = client.post("/stages", data={**form, "x-0-0": "0.9"}, headers=HTMX)
     assert edited.status_code == 200
     banner = summary(edited.text)
     assert 'hx-swap-oob="true"' in banner
-    assert text in banner and "(values edited)" in banner and "edited from the preset" not in banner
+    assert shows(banner, text) and "(values edited)" in banner and "edited from the preset" not in banner
     no_js = client.post("/", data={**form, "x-0-0": "0.9"})
     assert "(values edited)" in summary(no_js.text) and 'hx-swap-oob' not in summary(no_js.text)
 
