@@ -1,6 +1,6 @@
 # make run   — create .venv, install (requirements.lock), serve http://127.0.0.1:8000
 # make test  — create .venv with the test extras (requirements-test.lock), install Chromium and redis-server if
-#              missing (as root), run every test
+#              missing (as root), run every test (on TEST_WORKERS=2 processes)
 # make lock  — write both lock files again from pyproject.toml (after changing a dependency)
 # make bench — an edit and large API requests against /healthz, a class on one worker (alone and beside
 #              the largest request in a loop), 300 students following a teacher's steps by their event
@@ -66,8 +66,11 @@ services:
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 
+# The suite on TEST_WORKERS processes (pytest-xdist; a test file stays on one worker, with its own browser, app
+# server and Redis on free ports). TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= 2
 test: $(VENV)/.installed-test browser services lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # The container test uses a Docker engine if one answers, else podman with runc (debootstrap makes a
 # stand-in base image where no registry is reachable); installed here when missing, as root. The

@@ -73,7 +73,7 @@ def base_url() -> Iterator[str]:
     ARTIFACTS.mkdir(exist_ok=True)
     for stale in ARTIFACTS.glob("FAILED-*.png"):  # from an earlier run
         stale.unlink()
-    log = ARTIFACTS / "uvicorn.log"
+    log = ARTIFACTS / f"uvicorn{os.environ.get('PYTEST_XDIST_WORKER', '')}.log"  # one per worker of make test
     with log.open("wb") as out, running(uvicorn_args(port), port=port, stdout=out,
                                         log=lambda: f"see {log}:\n{log.read_text()[-2000:]}"):
         yield f"http://{LOOPBACK}:{port}"
