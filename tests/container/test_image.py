@@ -21,6 +21,7 @@ import pytest
 from app.maths.attention import run_attention
 from app.maths.bert import run_model, tokenize
 from app.maths.model_files import load_model_files
+from app.web.figures import png_of
 from tests.conftest import form_fields
 from tests.container.conftest import REPO_ROOT, Engine, Running, build, logs, wait_for
 from tests.web.test_pages import heatmap
@@ -162,6 +163,18 @@ def test_the_pretrained_model_answers_with_no_network(server: Running) -> None:
     # float32, summed in another order by the image's BLAS (one thread): a few weights differ by about 1e-6
     np.testing.assert_allclose(doc["attention"], run.attention, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(doc["embedding"], run.embedding, rtol=1e-5, atol=1e-5)
+
+
+def test_a_figure_is_drawn_as_png_in_the_image_with_its_own_fonts(server: Running) -> None:
+    """Save figure's PNG: resvg and the vendored DejaVu fonts are in the image (no system font is used), and the
+    file is the same as this machine draws from the same SVG."""
+    query = {"preset": "bank-river", "stage": "softmax", "figure": "softmax"}
+    with server.client() as client:
+        svg = client.get("/figure.svg", params=query)
+        png = client.get("/figure.png", params=query)
+    assert svg.status_code == 200 and png.status_code == 200, png.text
+    assert png.content[:8] == b"\x89PNG\r\n\x1a\n"
+    assert png.content == png_of(svg.text)
 
 
 def test_an_htmx_edit_returns_the_changed_stages(server: Running) -> None:
