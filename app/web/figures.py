@@ -15,6 +15,8 @@ heavy lane, as its page would be (app.web.page_work).
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,6 +34,7 @@ from app.state.model_state import read_model_page
 from app.state.page import link_fields
 from app.state.reading import read_page
 from app.state.scenario import Scenario, View
+from app.view.decoder_view import decoder_page_ready
 from app.view.figure.model_figures import decoder_figure, model_figure
 from app.view.figure.stage_figures import SavedFigure, page_figure
 from app.web.lanes import LaneBusy, LaneTimeout
@@ -43,13 +46,22 @@ router = APIRouter()
 FONTS = Path(__file__).resolve().parents[2] / "static" / "fonts"
 FONT_FILES = [str(FONTS / "DejaVuSans.ttf"), str(FONTS / "DejaVuSans-Bold.ttf")]
 PNG_ZOOM = 2  # pixels per SVG unit: sharp on a projector and on a high-density screen
+MAX_PNG_PIXELS = 16_000_000  # past this (a 64-token FFN's 256 columns), a PNG is drawn at a lower density
+_SIZE = re.compile(r'<svg [^>]*?width="([\d.]+)" height="([\d.]+)"')
 MEDIA_TYPES = {"svg": "image/svg+xml", "png": "image/png"}
 FIGURE_FIELDS = ("figure", "stage")  # the action's query names the figure over the form's own fields
 
 
+def png_zoom(svg: str) -> float:
+    """PNG_ZOOM, or less for a figure so large that its PNG would pass MAX_PNG_PIXELS."""
+    size = _SIZE.search(svg)
+    area = float(size[1]) * float(size[2]) if size else 0.0
+    return PNG_ZOOM if area * PNG_ZOOM**2 <= MAX_PNG_PIXELS else math.sqrt(MAX_PNG_PIXELS / area)
+
+
 def png_of(svg: str) -> bytes:
-    """The SVG document drawn at PNG_ZOOM on white, with the vendored fonts only."""
-    return bytes(resvg_py.svg_to_bytes(svg_string=svg, zoom=PNG_ZOOM, background="#ffffff",
+    """The SVG document drawn at PNG_ZOOM (at most MAX_PNG_PIXELS) on white, with the vendored fonts only."""
+    return bytes(resvg_py.svg_to_bytes(svg_string=svg, zoom=png_zoom(svg), background="#ffffff",
                                        skip_system_fonts=True, font_files=FONT_FILES))
 
 
@@ -74,8 +86,9 @@ def figure_file(fields: dict[str, str], fmt: str, where: str, read: tuple[Scenar
 
 
 async def _page_answer(request: Request, fields: dict[str, str], fmt: str, where: str) -> Response:
-    """On the event loop for a light scenario, in the heavy lane for a large one (as app.web.export)."""
-    if not is_large_form(fields):
+    """An SVG on the event loop for a light scenario, in the heavy lane for a large one (as app.web.export); a PNG
+    always in the heavy lane: drawing it takes longer than the run."""
+    if fmt == "svg" and not is_large_form(fields):
         try:
             read = read_page(fields)
         except FormError as e:
@@ -156,11 +169,21 @@ async def model_figure_png(request: Request) -> Response:
     return await _model_answer(request, model_figure_file, 2 * bert_operations(64), "png")
 
 
+def _loading() -> Response:
+    """While the language model is still being read at start: come back in a few seconds, as its page says."""
+    return Response("The language model is still being read: try again in a few seconds.", status_code=503,
+                    media_type="text/plain", headers={"Retry-After": "5"})
+
+
 @router.get("/decoder/figure.svg", include_in_schema=False, name="decoder_figure_svg")
 async def decoder_figure_svg(request: Request) -> Response:
+    if not decoder_page_ready():
+        return _loading()
     return await _model_answer(request, decoder_figure_file, decoder_operations(128), "svg")
 
 
 @router.get("/decoder/figure.png", include_in_schema=False, name="decoder_figure_png")
 async def decoder_figure_png(request: Request) -> Response:
+    if not decoder_page_ready():
+        return _loading()
     return await _model_answer(request, decoder_figure_file, decoder_operations(128), "png")

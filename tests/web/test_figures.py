@@ -15,8 +15,11 @@ from fastapi.testclient import TestClient
 from app.main import create_app
 from app.state.page import preset_page
 from app.state.permalink import state_query
+from app.view.decoder_view import decoder_catalogue_view
 from app.view.figure.document import bucket_fill
 from app.view.heatmap import bucket_classes
+from app.web import figures
+from app.web.figures import MAX_PNG_PIXELS, png_of, png_zoom
 
 NS = "{http://www.w3.org/2000/svg}"
 SOFTMAX = "/figure.{}?preset=bank-river&stage=softmax&figure=softmax"
@@ -137,6 +140,24 @@ def test_the_pages_form_posted_with_the_figure_in_the_action(client: TestClient)
     assert r.json()["detail"][0]["loc"] == ["body", "figure"]
 
 
+def test_a_character_xml_refuses_is_drawn_as_a_replacement_and_a_huge_png_is_drawn_smaller(
+        client: TestClient) -> None:
+    """U+FFFE in a token: every file still parses (it is drawn as U+FFFD). A figure whose PNG would pass
+    MAX_PNG_PIXELS at 2× is drawn at the density that fits."""
+    query = {**dict(state_query(*preset_page("default"))), "token-0": "a\ufffeb", "stage": "softmax"}
+    for figure in ("softmax", "lines"):
+        r = client.get("/figure.svg", params={**query, "figure": figure})
+        assert r.status_code == 200, r.text
+        words = {"".join(t.itertext()) for t in ET.fromstring(r.content).iter(f"{NS}text")}
+        assert any("a\ufffdb" in w for w in words), words
+        assert client.get("/figure.png", params={**query, "figure": figure}).status_code == 200
+    huge = '<svg xmlns="http://www.w3.org/2000/svg" width="8000" height="1600" viewBox="0 0 8000 1600"/>'
+    assert png_zoom(huge) < 2 and abs(png_zoom(huge) ** 2 * 8000 * 1600 - MAX_PNG_PIXELS) < 1
+    png = png_of(huge)
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    assert width * height <= 1.01 * MAX_PNG_PIXELS
+
+
 def test_the_real_models_head_maps(client: TestClient) -> None:
     r = client.get("/model/figure.svg?text=The+cat+sat.&layer=2&head=3&figure=head")
     assert r.status_code == 200, r.text
@@ -151,7 +172,12 @@ def test_the_real_models_head_maps(client: TestClient) -> None:
     assert r.json()["detail"][0]["field"] == "figure"
 
 
-def test_the_language_models_candidates(client: TestClient) -> None:
+def test_the_language_models_candidates(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(figures, "decoder_page_ready", lambda: False)  # the model still being read at start
+    loading = client.get("/decoder/figure.svg?text=The+capital+of+France+is&figure=candidates")
+    assert loading.status_code == 503 and loading.headers["retry-after"] == "5"
+    monkeypatch.undo()
+    decoder_catalogue_view()  # the model read and its heads measured, as the app's start does
     r = client.get("/decoder/figure.svg?text=The+capital+of+France+is&figure=candidates")
     assert r.status_code == 200, r.text
     assert r.headers["content-disposition"] == 'attachment; filename="decoder-candidates.svg"'

@@ -9,6 +9,7 @@ absent. ``REMOVE`` as the value of "display" drops the element: what the page hi
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -81,10 +82,18 @@ def _tag(el: ET.Element) -> str:
     return el.tag.rpartition("}")[2]
 
 
+# Characters XML does not allow (a token may hold U+FFFE): written as U+FFFD, so that every file parses.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_text(s: str) -> str:
+    return _NOT_XML.sub("\ufffd", s)
+
+
 def inline(svg: str, rules: Sequence[Rule]) -> ET.Element:
     """The drawer's ``svg`` with every rule applied in order (a later rule wins, as a later CSS rule of the
     same weight does), its links made groups and its page-only attributes dropped."""
-    root = ET.fromstring(svg)
+    root = ET.fromstring(xml_text(svg))
 
     def visit(el: ET.Element, ancestors: list[set[str]]) -> None:
         own = set(el.get("class", "").split())
@@ -162,8 +171,8 @@ def document(width: float, height: float, body: Sequence[str], title: str, desc:
     """The standalone SVG: an XML declaration, the root with its size and viewBox, a white ground, the body."""
     w, h = num(width), num(height)
     described = f"<desc>{escape(desc)}</desc>" if desc else ""
-    return (f'<?xml version="1.0" encoding="UTF-8"?>\n'
-            f'<svg xmlns="{SVG_NS}" version="1.1" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
-            f'font-family="{FONT_FAMILY}">'
-            f"<title>{escape(title)}</title>{described}"
-            f'<rect width="{w}" height="{h}" fill="{WHITE}"/>{"".join(body)}</svg>\n')
+    return xml_text(f'<?xml version="1.0" encoding="UTF-8"?>\n'
+                    f'<svg xmlns="{SVG_NS}" version="1.1" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
+                    f'font-family="{FONT_FAMILY}">'
+                    f"<title>{escape(title)}</title>{described}"
+                    f'<rect width="{w}" height="{h}" fill="{WHITE}"/>{"".join(body)}</svg>\n')
