@@ -283,7 +283,16 @@
     if (drawer) drawer.open = false;
     prepareTables(document);
   });
-  document.addEventListener("htmx:afterSettle", function () { prepareTables(document); restoreHeads(); });
+  // The scenario's paragraph, opened with "more": kept open across the swaps that send it again (out of band).
+  let summaryOpen = false;
+  document.addEventListener("toggle", function (ev) {
+    if (ev.target.id === "summary") summaryOpen = ev.target.open;
+  }, true);
+  function restoreSummary() {
+    const summary = document.getElementById("summary");
+    if (summaryOpen && summary && summary.tagName === "DETAILS" && !summary.open) summary.open = true;
+  }
+  document.addEventListener("htmx:afterSettle", function () { prepareTables(document); restoreHeads(); restoreSummary(); });
   document.addEventListener("htmx:oobAfterSwap", markFields);
 
   // A response htmx does not swap (5xx: the server busy, or a store that does not answer) leaves the

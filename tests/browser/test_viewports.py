@@ -241,3 +241,11 @@ def test_bank_lines_beside_the_weights_on_a_laptop_and_the_readme_picture(page: 
     docs.mkdir(exist_ok=True)
     figure.screenshot(path=str(docs / "bank-lines.png"))
     assert (docs / "bank-lines.png").stat().st_size < 200_000
+    # The scenario's paragraph, folded to one line: "more" opens it, and it stays open while the student steps.
+    summary = page.locator("#summary")
+    assert summary.bounding_box()["height"] < 40
+    summary.locator(".more").click()
+    expect(summary.locator("p.about")).to_be_visible()
+    page.locator("#next-stage").click()
+    expect(page.locator("#stage-output")).to_be_visible()
+    expect(summary.locator("p.about")).to_be_visible()
