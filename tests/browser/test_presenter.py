@@ -185,6 +185,7 @@ def test_next_goes_on_past_block_one_into_block_two(page: Page, present: bool) -
     expect(current_stage(page)).to_have_id(f"stage-{block_stages[1]}")
     expect(block).to_have_value("1")
     page.locator("#prev-stage").click()
+    expect(current_stage(page)).to_have_id(f"stage-{block_stages[0]}")  # each step lands before the next press
     page.locator("#prev-stage").click()
     expect(current_stage(page)).to_have_id(f"stage-{block_stages[-1]}")
     expect(block).to_have_value("0")
