@@ -10,6 +10,8 @@ page says so and asks to be reloaded. The work runs in the API's thread lanes, n
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
@@ -78,12 +80,13 @@ def decoder_work(page: PageRequest, pairs: list[tuple[str, str]], url: str, part
     return render(page, "decoder.html", ctx)
 
 
-@router.get("/decoder", response_class=HTMLResponse, include_in_schema=False, name="decoder_page")
-async def decoder_page(request: Request) -> Response:
-    """The page for ``?text=…&layer=…&head=…&temperature=…&top_k=…&top_p=…&matrix=…&row=…&col=…&lens=all``
-    (indices from 1); ``generate=N`` writes N tokens on first."""
+DecoderWork = Callable[[PageRequest, list[tuple[str, str]], str, str], Rendered]  # page, pairs, its url, part
+
+
+async def decoder_answer(request: Request, url: str, work: DecoderWork) -> Response:
+    """A view of the language model at ``url`` (the page, or its embed): "loading" (503) until the model is read,
+    then ``work`` for the query in the API's lanes; the candidates alone when the sampler asks for them."""
     page = page_request(request)
-    url = request.url_for("decoder_page").path
     if not decoder_page_ready():
         return respond(render(page, "decoder/loading.html", {"decoder_url": url}, status=503,
                               headers={"Retry-After": "5", "Refresh": "5"}))
@@ -91,8 +94,15 @@ async def decoder_page(request: Request) -> Response:
     part = "candidates" if request.headers.get("HX-Target") == "candidates" else "page"
     operations = decoder_operations(128, passes=2 if "generate" in dict(pairs) else 1)
     rendered = await request.app.state.lanes.run(
-        operations, lambda: encoded(page.accept_encoding, decoder_work, page, pairs, url, part))
+        operations, lambda: encoded(page.accept_encoding, work, page, pairs, url, part))
     return respond(rendered)
+
+
+@router.get("/decoder", response_class=HTMLResponse, include_in_schema=False, name="decoder_page")
+async def decoder_page(request: Request) -> Response:
+    """The page for ``?text=…&layer=…&head=…&temperature=…&top_k=…&top_p=…&matrix=…&row=…&col=…&lens=all``
+    (indices from 1); ``generate=N`` writes N tokens on first."""
+    return await decoder_answer(request, request.url_for("decoder_page").path, decoder_work)
 
 
 def decoder_notebook_work(pairs: list[tuple[str, str]]) -> Rendered:

@@ -26,7 +26,6 @@ from app.classroom.lesson import Lesson
 from app.lesson.presets import DEFAULT_PRESET
 from app.maths.bert import bert_operations
 from app.maths.decoder_files import load_decoder_files
-from app.maths.llama import decoder_operations
 from app.maths.model_files import load_model_files
 from app.state.decoder_state import DEFAULT_DECODER_TEXT, read_decoder_page
 from app.state.form import FormError
@@ -35,12 +34,12 @@ from app.state.model_state import DEFAULT_TEXT, DEFAULT_TEXT2, read_model_page
 from app.state.page import apply_action, lenient_read, link_fields
 from app.state.reading import read_page
 from app.state.scenario import Scenario, View, from_preset
-from app.view.decoder_view import candidates_context, decoder_context, decoder_page_ready
+from app.view.decoder_view import candidates_context, decoder_context
 from app.view.model_view import model_context
 from app.view.panels import page_stages
 from app.web.decoder_pages import ERROR_SLOTS as DECODER_ERROR_SLOTS
+from app.web.decoder_pages import decoder_answer, generated_pairs
 from app.web.decoder_pages import error_slot as decoder_error_slot
-from app.web.decoder_pages import generated_pairs
 from app.web.page_work import PageRequest, Rendered
 from app.web.respond import (
     encoded,
@@ -243,16 +242,6 @@ def decoder_embed_work(page: PageRequest, pairs: list[tuple[str, str]], embed_ur
 async def embed_decoder(request: Request) -> Response:
     """The language model for the /decoder page's query (``?text=…&layer=…&head=…``, counted from 1): the next
     word's candidates, the head's map and its step-through."""
-    page = page_request(request)
-    embed_url = request.url_for("embed_decoder").path
     decoder_url = request.url_for("decoder_page").path
-    if not decoder_page_ready():
-        return respond(render(page, "decoder/loading.html", {"decoder_url": embed_url}, status=503,
-                              headers={"Retry-After": "5", "Refresh": "5"}))
-    pairs = list(request.query_params.multi_items())
-    part = "candidates" if request.headers.get("HX-Target") == "candidates" else "page"
-    operations = decoder_operations(128, passes=2 if "generate" in dict(pairs) else 1)
-    rendered = await request.app.state.lanes.run(
-        operations, lambda: encoded(page.accept_encoding, decoder_embed_work, page, pairs, embed_url, decoder_url,
-                                    part))
-    return respond(rendered)
+    return await decoder_answer(request, request.url_for("embed_decoder").path,
+                                lambda page, pairs, url, part: decoder_embed_work(page, pairs, url, decoder_url, part))

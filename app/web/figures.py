@@ -175,15 +175,17 @@ def _loading() -> Response:
                     media_type="text/plain", headers={"Retry-After": "5"})
 
 
-@router.get("/decoder/figure.svg", include_in_schema=False, name="decoder_figure_svg")
-async def decoder_figure_svg(request: Request) -> Response:
+async def _decoder_answer(request: Request, fmt: str) -> Response:
     if not decoder_page_ready():
         return _loading()
-    return await _model_answer(request, decoder_figure_file, decoder_operations(128), "svg")
+    return await _model_answer(request, decoder_figure_file, decoder_operations(128), fmt)
+
+
+@router.get("/decoder/figure.svg", include_in_schema=False, name="decoder_figure_svg")
+async def decoder_figure_svg(request: Request) -> Response:
+    return await _decoder_answer(request, "svg")
 
 
 @router.get("/decoder/figure.png", include_in_schema=False, name="decoder_figure_png")
 async def decoder_figure_png(request: Request) -> Response:
-    if not decoder_page_ready():
-        return _loading()
-    return await _model_answer(request, decoder_figure_file, decoder_operations(128), "png")
+    return await _decoder_answer(request, "png")
