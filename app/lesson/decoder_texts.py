@@ -8,6 +8,7 @@ app.maths.decoder_habits.
 
 from __future__ import annotations
 
+from app.i18n import N_
 from app.lesson.model_sentences import BehaviourText
 
 DECODER_TEXTS: tuple[str, ...] = (
@@ -26,17 +27,17 @@ EXAMPLE_TEXT = 0  # the text a catalogue figure draws
 
 DECODER_BEHAVIOUR_TEXTS: dict[str, BehaviourText] = {
     "previous": BehaviourText(
-        "Look at the word before", "previous token", "each token's",
-        "Each token sends its attention to the token just before it. A decoder sees only the tokens to its "
-        "left, and this head hands every token its left-hand neighbour."),
+        N_("Look at the word before"), N_("previous token"), N_("each token's"),
+        N_("Each token sends its attention to the token just before it. A decoder sees only the tokens to its "
+        "left, and this head hands every token its left-hand neighbour.")),
     "sink": BehaviourText(
-        "Park on the first token", "attention on the first token", "each token's",
-        "The weight piles up on the text's first token, whatever word it is. A softmax row must add up to 1, "
+        N_("Park on the first token"), N_("attention on the first token"), N_("each token's"),
+        N_("The weight piles up on the text's first token, whatever word it is. A softmax row must add up to 1, "
         "and the first token is the one place every query can see, so a head with nothing to add parks its "
-        "weight there."),
+        "weight there.")),
     "induction": BehaviourText(
-        "Continue a repeated pattern", "induction", "each repeated token's",
-        "When a token has appeared before, the head looks at the token that came right after it last time: "
+        N_("Continue a repeated pattern"), N_("induction"), N_("each repeated token's"),
+        N_("When a token has appeared before, the head looks at the token that came right after it last time: "
         "after “… Harry Potter … Harry”, it looks at “Potter”. This is how a model copies a pattern it has "
-        "already seen, and it is measured on a random sequence of tokens read twice."),
+        "already seen, and it is measured on a random sequence of tokens read twice.")),
 }

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.i18n import N_
 from app.lesson.articles import cite
 from app.lesson.presets import PRESETS
 from app.lesson.seed_numbers import (
@@ -220,9 +221,10 @@ def _translate() -> Goal:
         loss={"kind": "attention", "head": 0, "target": target},
     )
     return Goal(
-        key="translate", title="Learn article 4's alignment table: Le chat assis sur le tapis → The cat sat on the mat",
-        source=cite(4, what="the alignment table of a translation"),
-        explanation=(
+        key="translate",
+        title=N_("Learn article 4's alignment table: Le chat assis sur le tapis → The cat sat on the mat"),
+        source=cite(4, what=N_("the alignment table of a translation")),
+        explanation=N_(
             "When generating chat, the model should focus on cat, not mat or on: starting from random "
             "W_Q and W_K, gradient descent makes the cross-attention weights match article 4's table. "
             "The largest weight in each row then shows where each French word focuses, le on the second "
@@ -244,9 +246,9 @@ def _bank() -> Goal:
             loss={"kind": "attention", "head": 0, "target": target, "rows": (p.tokens.index("bank"),)},
         ))
     return Goal(
-        key="bank", title="Learn a where head: bank attends to river in ①, to money in ②",
-        source=cite(1, what="the homonym bank"),
-        explanation=(
+        key="bank", title=N_("Learn a where head: bank attends to river in ①, to money in ②"),
+        source=cite(1, what=N_("the homonym bank")),
+        explanation=N_(
             "Without context, a computer doesn't know if bank is a place to fish or a place to store money: "
             "one head, trained on both sentences at once (the sum of their two losses), learns to connect "
             "bank to river in ① and to money in ②. Only bank's row counts in each loss, so the other "
@@ -270,9 +272,9 @@ def previous_token_scenario(positional_encoding: str = "rope") -> GoalScenario:
 
 def _previous_token() -> Goal:
     return Goal(
-        key="previous-token", title="Learn a previous-token head (causal mask, RoPE)",
-        source=cite(2, 4, 5, what="masked attention and positional encodings"),
-        explanation=(
+        key="previous-token", title=N_("Learn a previous-token head (causal mask, RoPE)"),
+        source=cite(2, 4, 5, what=N_("masked attention and positional encodings")),
+        explanation=N_(
             "Every token should attend to the token just before it, which is a relation between positions, "
             "not contents: without positions attention sees a set, so mat cannot tell the second the from "
             "the first and gives each half its weight. With RoPE the score of q_i and k_j depends on the "

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from app.i18n import N_
+
 
 @dataclass(frozen=True)
 class ModelSentence:
@@ -63,27 +65,27 @@ class BehaviourText:
 
 BEHAVIOUR_TEXTS: dict[str, BehaviourText] = {
     "previous": BehaviourText(
-        "Look at the word before", "previous token", "each token's",
-        "Each token sends its attention to the token just before it, so the head copies what came before "
-        "into every word: a word learns its left-hand neighbour."),
+        N_("Look at the word before"), N_("previous token"), N_("each token's"),
+        N_("Each token sends its attention to the token just before it, so the head copies what came before "
+        "into every word: a word learns its left-hand neighbour.")),
     "next": BehaviourText(
-        "Look at the word after", "next token", "each token's",
-        "Each token looks at the token just after it. Reading in both directions is what lets BERT's words "
-        "know their right-hand context too."),
+        N_("Look at the word after"), N_("next token"), N_("each token's"),
+        N_("Each token looks at the token just after it. Reading in both directions is what lets BERT's words "
+        "know their right-hand context too.")),
     "cls": BehaviourText(
-        "Park on [CLS]", "attention on [CLS]", "each token's",
-        "The weight piles up on [CLS], the token before the sentence. A softmax row must add up to 1, so a "
-        "head with nothing useful to add for a word parks its weight somewhere harmless."),
+        N_("Park on [CLS]"), N_("attention on [CLS]"), N_("each token's"),
+        N_("The weight piles up on [CLS], the token before the sentence. A softmax row must add up to 1, so a "
+        "head with nothing useful to add for a word parks its weight somewhere harmless.")),
     "sep": BehaviourText(
-        "Park on [SEP]", "attention on [SEP]", "each token's",
-        "A head of this kind piles its weight on [SEP], the token after the sentence: another harmless "
-        "place to park it, common in BERT models."),
+        N_("Park on [SEP]"), N_("attention on [SEP]"), N_("each token's"),
+        N_("A head of this kind piles its weight on [SEP], the token after the sentence: another harmless "
+        "place to park it, common in BERT models.")),
     "punctuation": BehaviourText(
-        "Look at punctuation", "attention on punctuation", "each token's",
-        "A head of this kind sends its weight to commas, apostrophes and full stops, which mark where "
-        "phrases end."),
+        N_("Look at punctuation"), N_("attention on punctuation"), N_("each token's"),
+        N_("A head of this kind sends its weight to commas, apostrophes and full stops, which mark where "
+        "phrases end.")),
     "antecedent": BehaviourText(
-        "Send a pronoun to its noun", "pronoun to its noun", "the pronoun's",
-        "From a pronoun (it, she, they) to the noun it stands for: in “…because it was too tired”, from "
-        "“it” to “animal”. Measured on the pronoun's row only."),
+        N_("Send a pronoun to its noun"), N_("pronoun to its noun"), N_("the pronoun's"),
+        N_("From a pronoun (it, she, they) to the noun it stands for: in “…because it was too tired”, from "
+        "“it” to “animal”. Measured on the pronoun's row only.")),
 }

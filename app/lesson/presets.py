@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from app.i18n import N_
 from app.lesson.articles import cite
 from app.lesson.seed_numbers import (
     ALIGN_DIMS,
@@ -96,9 +97,9 @@ PRESETS: dict[str, Preset] = {
     for p in (
         Preset(
             key="default",
-            title="Five tokens, d = 3",
-            source=cite(1, what="the demo size, $T = 5$ tokens and $d = 3$ dimensions"),
-            summary=(
+            title=N_("Five tokens, d = 3"),
+            source=cite(1, what=N_("the demo size, $T = 5$ tokens and $d = 3$ dimensions")),
+            summary=N_(
                 "Five tokens with three-dimensional embeddings and random projections from seed 0. "
                 "Edit any number and watch every later stage follow."
             ),
@@ -108,9 +109,9 @@ PRESETS: dict[str, Preset] = {
         ),
         Preset(
             key="pool",
-            title="pool beats badminton",
-            source=cite(2, what="self-attention as attention(A, A, A)"),
-            summary=(
+            title=N_("pool beats badminton"),
+            source=cite(2, what=N_("self-attention as attention(A, A, A)")),
+            summary=N_(
                 r"No learned weights yet: $W_Q = W_K = W_V = W_O = I$ and no scaling, so the scores are "
                 r"$A A^{\top}$. pool is more similar to badminton (0.30) than to beats (0.14), so badminton "
                 "adds more to pool's output."
@@ -119,7 +120,7 @@ PRESETS: dict[str, Preset] = {
             x=POOL_A,
             scale=False,
             decimals=2,
-            dim_names=("sports", "dim 2", "dim 3", "dim 4"),
+            dim_names=(N_("sports"), N_("dim 2"), N_("dim 3"), N_("dim 4")),
             weights={
                 "w_q": (identity(4),),
                 "w_k": (identity(4),),
@@ -129,9 +130,9 @@ PRESETS: dict[str, Preset] = {
         ),
         Preset(
             key="three-token",
-            title="Three-token worked example",
-            source=cite(4, what="worked example, $d_k = 2$"),
-            summary=(
+            title=N_("Three-token worked example"),
+            source=cite(4, what=N_("worked example, $d_k = 2$")),
+            summary=N_(
                 "$X$ is the identity, so $Q$, $K$ and $V$ are exactly the article's matrices. Token 3's query "
                 "[1, 1] matches key 1 [1, 1] best, so it puts the most weight (0.503) on key 1."
             ),
@@ -147,9 +148,9 @@ PRESETS: dict[str, Preset] = {
         ),
         Preset(
             key="bank-river",
-            title="bank ①: by the river",
-            source=cite(1, what="the homonym bank, first sentence, with the who, when and where heads"),
-            summary=(
+            title=N_("bank ①: by the river"),
+            source=cite(1, what=N_("the homonym bank, first sentence, with the who, when and where heads")),
+            summary=N_(
                 "Three heads, each looking for one relationship. The lines below the weights are article "
                 "1's figure: bank attends to Sherry in head 1 (who), to 'lying' in head 2 (when), and "
                 "to 'river' in head 3 (where), so bank's final output leans to outdoors, not money. "
@@ -169,9 +170,9 @@ PRESETS: dict[str, Preset] = {
         ),
         Preset(
             key="bank-money",
-            title="bank ②: money",
-            source=cite(1, what="the homonym bank, second sentence, with the who, when and where heads"),
-            summary=(
+            title=N_("bank ②: money"),
+            source=cite(1, what=N_("the homonym bank, second sentence, with the who, when and where heads")),
+            summary=N_(
                 "The same bank embedding and the same weights as bank ①, in another sentence. In the "
                 "lines below the weights, head 3 (where) now sends bank to 'money' (and some to "
                 "'transfer'), head 1 (who) finds Ryan and head 2 (when) 'needed', and bank's final "
@@ -192,9 +193,9 @@ PRESETS: dict[str, Preset] = {
         ),
         Preset(
             key="translate",
-            title="Cross-attention: The cat sat on the mat → Le chat assis sur le tapis",
-            source=cite(4, what="the alignment table of a translation"),
-            summary=(
+            title=N_("Cross-attention: The cat sat on the mat → Le chat assis sur le tapis"),
+            source=cite(4, what=N_("the alignment table of a translation")),
+            summary=N_(
                 "Queries come from the French sentence, keys and values from the English one, so the "
                 "weights form a 6×6 alignment table: each French word attends most to its English "
                 "counterpart, le to the second 'the', not the first."
@@ -210,9 +211,9 @@ PRESETS: dict[str, Preset] = {
         ),
         Preset(
             key="dog-bites-man",
-            title="dog bites man (positions)",
-            source=cite(4, what="why attention needs positional encodings"),
-            summary=(
+            title=N_("dog bites man (positions)"),
+            source=cite(4, what=N_("why attention needs positional encodings")),
+            summary=N_(
                 "With no positional encoding, the outputs of 'dog bites man' are exactly those of "
                 "'man bites dog' with the rows swapped: attention sees a set. Switch positions to "
                 "sinusoidal and compare the two presets' outputs again."
@@ -223,9 +224,9 @@ PRESETS: dict[str, Preset] = {
         ),
         Preset(
             key="man-bites-dog",
-            title="man bites dog (positions)",
-            source=cite(4, what="why attention needs positional encodings"),
-            summary=(
+            title=N_("man bites dog (positions)"),
+            source=cite(4, what=N_("why attention needs positional encodings")),
+            summary=N_(
                 "The same three embeddings in the other order. Without positions, each token's output "
                 "row equals its row in 'dog bites man'; with sinusoidal PE, they differ."
             ),
@@ -235,9 +236,9 @@ PRESETS: dict[str, Preset] = {
         ),
         Preset(
             key="causal",
-            title="Causal mask: a decoder cannot peek",
-            source=cite(2, 4, 5, what="masked attention"),
-            summary=(
+            title=N_("Causal mask: a decoder cannot peek"),
+            source=cite(2, 4, 5, what=N_("masked attention")),
+            summary=N_(
                 r"GPT-style decoders hide every later token: query $i$ sees keys $1, \ldots, i$ only. The weights "
                 "above the diagonal are exactly 0. Tick cells in the Mask stage to hide more."
             ),
@@ -249,9 +250,9 @@ PRESETS: dict[str, Preset] = {
         ),
         Preset(
             key="positions",
-            title="Sinusoidal positional encoding, 4 dimensions",
-            source=cite(4, what="worked example of the PE matrix"),
-            summary=(
+            title=N_("Sinusoidal positional encoding, 4 dimensions"),
+            source=cite(4, what=N_("worked example of the PE matrix")),
+            summary=N_(
                 r"Zero embeddings, so $X$ is exactly the PE matrix of article 4: $\sin(pos)$, $\cos(pos)$, "
                 r"$\sin(pos/100)$, $\cos(pos/100)$ for the three tokens. The formula counts positions from 0: "
                 r"token 1 has $pos = 0$, token 3 has $pos = 2$."
@@ -262,9 +263,9 @@ PRESETS: dict[str, Preset] = {
         ),
         Preset(
             key="additive",
-            title="Older score functions: Bahdanau (additive) and Luong (general)",
-            source=cite(4, what="from Bahdanau's small network to the dot product"),
-            summary=(
+            title=N_("Older score functions: Bahdanau (additive) and Luong (general)"),
+            source=cite(4, what=N_("from Bahdanau's small network to the dot product")),
+            summary=N_(
                 r"Article 4's three tokens, scored by Bahdanau's small network $v_a \cdot \tanh(q_i W_1 + k_j W_2)$ "
                 "instead of a dot product. Select a score to see each tanh; switch the score to "
                 "general (Luong) or dot in Mechanisms to compare."
@@ -279,9 +280,9 @@ PRESETS: dict[str, Preset] = {
         ),
         Preset(
             key="sparse",
-            title="Sparse attention: a strided pattern on 16 tokens",
-            source=cite(4, what=r"the variants table (sparse attention, $O(n\sqrt{n})$)"),
-            summary=(
+            title=N_("Sparse attention: a strided pattern on 16 tokens"),
+            source=cite(4, what=N_(r"the variants table (sparse attention, $O(n\sqrt{n})$)")),
+            summary=N_(
                 r"With a stride of $4 = \sqrt{16}$, each query sees its 3 neighbours on each side and every "
                 r"4th token: about $2\sqrt{T}$ keys instead of $T$. Switch the mask to a local window to compare, "
                 "and open the Cost panel to see what it saves as $T$ grows."
@@ -294,9 +295,9 @@ PRESETS: dict[str, Preset] = {
         ),
         Preset(
             key="linear",
-            title="Linear attention (φ = elu + 1) against softmax",
-            source=cite(4, what="the variants table (linear attention, $O(n d^2)$)"),
-            summary=(
+            title=N_("Linear attention (φ = elu + 1) against softmax"),
+            source=cite(4, what=N_("the variants table (linear attention, $O(n d^2)$)")),
+            summary=N_(
                 r"Each head's output comes from $\varphi(Q) \big(\varphi(K)^{\top} V\big)$, a $d_k \times d_v$ summary "
                 r"built once, instead of a $T \times T$ weight matrix. The Output stage shows the result, "
                 "softmax's, and their difference; the Softmax stage shows the weights linear attention implies."
@@ -309,9 +310,9 @@ PRESETS: dict[str, Preset] = {
         ),
         Preset(
             key="block",
-            title="Transformer blocks: Add & Norm, FFN, Add & Norm, stacked twice",
-            source=cite(3, 4, what="the transformer block"),
-            summary=(
+            title=N_("Transformer blocks: Add & Norm, FFN, Add & Norm, stacked twice"),
+            source=cite(3, 4, what=N_("the transformer block")),
+            summary=N_(
                 r"Multi-head attention, then $\text{LayerNorm}(X + \text{MultiHead}(X))$, a position-wise FFN with "
                 r"$d_{\text{ff}} = 12$, and $\text{LayerNorm}(H + \text{FFN}(H))$: steps 8–10. The second block "
                 "takes the first one's output; choose it with “show block”. Try pre-norm in Transformer block."
@@ -331,9 +332,9 @@ _bank = PRESETS["bank-river"]
 PRESETS.update({p.key: p for p in (
     Preset(
         key="learn-translate",
-        title="Learn: the alignment table of a translation",
-        source=cite(4, what="the alignment table, learned"),
-        summary=(
+        title=N_("Learn: the alignment table of a translation"),
+        source=cite(4, what=N_("the alignment table, learned")),
+        summary=N_(
             r"Random $W_Q$ and $W_K$ (seed 3), and a goal: article 4's alignment table, Le → The 0.70 … "
             "tapis → mat 0.75. Press “100 steps” in the Learn panel and watch the lines find each French "
             "word's English counterpart; the backward stages after Heads show the gradients that move them."
@@ -344,9 +345,9 @@ PRESETS.update({p.key: p for p in (
     ),
     Preset(
         key="learn-bank",
-        title="Learn: a where head for bank",
-        source=cite(1, what="the homonym bank, learned"),
-        summary=(
+        title=N_("Learn: a where head for bank"),
+        source=cite(1, what=N_("the homonym bank, learned")),
+        summary=N_(
             "One head with random weights, trained on both bank sentences at once: bank should attend to "
             "river in ① (on screen) and to money in ②. Train it in the Learn panel; the panel draws ②'s "
             "lines as the same weights see them."
@@ -356,9 +357,9 @@ PRESETS.update({p.key: p for p in (
     ),
     Preset(
         key="learn-previous-token",
-        title="Learn: a previous-token head (causal mask, RoPE)",
-        source=cite(2, 4, 5, what="masked attention and positions, learned"),
-        summary=(
+        title=N_("Learn: a previous-token head (causal mask, RoPE)"),
+        source=cite(2, 4, 5, what=N_("masked attention and positions, learned")),
+        summary=N_(
             "Every token should attend to the one before it. The causal mask hides the future and RoPE "
             "lets the scores depend on the offset between positions, so one head can learn it from "
             "random weights (seed 5)."
@@ -368,9 +369,9 @@ PRESETS.update({p.key: p for p in (
     ),
     Preset(
         key="why-scale",
-        title="Learn: why divide by √dₖ",
-        source=cite(4, 5, what=r"large scores saturate the softmax, and learning stalls"),
-        summary=(
+        title=N_("Learn: why divide by √dₖ"),
+        source=cite(4, 5, what=N_(r"large scores saturate the softmax, and learning stalls")),
+        summary=N_(
             r"$d_k = 64$: scores of standard deviation 8 without $\div \sqrt{d_k}$. The Learn panel shows the "
             r"same start and goal trained twice, with and without $\div \sqrt{d_k}$: without it the softmax "
             r"starts nearly one-hot, little gradient $\partial L / \partial \text{Scores}$ gets through, and "

@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 
+from app.i18n import N_
+
 
 def identity(n: int) -> tuple[tuple[float, ...], ...]:
     return tuple(tuple(float(i == j) for j in range(n)) for i in range(n))
@@ -37,8 +39,8 @@ SPARSE_X = tuple(tuple(round(math.sin(1.7 * i + 0.9 * j), 2) for j in range(4)) 
 #   where (columns: outdoors, money):   a place asks "outdoors or money?"; keys offer those two.
 # W_V = W_K: each head carries the dimensions it matched on, and W_O writes them back where they came
 # from, so bank's output takes on outdoors by the river and money next to money.
-BANK_DIMS = ("person", "action", "time", "outdoors", "money", "place")
-BANK_HEADS = ("who", "when", "where")
+BANK_DIMS = (N_("person"), N_("action"), N_("time"), N_("outdoors"), N_("money"), N_("place"))
+BANK_HEADS = (N_("who"), N_("when"), N_("where"))
 BANK = (0.0, 0.0, 0.0, 0.3, 0.3, 1.0)  # a place, halfway between outdoors and money
 THE = (0.0, 0.0, 0.0, 0.0, 0.0, 0.1)
 BANK_W_K = (
@@ -74,7 +76,7 @@ BANK_WEIGHTS = {
 # Seed 003's alignment table: translating "The cat sat on the mat" into French, each French word
 # attends most to its English counterpart. One dimension per meaning, and an early/late dimension
 # that tells the two articles apart; queries are 4× their embedding, keys and values the embedding.
-ALIGN_DIMS = ("article", "cat", "sit", "on", "mat", "early/late")
+ALIGN_DIMS = (N_("article"), N_("cat"), N_("sit"), N_("on"), N_("mat"), N_("early/late"))
 EN = ("The", "cat", "sat", "on", "the", "mat")
 EN_X = (
     (1.0, 0.0, 0.0, 0.0, 0.0, 0.5),

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.i18n import N_
+
 
 @dataclass(frozen=True)
 class Stage:
@@ -25,85 +27,85 @@ class Stage:
 
 STAGES: tuple[Stage, ...] = (
     Stage(
-        "x", 0, "X", "Input embeddings $X$",
+        "x", 0, "X", N_("Input embeddings $X$"),
         r"X \in \mathbb{R}^{T \times d_{\text{model}}}",
-        "$X$ is the input: one row per token, with its embedding vector. On their own, embeddings are "
-        "fixed: the same word gets the same row whatever surrounds it.",
+        N_("$X$ is the input: one row per token, with its embedding vector. On their own, embeddings are "
+        "fixed: the same word gets the same row whatever surrounds it."),
         False,
     ),
     Stage(
-        "qkv", 1, "Q, K, V", "Queries, keys and values",
+        "qkv", 1, "Q, K, V", N_("Queries, keys and values"),
         r"Q = X W_Q,\quad K = X W_K,\quad V = X W_V",
-        "Three separate linear projections of $X$. $Q$: what am I looking for? $K$: what do I offer to "
-        "match against? $V$: what content do I actually carry?",
+        N_("Three separate linear projections of $X$. $Q$: what am I looking for? $K$: what do I offer to "
+        "match against? $V$: what content do I actually carry?"),
         True,
     ),
     Stage(
-        "scores", 2, "Scores", r"Scores $Q K^{\top}$",
+        "scores", 2, N_("Scores"), N_(r"Scores $Q K^{\top}$"),
         r"\text{Scores} = Q K^{\top},\qquad \text{Scores}_{ij} = \sum_{k=1}^{d_k} Q_{ik}\, K_{jk}",
-        "Every token's query is compared with every token's key at once: entry $(i, j)$ measures how "
-        "relevant token $j$ is to token $i$. This is what makes attention parallel, not sequential.",
+        N_("Every token's query is compared with every token's key at once: entry $(i, j)$ measures how "
+        "relevant token $j$ is to token $i$. This is what makes attention parallel, not sequential."),
         True,
     ),
     Stage(
-        "scaled", 3, "Scaled", r"Scaled scores $\div \sqrt{d_k}$",
+        "scaled", 3, N_("Scaled"), N_(r"Scaled scores $\div \sqrt{d_k}$"),
         r"\text{Scaled} = \frac{Q K^{\top}}{\sqrt{d_k}}",
-        r"With $q$ and $k$ entries of variance 1, a dot product has variance $d_k$. Dividing by $\sqrt{d_k}$ brings "
-        "it back to 1, so softmax does not saturate into near-zero gradients.",
+        N_(r"With $q$ and $k$ entries of variance 1, a dot product has variance $d_k$. Dividing by $\sqrt{d_k}$ brings "
+        "it back to 1, so softmax does not saturate into near-zero gradients."),
         True,
     ),
     Stage(
-        "mask", 4, "Mask", "Mask: hide keys",
+        "mask", 4, N_("Mask"), N_("Mask: hide keys"),
         r"\text{Masked}_{ij} = \begin{cases} {-\infty} & \text{if key } j \text{ is hidden from } i \\ "
         r"\text{Scaled}_{ij} & \text{otherwise} \end{cases}",
-        "A mask hides some keys from some queries before the softmax: a causal mask hides later "
+        N_("A mask hides some keys from some queries before the softmax: a causal mask hides later "
         r"tokens (a decoder must not peek at the future), padding hides filler tokens. $\exp(-\infty) = 0$, "
-        "so a hidden key gets a weight of exactly 0.",
+        "so a hidden key gets a weight of exactly 0."),
         True,
     ),
     Stage(
-        "softmax", 5, "Softmax", "Softmax: attention weights $A$",
+        "softmax", 5, N_("Softmax"), N_("Softmax: attention weights $A$"),
         r"A_{ij} = \frac{\exp(\text{Masked}_{ij})}{\sum_{j\prime} \exp(\text{Masked}_{ij\prime})}",
-        "Softmax is applied row by row: each row becomes a probability distribution over the tokens, "
-        "all weights positive and summing to 1. These are the attention weights.",
+        N_("Softmax is applied row by row: each row becomes a probability distribution over the tokens, "
+        "all weights positive and summing to 1. These are the attention weights."),
         True,
     ),
     Stage(
-        "output", 6, "Output", r"Output $A V$",
+        "output", 6, N_("Output"), N_(r"Output $A V$"),
         r"\text{Output} = A V,\qquad \text{Output}_i = \sum_{j} A_{ij}\, V_j",
-        "Each token's output is a weighted average of all value vectors, weighted by how much it "
-        "attends to each position: its embedding, now enriched with context.",
+        N_("Each token's output is a weighted average of all value vectors, weighted by how much it "
+        "attends to each position: its embedding, now enriched with context."),
         True,
     ),
     Stage(
-        "multihead", 7, "Heads · Wᴼ", r"Concatenate heads, project with $W_O$",
+        "multihead", 7, N_("Heads · Wᴼ"), N_(r"Concatenate heads, project with $W_O$"),
         r"\text{MultiHead}(X) = \text{Concat}(\text{head}_1, \ldots, \text{head}_h)\, W_O",
-        "Each head finds its own pattern of relevance in a smaller subspace. Their outputs are "
-        r"concatenated in order and projected back to $d_{\text{model}}$ by $W_O$.",
+        N_("Each head finds its own pattern of relevance in a smaller subspace. Their outputs are "
+        r"concatenated in order and projected back to $d_{\text{model}}$ by $W_O$."),
         False,
     ),
     Stage(
-        "addnorm1", 8, "Add & Norm", "Add & Norm: residual connection, then LayerNorm",
+        "addnorm1", 8, N_("Add & Norm"), N_("Add & Norm: residual connection, then LayerNorm"),
         r"H = \text{LayerNorm}\big(X + \text{MultiHead}(X)\big)",
-        "A residual connection adds the block's input back to the attention output, then layer "
+        N_("A residual connection adds the block's input back to the attention output, then layer "
         "normalisation gives each token's vector mean 0 and variance 1 (times a learned gain γ, plus "
         "a bias β). It keeps activations at a stable scale, and the residual lets gradients flow "
-        "straight through a deep stack.",
+        "straight through a deep stack."),
         False, True,
     ),
     Stage(
-        "ffn", 9, "FFN", "Position-wise feed-forward network",
+        "ffn", 9, "FFN", N_("Position-wise feed-forward network"),
         r"\text{FFN}(H) = \text{act}(H W_1 + b_1)\, W_2 + b_2",
-        "Two linear layers with a ReLU or a GELU between them, applied to each position independently: "
+        N_("Two linear layers with a ReLU or a GELU between them, applied to each position independently: "
         "attention mixes information across tokens, the FFN transforms each token on its own. Its "
-        r"hidden size $d_{\text{ff}}$ is usually $4\, d_{\text{model}}$.",
+        r"hidden size $d_{\text{ff}}$ is usually $4\, d_{\text{model}}$."),
         False, True,
     ),
     Stage(
-        "addnorm2", 10, "Add & Norm", "Add & Norm: the block's output",
+        "addnorm2", 10, N_("Add & Norm"), N_("Add & Norm: the block's output"),
         r"\text{Out} = \text{LayerNorm}\big(H + \text{FFN}(H)\big)",
-        "Another residual connection and layer norm after the FFN. The output has the input's shape, "
-        r"$T \times d_{\text{model}}$, so blocks stack: this output is the next block's input.",
+        N_("Another residual connection and layer norm after the FFN. The output has the input's shape, "
+        r"$T \times d_{\text{model}}$, so blocks stack: this output is the next block's input."),
         False, True,
     ),
 )
@@ -111,58 +113,58 @@ STAGES: tuple[Stage, ...] = (
 # takes the gradient of the one after it in the forward pass. Written for the dot score; _formula adjusts.
 BACKWARD_STAGES: tuple[Stage, ...] = (
     Stage(
-        "grad_a", 8, "∂L/∂A", r"Backward: the loss, and $\partial L / \partial A$",
+        "grad_a", 8, "∂L/∂A", N_(r"Backward: the loss, and $\partial L / \partial A$"),
         r"\frac{\partial L}{\partial A} = \frac{\partial L}{\partial \text{Output}}\, V^{\top},\qquad "
         r"\frac{\partial L}{\partial \text{Output}} = \frac{\partial L}{\partial \text{MultiHead}}\, W_O^{\top}",
-        r"The loss $L$ says how far the run is from the goal. Its gradient $\partial L / \partial A_{ij}$ says how "
+        N_(r"The loss $L$ says how far the run is from the goal. Its gradient $\partial L / \partial A_{ij}$ says how "
         r"the loss changes when weight $A_{ij}$ grows: negative where the weight should grow, positive where it "
-        r"should shrink.",
+        r"should shrink."),
         True, backward=True,
     ),
     Stage(
-        "grad_scores", 9, "∂L/∂Scores", r"Backward through softmax: $\partial L / \partial \text{Scores}$",
+        "grad_scores", 9, "∂L/∂Scores", N_(r"Backward through softmax: $\partial L / \partial \text{Scores}$"),
         r"\frac{\partial L}{\partial \text{Scaled}_{ij}} = A_{ij} \Big( \frac{\partial L}{\partial A_{ij}} - "
         r"\sum_{k} A_{ik} \frac{\partial L}{\partial A_{ik}} \Big),\qquad "
         r"\frac{\partial L}{\partial \text{Scores}} = \frac{1}{\sqrt{d_k}}\, \frac{\partial L}{\partial \text{Scaled}}",
-        r"Raising one score takes weight from the others, so the softmax subtracts the row's weighted average "
+        N_(r"Raising one score takes weight from the others, so the softmax subtracts the row's weighted average "
         r"of $\partial L / \partial A$. Where a row is nearly one-hot, $A_{ij}(\ldots)$ is nearly 0 and the "
-        r"gradient fades: the saturation $\div \sqrt{d_k}$ prevents (a hidden key's gradient is exactly 0).",
+        r"gradient fades: the saturation $\div \sqrt{d_k}$ prevents (a hidden key's gradient is exactly 0)."),
         True, backward=True,
     ),
     Stage(
-        "grad_q", 10, "∂L/∂Q", r"Backward: $\partial L / \partial Q$",
+        "grad_q", 10, "∂L/∂Q", N_(r"Backward: $\partial L / \partial Q$"),
         r"\frac{\partial L}{\partial Q} = \frac{\partial L}{\partial \text{Scores}}\, K,\qquad "
         r"\frac{\partial L}{\partial Q_{id}} = \sum_{j} \frac{\partial L}{\partial \text{Scores}_{ij}}\, K_{jd}",
-        r"Each query is pulled towards the keys whose scores should grow and pushed away from those whose "
-        r"scores should shrink. A step against this gradient is what teaches a query what to look for.",
+        N_(r"Each query is pulled towards the keys whose scores should grow and pushed away from those whose "
+        r"scores should shrink. A step against this gradient is what teaches a query what to look for."),
         True, backward=True,
     ),
     Stage(
-        "grad_k", 11, "∂L/∂K", r"Backward: $\partial L / \partial K$",
+        "grad_k", 11, "∂L/∂K", N_(r"Backward: $\partial L / \partial K$"),
         r"\frac{\partial L}{\partial K} = \Big(\frac{\partial L}{\partial \text{Scores}}\Big)^{\top} Q,\qquad "
         r"\frac{\partial L}{\partial K_{jd}} = \sum_{i} \frac{\partial L}{\partial \text{Scores}_{ij}}\, Q_{id}",
-        r"Each key is pulled towards the queries that should attend to it more, summed over every query: "
-        r"a key learns what it offers from everyone who looks at it.",
+        N_(r"Each key is pulled towards the queries that should attend to it more, summed over every query: "
+        r"a key learns what it offers from everyone who looks at it."),
         True, backward=True,
     ),
     Stage(
-        "grad_v", 12, "∂L/∂V", r"Backward: $\partial L / \partial V$",
+        "grad_v", 12, "∂L/∂V", N_(r"Backward: $\partial L / \partial V$"),
         r"\frac{\partial L}{\partial V} = A^{\top} \frac{\partial L}{\partial \text{Output}},\qquad "
         r"\frac{\partial L}{\partial V_{jd}} = \sum_{i} A_{ij}\, \frac{\partial L}{\partial \text{Output}_{id}}",
-        r"A value row receives the output gradients of the queries that read it, each weighted by how much "
+        N_(r"A value row receives the output gradients of the queries that read it, each weighted by how much "
         r"that query attends to it. With a goal on the weights alone, nothing flows here: the values do not "
-        r"change the weights.",
+        r"change the weights."),
         True, backward=True,
     ),
     Stage(
-        "grad_w", 13, "∂L/∂W", r"Backward: the weights' gradients, $\partial L / \partial W$",
+        "grad_w", 13, "∂L/∂W", N_(r"Backward: the weights' gradients, $\partial L / \partial W$"),
         r"\frac{\partial L}{\partial W_Q} = X^{\top} \frac{\partial L}{\partial Q},\qquad "
         r"\frac{\partial L}{\partial W_K} = X^{\top} \frac{\partial L}{\partial K},\qquad "
         r"\frac{\partial L}{\partial W_V} = X^{\top} \frac{\partial L}{\partial V},\qquad "
         r"\frac{\partial L}{\partial W_O} = \text{Concat}^{\top} \frac{\partial L}{\partial \text{MultiHead}}",
-        r"The projections are the learned parameters: every token's gradient adds into them. A step of gradient "
+        N_(r"The projections are the learned parameters: every token's gradient adds into them. A step of gradient "
         r"descent moves each weight against its gradient, $W \leftarrow W - \eta\, \partial L / \partial W$, "
-        r"which is what the Learn panel's buttons do.",
+        r"which is what the Learn panel's buttons do."),
         False, backward=True,
     ),
 )
@@ -172,52 +174,52 @@ BACKWARD_KEYS = tuple(s.key for s in BACKWARD_STAGES)
 # Titles and explanations are prose with inline maths between $…$; formulas are LaTeX.
 VARIANTS: dict[tuple[str, str], tuple[str, str, str]] = {
     ("scores", "general"): (
-        r"Scores: general $q_i W_a\, k_j^{\top}$ (Luong)",
+        N_(r"Scores: general $q_i W_a\, k_j^{\top}$ (Luong)"),
         r"\text{Scores}_{ij} = (Q W_a)_i \cdot K_j = \sum_{a} \sum_{b} Q_{ia}\, (W_a)_{ab}\, K_{jb}",
-        r"Luong's \"general\" score puts a learned $d_k \times d_k$ matrix between each query and key, so the "
+        N_(r"Luong's \"general\" score puts a learned $d_k \times d_k$ matrix between each query and key, so the "
         r"model learns which query features should match which key features. With $W_a = I$ it is the plain "
-        r"dot product.",
+        r"dot product."),
     ),
     ("scores", "additive"): (
-        r"Scores: additive $v_a \cdot \tanh(q_i W_1 + k_j W_2)$ (Bahdanau)",
+        N_(r"Scores: additive $v_a \cdot \tanh(q_i W_1 + k_j W_2)$ (Bahdanau)"),
         r"\text{Scores}_{ij} = \sum_{a} (v_a)_a \tanh\big((Q W_1)_{ia} + (K W_2)_{ja}\big)",
-        r"Bahdanau's original attention (2014) scored each query–key pair with a small neural network: "
+        N_(r"Bahdanau's original attention (2014) scored each query–key pair with a small neural network: "
         r"one hidden layer with tanh, then a dot product with $v_a$. Luong (2015) simplified this to a plain "
         r"dot product. tanh keeps every score within $\pm \sum_a |(v_a)_a|$, so it is not divided by "
-        r"$\sqrt{d_k}$.",
+        r"$\sqrt{d_k}$."),
     ),
     ("scaled", "additive"): (
-        r"Scaled scores (additive: $\div\, \tau$ only)",
+        N_(r"Scaled scores (additive: $\div\, \tau$ only)"),
         r"\text{Scaled} = \frac{\text{Scores}}{\tau}",
-        r"Additive scores are bounded by tanh, so they are not divided by $\sqrt{d_k}$; only the "
-        r"temperature $\tau$ applies.",
+        N_(r"Additive scores are bounded by tanh, so they are not divided by $\sqrt{d_k}$; only the "
+        r"temperature $\tau$ applies."),
     ),
     ("output", "linear"): (
-        "Output: linear attention",
+        N_("Output: linear attention"),
         r"\text{Output}_i = \frac{\varphi(q_i)^{\top} \big(\varphi(K)^{\top} V\big)}"
         r"{\varphi(q_i)^{\top} \sum_{j} \varphi(k_j)},\qquad \varphi(x) = \text{elu}(x) + 1",
-        r"Linear attention replaces $\exp(q \cdot k)$ by $\varphi(q) \cdot \varphi(k)$. The product can then be "
+        N_(r"Linear attention replaces $\exp(q \cdot k)$ by $\varphi(q) \cdot \varphi(k)$. The product can then be "
         r"regrouped: $\varphi(K)^{\top} V$ is a $d_k \times d_v$ summary built once, and each query reads it, "
         r"so the cost grows as $T d^2$ instead of $T^2 d$. The weights it implies are smoother than "
-        r"softmax's; the difference is shown below.",
+        r"softmax's; the difference is shown below."),
     ),
     ("addnorm1", "pre"): (
-        "Add (pre-norm): residual around normalised attention",
+        N_("Add (pre-norm): residual around normalised attention"),
         r"H = X + \text{MultiHead}\big(\text{LayerNorm}(X)\big)",
-        r"Pre-norm, as in GPT-2 and most recent models: LayerNorm comes first, inside the branch, and the "
+        N_(r"Pre-norm, as in GPT-2 and most recent models: LayerNorm comes first, inside the branch, and the "
         r"residual adds the untouched input. The heads above saw $\text{LayerNorm}_1(X)$; this stage adds "
-        r"their output back to $X$.",
+        r"their output back to $X$."),
     ),
     ("ffn", "pre"): (
-        r"Position-wise feed-forward network (on $\text{LayerNorm}_2(H)$)",
+        N_(r"Position-wise feed-forward network (on $\text{LayerNorm}_2(H)$)"),
         r"\text{FFN}\big(\text{LayerNorm}(H)\big) = \text{act}\big(\text{LN}(H)\, W_1 + b_1\big)\, W_2 + b_2",
-        r"Pre-norm: the FFN reads $\text{LayerNorm}_2(H)$, and the residual adds its output to $H$ itself.",
+        N_(r"Pre-norm: the FFN reads $\text{LayerNorm}_2(H)$, and the residual adds its output to $H$ itself."),
     ),
     ("addnorm2", "pre"): (
-        "Add (pre-norm): the block's output",
+        N_("Add (pre-norm): the block's output"),
         r"\text{Out} = H + \text{FFN}\big(\text{LayerNorm}(H)\big)",
-        "The output is H plus the FFN's output, with no normalisation after it: the residual stream "
-        "passes through the block untouched. It is the next block's input.",
+        N_("The output is H plus the FFN's output, with no normalisation after it: the residual stream "
+        "passes through the block untouched. It is the next block's input."),
     ),
 }
 STAGE_KEYS = tuple(s.key for s in STAGES)
@@ -267,7 +269,7 @@ def read_goto(goto: str) -> tuple[str, int | None]:
 # The FFN's activations (app.maths.blocks.ACTIVATIONS): the name in a matrix's title, its LaTeX, and in words.
 ACTIVATION_NAMES = {"relu": "ReLU", "gelu": "GELU", "gelu_tanh": "GELU_tanh"}
 ACTIVATION_TEX = {"relu": r"\text{ReLU}", "gelu": r"\text{GELU}", "gelu_tanh": r"\text{GELU}_{\tanh}"}
-ACTIVATION_WORDS = {"relu": "ReLU", "gelu": "GELU (exact)", "gelu_tanh": "GELU (tanh approximation)"}
+ACTIVATION_WORDS = {"relu": "ReLU", "gelu": N_("GELU (exact)"), "gelu_tanh": N_("GELU (tanh approximation)")}
 
 
 @dataclass(frozen=True)
