@@ -2,6 +2,8 @@
 # make test  — create .venv with the test extras (requirements-test.lock), install Chromium and redis-server if
 #              missing (as root), run every test (on TEST_WORKERS=2 processes)
 # make lock  — write both lock files again from pyproject.toml (after changing a dependency)
+# make messages — extract every message (app, templates, scripts) into app/locales/messages.pot and merge it
+#              into each language's catalogue (docs/translating.md); the catalogues are compiled by run and test
 # make bench — an edit and large API requests against /healthz, a class on one worker (alone and beside
 #              the largest request in a loop), 300 students following a teacher's steps by their event
 #              streams (in memory and with Redis), growth with T, compression (bench/RESULTS.md)
@@ -12,7 +14,7 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: run test lint lock browser services container-engine test-container clean bench bench-quick bench-wrk
+.PHONY: run test lint lock messages catalogues browser services container-engine test-container clean bench bench-quick bench-wrk
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 is needed"'
@@ -45,8 +47,24 @@ lock: | $(BIN)/python
 
 # The other ATTENTION_* settings (docs/configuration.md) come from the environment. One BLAS thread, as in the
 # image: a request's matrix products are small, and BLAS threads spinning beside the server's only slow it.
-run: $(VENV)/.installed
+run: $(VENV)/.installed catalogues
 	OPENBLAS_NUM_THREADS=1 ATTENTION_HOST=$(HOST) ATTENTION_PORT=$(PORT) $(BIN)/python -m app.serve
+
+# The page's languages (app/i18n.py): one gettext catalogue each, app/locales/<lang>/LC_MESSAGES/messages.po,
+# compiled to messages.mo (not committed) whenever it changed. `make messages` extracts the English messages of
+# the app's Python (_(), N_()), the templates (_(), {% trans %}) and the scripts (t()) and merges them into each
+# catalogue: a new or changed message is then missing or fuzzy there until translated (tests/i18n fail on both).
+LOCALES := app/locales
+MO := $(patsubst %.po,%.mo,$(wildcard $(LOCALES)/*/LC_MESSAGES/messages.po))
+
+$(LOCALES)/%/LC_MESSAGES/messages.mo: $(LOCALES)/%/LC_MESSAGES/messages.po | $(BIN)/python
+	$(BIN)/pybabel compile --statistics -l $* -i $< -o $@
+
+catalogues: $(MO)
+
+messages: $(VENV)/.installed-test
+	$(BIN)/pybabel extract -F babel.cfg -k t -k N_ --no-wrap --sort-by-file -o $(LOCALES)/messages.pot .
+	$(BIN)/pybabel update -i $(LOCALES)/messages.pot -d $(LOCALES) --no-wrap --ignore-obsolete
 
 # Browser tests drive Debian's Chromium (Playwright cannot download its own browser offline).
 browser:
@@ -69,7 +87,7 @@ lint: $(VENV)/.installed-test
 # The suite on TEST_WORKERS processes (pytest-xdist; a test file stays on one worker, with its own browser, app
 # server and Redis on free ports). TEST_WORKERS=0 runs it in this process.
 TEST_WORKERS ?= 2
-test: $(VENV)/.installed-test browser services lint
+test: $(VENV)/.installed-test catalogues browser services lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # The container test uses a Docker engine if one answers, else podman with runc (debootstrap makes a

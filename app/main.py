@@ -43,6 +43,7 @@ from app.web import (
 )
 from app.web.compression import MIDDLEWARE_OPTIONS
 from app.web.lanes import Lanes
+from app.web.language import LanguageMiddleware
 from app.web.security import SameOriginMiddleware, SecurityHeadersMiddleware, docs_router
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
@@ -220,6 +221,7 @@ def create_app(config: Settings = settings) -> FastAPI:
     app.add_middleware(SameOriginMiddleware)  # before the body is read: a cross-site post costs nothing
     # Outside the body limit: its 413 gets them too. The embeddable views may be framed by embed_origins.
     app.add_middleware(SecurityHeadersMiddleware, embed_origins=config.frame_origins)
+    app.add_middleware(LanguageMiddleware)  # the request's language (app.i18n), before any route runs
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.include_router(api.router)
     app.include_router(model_api.router)

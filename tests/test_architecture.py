@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 APP = Path(__file__).resolve().parents[1] / "app"
-# Bottom to top. config is read by every layer; main (the factory) and serve (the entry) sit on top.
-LAYERS = ("config", "maths", "lesson", "state", "view", "classroom", "web", "main", "serve")
+# Bottom to top. config (the settings) and i18n (the request's language) are read by every layer; main (the
+# factory) and serve (the entry) sit on top.
+LAYERS = ("config", "i18n", "maths", "lesson", "state", "view", "classroom", "web", "main", "serve")
 
 
 @dataclass(frozen=True)
@@ -104,9 +105,9 @@ def cycles(found: list[Import]) -> list[list[str]]:
 
 def test_every_module_lives_in_a_layer() -> None:
     top = sorted(p.stem for p in APP.glob("*.py") if p.stem != "__init__")
-    assert top == ["config", "main", "serve"]  # the factory, the settings and the server entry
-    assert sorted(p.name for p in APP.iterdir() if p.is_dir() and p.name != "__pycache__") == sorted(
-        set(LAYERS) - {"config", "main", "serve"})
+    assert top == ["config", "i18n", "main", "serve"]  # the settings, the language, the factory and the entry
+    assert sorted(p.name for p in APP.iterdir() if p.is_dir() and p.name not in ("__pycache__", "locales")) == sorted(
+        set(LAYERS) - {"config", "i18n", "main", "serve"})
 
 
 def test_imports_point_down_only() -> None:

@@ -24,6 +24,8 @@ from typing import TypeVar
 
 from anyio import BrokenWorkerProcess, CapacityLimiter, fail_after, to_process, to_thread
 
+from app.i18n import DEFAULT, language, speaking
+
 T = TypeVar("T")
 
 HEAVY_NICENESS = 10  # of the heavy lane's processes: below the server's own (0)
@@ -40,11 +42,13 @@ class LaneTimeout(Exception):
     """A heavy request ran past its time, or its process failed, and was stopped."""
 
 
-def niced(work: Callable[..., T], *args: object) -> T:
-    """``work(*args)`` in a heavy lane's process, at the lane's lower priority."""
+def niced(lang: str, work: Callable[..., T], *args: object) -> T:
+    """``work(*args)`` in a heavy lane's process, at the lane's lower priority, in the request's language
+    (app.i18n: a context variable does not cross to another process by itself)."""
     if hasattr(os, "nice") and os.nice(0) < HEAVY_NICENESS:
         os.nice(HEAVY_NICENESS - os.nice(0))
-    return work(*args)
+    with speaking(lang):
+        return work(*args)
 
 
 class Lanes:
@@ -74,7 +78,8 @@ class Lanes:
         self.in_flight += 1
         try:
             with fail_after(self.heavy_seconds):
-                return await to_process.run_sync(niced, work, *args, cancellable=True, limiter=self.processes)
+                return await to_process.run_sync(niced, language(), work, *args, cancellable=True,
+                                                 limiter=self.processes)
         except (TimeoutError, BrokenWorkerProcess):
             raise LaneTimeout from None
         finally:
@@ -83,4 +88,4 @@ class Lanes:
     async def start(self, warm: Callable[[], object]) -> None:
         """Start the heavy lane's worker process now rather than on the first heavy page: ``warm`` is a
         function of the module whose work it will do (unpickling it there imports that module)."""
-        await to_process.run_sync(niced, warm, limiter=self.processes)
+        await to_process.run_sync(niced, DEFAULT, warm, limiter=self.processes)

@@ -1,0 +1,172 @@
+"""The page in the class's language: gettext catalogues, the language of the request, numbers as it writes them.
+
+Every sentence a person reads is a message of the catalogue ``app/locales/<lang>/LC_MESSAGES/messages.po``
+(extracted by ``make messages``, compiled to ``messages.mo`` at install and in the image):
+
+- templates call ``_("…")``, ``ngettext(…)`` or ``{% trans %}…{% endtrans %}`` (Jinja2's i18n extension);
+- the lesson's data (stages, presets, goals, …) marks its texts ``N_("…")``, which leaves them English (the JSON
+  API and the exports use them as they are), and the page translates them where it shows them: ``_(stage.title)``;
+- the page's Python that writes a sentence at request time calls ``gettext``, which reads the request's language.
+
+The request's language is a context variable set once per request (``app.main``'s LanguageMiddleware), from
+``?lang=``, a posted ``lang`` field, the ``lang`` cookie, then the browser's Accept-Language; the JSON API is
+always English. A heavy page rendered in another process carries it there (``app.web.page_work``).
+"""
+
+from __future__ import annotations
+
+import gettext as _gettext
+import re
+from contextlib import contextmanager
+from contextvars import ContextVar
+from functools import cache
+from pathlib import Path
+
+from babel.core import Locale, UnknownLocaleError, negotiate_locale
+
+LOCALES_DIR = Path(__file__).resolve().parent / "locales"
+DOMAIN = "messages"
+DEFAULT = "en"
+# Each language named in itself, in the order of the header's selector.
+LANGUAGES: dict[str, str] = {"en": "English", "fr": "Français", "de": "Deutsch", "es": "Español", "zh": "中文"}
+# <html lang>: the BCP 47 tag of each (Simplified Chinese written as such).
+HTML_LANG = {"en": "en", "fr": "fr", "de": "de", "es": "es", "zh": "zh-Hans"}
+# Languages whose textbooks write a decimal comma: 0,25 (and English and Chinese 0.25).
+DECIMAL_COMMA = frozenset({"fr", "de", "es"})
+COOKIE = "lang"
+COOKIE_MAX_AGE = 365 * 24 * 3600
+
+_current: ContextVar[str] = ContextVar("language", default=DEFAULT)
+
+
+def N_(message: str) -> str:  # noqa: N802 (gettext's own name for a marker)
+    """Marks ``message`` for the catalogue and leaves it as it is: translated where it is shown."""
+    return message
+
+
+@cache
+def translations(lang: str) -> _gettext.NullTranslations:
+    """The compiled catalogue of ``lang`` (English, and a language whose catalogue is not compiled, say
+    each message as it is written)."""
+    if lang == DEFAULT:
+        return _gettext.NullTranslations()
+    return _gettext.translation(DOMAIN, LOCALES_DIR, languages=[lang], fallback=True)
+
+
+def language() -> str:
+    """The language of this request (``en`` outside one)."""
+    return _current.get()
+
+
+def set_language(lang: str) -> None:
+    _current.set(lang if lang in LANGUAGES else DEFAULT)
+
+
+@contextmanager
+def speaking(lang: str):
+    """Within the block, messages are in ``lang``."""
+    token = _current.set(lang if lang in LANGUAGES else DEFAULT)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+def gettext(message: str) -> str:
+    """``message`` in the request's language (empty stays empty: gettext would give the catalogue's header)."""
+    if not message or _current.get() == DEFAULT:
+        return message
+    return translations(_current.get()).gettext(message)
+
+
+def ngettext(singular: str, plural: str, n: int) -> str:
+    if _current.get() == DEFAULT:
+        return singular if n == 1 else plural
+    return translations(_current.get()).ngettext(singular, plural, n)
+
+
+def pgettext(context: str, message: str) -> str:
+    """``message`` in the request's language, told apart by ``context`` from the same English word elsewhere."""
+    if _current.get() == DEFAULT:
+        return message
+    return translations(_current.get()).pgettext(context, message)
+
+
+_ = gettext
+
+
+def pick_language(query: str | None, cookie: str | None, accept_language: str | None) -> str:
+    """The language of a page: ``?lang=`` (or a posted ``lang``), else the cookie, else the first of the
+    browser's Accept-Language we have (``fr-CH`` reads French, ``zh-CN`` and ``zh-Hans`` Chinese), else English."""
+    for chosen in (query, cookie):
+        if chosen in LANGUAGES:
+            return chosen
+    if accept_language:
+        preferred = []
+        for part in accept_language.split(",")[:20]:
+            tag, _sep, params = part.strip().partition(";")
+            q = 1.0
+            if params.strip().startswith("q="):
+                try:
+                    q = float(params.strip()[2:])
+                except ValueError:
+                    q = 0.0
+            if tag and q > 0:
+                preferred.append((q, tag.strip().replace("_", "-")))
+        ordered = [tag for _q, tag in sorted(preferred, key=lambda p: -p[0])]
+        for tag in ordered:
+            found = negotiate_locale([tag], list(LANGUAGES), sep="-") or negotiate_locale(
+                [tag.split("-")[0]], list(LANGUAGES), sep="-")
+            if found:
+                return found
+    return DEFAULT
+
+
+# Numbers as the class writes them: the page's own text only (heatmaps, the inspector, charts, editors' cells);
+# the JSON API and every export keep "0.25" and "-" whatever the language.
+MINUS = "\u2212"
+
+
+def decimal_comma() -> bool:
+    return _current.get() in DECIMAL_COMMA
+
+
+def decimal_sign() -> str:
+    return "," if _current.get() in DECIMAL_COMMA else "."
+
+
+def local_number(text: str) -> str:
+    """A number as the page prints it (``0.250``, ``-1.5``, ``−1.5``), written in the request's language:
+    the decimal comma where its textbooks use one, and always a true minus."""
+    text = text.replace("-", MINUS)
+    return text.replace(".", ",") if _current.get() in DECIMAL_COMMA else text
+
+
+def local_numbers(rows: list[list[str]]) -> list[list[str]]:
+    """``local_number`` over a table's rows, at the cost of one replace per cell."""
+    if _current.get() in DECIMAL_COMMA:
+        return [[t.replace("-", MINUS).replace(".", ",") for t in row] for row in rows]
+    return [[t.replace("-", MINUS) for t in row] for row in rows]
+
+
+@cache
+def language_name(lang: str, in_lang: str) -> str:
+    """``lang``'s name written in ``in_lang`` (Babel's CLDR data)."""
+    try:
+        return Locale.parse(lang).get_display_name(Locale.parse(in_lang)) or lang
+    except (UnknownLocaleError, ValueError):
+        return lang
+
+
+_DECIMAL_POINT = re.compile(r"(?<=\d)\.(?=\d)")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+THIN_SPACE = "\u202f"  # groups of thousands where the comma is the decimal sign: 12 345,6 (ISO 80000)
+
+
+def local_decimals(text: str) -> str:
+    """Every number of an English-written sentence or label (``0.25``, ``12,345.6``, ``1.5 × 10⁻⁴``) as the
+    reader's language writes it: the decimal comma and thin-spaced thousands where its textbooks use them.
+    Other points (an ellipsis, an abbreviation, a sentence's end) are left alone. Apply once, to English text."""
+    if _current.get() not in DECIMAL_COMMA:
+        return text
+    return _DECIMAL_POINT.sub(",", _THOUSANDS.sub(THIN_SPACE, text))
