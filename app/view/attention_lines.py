@@ -27,6 +27,9 @@ from dataclasses import dataclass
 import numpy as np
 from markupsafe import Markup, escape
 
+from app.i18n import N_, local_number, ngettext
+from app.i18n import gettext as _
+
 SVG_NS = "http://www.w3.org/2000/svg"
 WIDTH_PER_WEIGHT = 6.0  # stroke-width = 6·w
 OPACITY_FLOOR = 0.25  # stroke-opacity = 0.25 + 0.75·w
@@ -36,7 +39,8 @@ LABEL_CHARS = 12  # longer tokens are cut with "…" (the full text is in the to
 
 # Okabe & Ito's palette, ordered so that the bank presets' who, when and where heads get seed 000's
 # purple, green and orange; yellow, the faintest on white, comes last.
-HEAD_COLOURS = ("reddish purple", "bluish green", "orange", "blue", "vermillion", "sky blue", "black", "yellow")
+HEAD_COLOURS = (N_("reddish purple"), N_("bluish green"), N_("orange"), N_("blue"), N_("vermillion"), N_("sky blue"),
+                N_("black"), N_("yellow"))
 
 # Geometry, in viewBox units.
 ROW = 24  # one token per row
@@ -108,7 +112,7 @@ def attention_lines(
     if len(queries) != t or len(keys) != s or len(head_labels) != h_count:
         raise ValueError(f"weights {a.shape} do not fit {len(queries)} queries, {len(keys)} keys, "
                          f"{len(head_labels)} heads")
-    heads = tuple(HeadKey(h, head_labels[h], HEAD_COLOURS[h % len(HEAD_COLOURS)]) for h in range(h_count))
+    heads = tuple(HeadKey(h, head_labels[h], _(HEAD_COLOURS[h % len(HEAD_COLOURS)])) for h in range(h_count))
     threshold = 0.0 if a.size <= ALL_LINES_UP_TO else THRESHOLD
 
     # 1) Layout: query labels | lines | key labels | a key's weights (a query in use). A key in use
@@ -147,7 +151,7 @@ def attention_lines(
         stroke = f'stroke-width="{line_width(w):g}" stroke-opacity="{line_opacity(w):g}"/>'
         q_lines[h][i].append(f'<line x2="{span}" y2="{(j - i) * ROW}" data-w="{w:.4f}" {stroke}')
         k_lines[h][j].append(f'<line x2="-{k_span}" y2="{(i - j) * ROW}" {stroke}')
-        text = f"{w:.2f}"
+        text = local_number(f"{w:.2f}")
         q_nums[h][i].append(f'<text y="{y[j]}">{text}</text>')
         k_nums[h][j].append(f'<text y="{y[i]}">{text}</text>')
 
@@ -159,17 +163,21 @@ def attention_lines(
 
     def hidden_from(i: int) -> str:
         keys_hidden = np.flatnonzero(hide[i]).tolist()
-        return f"; masked keys {', '.join(str(j + 1) for j in keys_hidden)}" if keys_hidden else ""
+        return _("; masked keys {keys}").format(keys=", ".join(str(j + 1) for j in keys_hidden)) if keys_hidden else ""
+
+    empty = _("(empty)")
+    query_name = _("query {n} {token}: largest weight per head: {heads}")
+    key_name = _("key {n} {token}: largest weight per head: {heads}")
 
     def q_name(i: int) -> str:
-        per_head = "; ".join(f"{heads[h].label} → {keys[best_key[h][i]] or '(empty)'} {top_key[h][i]:.2f}"
+        per_head = "; ".join(f"{heads[h].label} → {keys[best_key[h][i]] or empty} {top_key[h][i]:.2f}"
                              for h in range(h_count))
-        return str(escape(f"query {i + 1} {queries[i]}: largest weight per head: {per_head}{hidden_from(i)}"))
+        return str(escape(query_name.format(n=i + 1, token=queries[i], heads=per_head) + hidden_from(i)))
 
     def k_name(j: int) -> str:
-        per_head = "; ".join(f"{heads[h].label} ← {queries[best_query[h][j]] or '(empty)'} {top_query[h][j]:.2f}"
+        per_head = "; ".join(f"{heads[h].label} ← {queries[best_query[h][j]] or empty} {top_query[h][j]:.2f}"
                              for h in range(h_count))
-        return str(escape(f"key {j + 1} {keys[j]}: largest weight per head: {per_head}"))
+        return str(escape(key_name.format(n=j + 1, token=keys[j], heads=per_head)))
 
     def groups(lines: list[list[list[str]]], nums: list[list[list[str]]], n: int, line_x: float,
                num_x: float, y_n: int) -> list[str]:
@@ -190,28 +198,36 @@ def attention_lines(
     # 4) The SVG, one list of strings joined once.
     fid = escape(fig_id)
     drawn = len(ws)
-    note = (f"Only weights of at least {THRESHOLD:g} are drawn ({drawn:,} of {a.size:,} lines): with more than "
-            f"{ALL_LINES_UP_TO:,} lines, the faint ones would hide the others." if threshold else "")
+    note = (_("Only weights of at least {threshold} are drawn ({drawn} of {total} lines): with more than "
+              "{most} lines, the faint ones would hide the others.").format(
+                threshold=f"{THRESHOLD:g}", drawn=f"{drawn:,}", total=f"{a.size:,}", most=f"{ALL_LINES_UP_TO:,}")
+            if threshold else "")
     colours = ", ".join(f"{k.label}: {k.colour}" for k in heads)
-    masked = "A key the mask hides from a query has no line; its score there is −∞ and its weight 0. "
-    desc = (f"Each line joins a query token (left) to a {'source-sentence ' if cross else ''}key token "
-            f"(right); its width is 6 × the attention weight and its opacity 0.25 + 0.75 × the weight. "
-            f"{masked if hide.any() else ''}"
-            f"Colours: {colours}. Hover, tap or focus a token to "
-            f"see only its lines, with their weights printed beside the other column. "
-            f"{note + ' ' if note else ''}The same weights are in the table Attention weights A of this "
-            f"stage, one head at a time.")
-    if focus is not None:
-        desc += f" The lines of {queries[focus]} are drawn first."
+    desc = " ".join(part for part in (
+        _("Each line joins a query token (left) to a source-sentence key token (right); its width is 6 × the "
+          "attention weight and its opacity 0.25 + 0.75 × the weight.") if cross else
+        _("Each line joins a query token (left) to a key token (right); its width is 6 × the attention weight "
+          "and its opacity 0.25 + 0.75 × the weight."),
+        _("A key the mask hides from a query has no line; its score there is −∞ and its weight 0.")
+        if hide.any() else "",
+        _("Colours: {colours}. Hover, tap or focus a token to see only its lines, with their weights printed beside "
+          "the other column.").format(colours=colours),
+        note,
+        _("The same weights are in the table Attention weights A of this stage, one head at a time."),
+        _("The lines of {token} are drawn first.").format(token=queries[focus]) if focus is not None else "",
+    ) if part)
+    title = ngettext("Attention weights as lines, {n} head", "Attention weights as lines, {n} heads",
+                     h_count).format(n=h_count)
     parts = [
         f'<svg xmlns="{SVG_NS}" viewBox="0 0 {width} {height}" width="{round(width * DRAWN_SCALE)}" '
         f'height="{round(height * DRAWN_SCALE)}" '
         f'class="lines-svg{" has-focus" if focus is not None else ""}" role="group" '
         f'aria-labelledby="{fid}-t" aria-describedby="{fid}-d">'
-        f'<title id="{fid}-t">Attention weights as lines, {h_count} head{"s" if h_count > 1 else ""}</title>'
+        f'<title id="{fid}-t">{escape(title)}</title>'
         f'<desc id="{fid}-d">{escape(desc)}</desc>'
-        f'<text class="colh" x="{_num(q_w - 2)}" y="{TOP - 12}" text-anchor="end">queries</text>'
-        f'<text class="colh" x="{_num(x1 + GAP + 2)}" y="{TOP - 12}">{"keys (source)" if cross else "keys"}</text>',
+        f'<text class="colh" x="{_num(q_w - 2)}" y="{TOP - 12}" text-anchor="end">{escape(_("queries"))}</text>'
+        f'<text class="colh" x="{_num(x1 + GAP + 2)}" y="{TOP - 12}">'
+        f'{escape(_("keys (source)") if cross else _("keys"))}</text>',
         '<g class="qs">',
     ]
     for i in range(t):

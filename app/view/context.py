@@ -8,8 +8,10 @@ import math
 from dataclasses import dataclass, replace
 
 import numpy as np
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
+from app.i18n import gettext as _
+from app.i18n import ngettext
 from app.lesson.presets import PRESETS
 from app.lesson.stages import ACTIVATION_WORDS, Stage, stage_or_first, step_targets
 from app.maths.arithmetic import CellRef, Explanation, explain
@@ -55,33 +57,37 @@ def describe_scenario(sc: Scenario) -> Markup:
     they are escaped as text and never reach the maths converter; only this function's own fixed
     formulas (÷√d_k, τ, d_ff) are typeset."""
     t, h = len(sc.tokens), sc.num_heads
-    words = f" “{' '.join(sc.tokens)}”" if t <= 8 else ""  # a short sentence is read at a glance
-    parts = [f"{t} token{'s' if t != 1 else ''}{words}", f"embeddings of {sc.d_model}",
-             f"{h} head{'s' if h != 1 else ''}"]
+    if t <= 8:  # a short sentence is read at a glance
+        tokens = ngettext("{n} token “{sentence}”", "{n} tokens “{sentence}”", t).format(
+            n=t, sentence=" ".join(sc.tokens))
+    else:
+        tokens = ngettext("{n} token", "{n} tokens", t).format(n=t)
+    parts = [tokens, _("embeddings of {n}").format(n=sc.d_model), ngettext("{n} head", "{n} heads", h).format(n=h)]
     if sc.d_k != max(1, sc.d_model // h) or sc.d_v != sc.d_k:
-        parts.append(f"queries and keys of {sc.d_k}, values of {sc.d_v}")
-    parts += {"causal": ["causal mask"], "local": [f"local window ±{sc.window}"],
-              "strided": [f"strided mask (stride {sc.window})"]}.get(sc.mask_mode, [])
+        parts.append(_("queries and keys of {d_k}, values of {d_v}").format(d_k=sc.d_k, d_v=sc.d_v))
+    parts += {"causal": [_("causal mask")], "local": [_("local window ±{n}").format(n=sc.window)],
+              "strided": [_("strided mask (stride {n})").format(n=sc.window)]}.get(sc.mask_mode, [])
     if sc.blocked:
-        parts.append(f"{len(sc.blocked)} cell{'s' if len(sc.blocked) != 1 else ''} hidden by hand")
+        parts.append(ngettext("{n} cell hidden by hand", "{n} cells hidden by hand", len(sc.blocked)).format(
+            n=len(sc.blocked)))
     if sc.padding:
-        parts.append(f"{len(sc.padding)} padding key{'s' if len(sc.padding) != 1 else ''}")
+        parts.append(ngettext("{n} padding key", "{n} padding keys", len(sc.padding)).format(n=len(sc.padding)))
     if sc.cross:
-        parts.append(f"cross-attention to {len(sc.context_tokens)} source tokens")
+        parts.append(_("cross-attention to {n} source tokens").format(n=len(sc.context_tokens)))
     if sc.positional_encoding != "none":
-        parts.append(ENCODINGS[sc.positional_encoding].label)
-    parts += {"general": ["general (Luong) score"], "additive": ["additive (Bahdanau) score"]}.get(sc.score, [])
+        parts.append(_(ENCODINGS[sc.positional_encoding].label))
+    parts += {"general": [_("general (Luong) score")], "additive": [_("additive (Bahdanau) score")]}.get(sc.score, [])
     if sc.attention == "linear":
-        parts.append("linear attention")
+        parts.append(_("linear attention"))
     if not sc.scale:
-        parts.append(Markup("no ") + tex(r"\div \sqrt{d_k}"))
+        parts.append(escape(_("no {formula}")).format(formula=tex(r"\div \sqrt{d_k}")))
     if sc.temperature != 1.0:
         parts.append(tex(rf"\tau = {sc.temperature:g}"))
     if sc.blocks:
-        act = ACTIVATION_WORDS[sc.activation]
-        parts.append(Markup("{} ({}-norm, {}, {})").format(
-            f"{sc.blocks} transformer block{'s' if sc.blocks != 1 else ''}", sc.norm, act,
-            tex(rf"d_{{\text{{ff}}}} = {sc.ffn_size}")))
+        act = _(ACTIVATION_WORDS[sc.activation])
+        parts.append(escape(ngettext("{n} transformer block ({norm}-norm, {activation}, {d_ff})",
+                                     "{n} transformer blocks ({norm}-norm, {activation}, {d_ff})", sc.blocks)).format(
+            n=sc.blocks, norm=sc.norm, activation=act, d_ff=tex(rf"d_{{\text{{ff}}}} = {sc.ffn_size}")))
     return Markup(", ").join(parts)
 
 
@@ -188,7 +194,7 @@ def backward_map(grads: Gradients, head: int, stages: tuple[Stage, ...]) -> list
             continue
         size, symbol = sizes[stage.key]
         bar = 0 if size <= 0 or top <= 0 else max(1, min(10, round(10 + 10 * math.log10(size / top) / 6)))
-        steps.append(GradientStep(stage.key, stage.number, stage.short, symbol, size, bar))
+        steps.append(GradientStep(stage.key, stage.number, _(stage.short), symbol, size, bar))
     return steps
 
 
@@ -206,7 +212,7 @@ def learn_context(sc: Scenario, run: AttentionRun, view: View, loss: float | Non
     curve = learning.losses or (total,)
     ctx.update(
         loss=loss, total=total, steps=learning.steps_taken,
-        curve=loss_curve_svg(curve, chart_id="loss-curve", title="Loss during training", width=320, height=140),
+        curve=loss_curve_svg(curve, chart_id="loss-curve", title=_("Loss during training"), width=320, height=140),
         curve_text=curve_text(learning.losses), first_step=learning.first_step,
         target=target_grid(sc, learning),
         rows=token_labels(sc.tokens),
@@ -256,7 +262,7 @@ def quiz_context(builder: PanelBuilder, current: Stage) -> dict | None:
         m = matrix_of(CellRef(name, cell_owner(name, view.head, view.block), 0, 0), builder.run, builder.stack,
                       builder.grads)
         hidden = hidden_cells(name, m, cell_owner(name, view.head, view.block), view.revealed)
-        matrices.append({"name": name, "label": QUIZ_LABELS[name], "rows": m.shape[0], "cols": m.shape[1],
+        matrices.append({"name": name, "label": _(QUIZ_LABELS[name]), "rows": m.shape[0], "cols": m.shape[1],
                          "hidden": int(hidden.sum()), "cells": m.size})
     feedback = check(view.guess, view.guess_ref, builder.run, builder.stack, view.decimals,
                      builder.grads) if view.guess_ref else None

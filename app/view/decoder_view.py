@@ -13,6 +13,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from app.i18n import N_
+from app.i18n import gettext as _
 from app.lesson.decoder_texts import DECODER_BEHAVIOUR_TEXTS, DECODER_TEXTS
 from app.maths.arithmetic import CellRef, explain
 from app.maths.decoder_files import DecoderFiles, decoder_ready, load_decoder_files
@@ -192,17 +194,18 @@ def steps(model: DecoderFiles, run: DecoderRun, page: DecoderPage, layer: int, h
 
     t = len(run.tokens)
     x_svg, x_top = condensed_svg(heads.x, [readable(p) for p in run.tokens],
-                                 f"RMSNorm(x), the input of layer {layer + 1}'s heads: {t}×{cfg.d_model}")
+                                 _("RMSNorm(x), the input of layer {layer}'s heads: {shape}").format(
+                                     layer=layer + 1, shape=f"{t}×{cfg.d_model}"))
     panels = {
-        "q_pre": head_panel(heads.q_pre[head], "Q before RoPE", "", rows, dims),
-        "q": head_panel(heads.q[head], "Q after RoPE", "", rows, dims),
-        "k_pre": head_panel(heads.k_pre[g], "K before RoPE", "", rows, dims),
-        "k": head_panel(heads.k[g], "K after RoPE", "", rows, dims),
+        "q_pre": head_panel(heads.q_pre[head], N_("Q before RoPE"), "", rows, dims),
+        "q": head_panel(heads.q[head], N_("Q after RoPE"), "", rows, dims),
+        "k_pre": head_panel(heads.k_pre[g], N_("K before RoPE"), "", rows, dims),
+        "k": head_panel(heads.k[g], N_("K after RoPE"), "", rows, dims),
         "v": head_panel(heads.v[g], "V", "", rows, dims),
         "scores": head_panel(heads.scores[head], "Scores Q·Kᵀ", "", rows, rows, ref="scores", selected=at("scores")),
         "scaled": head_panel(heads.scaled[head], "Scaled Q·Kᵀ/√d_k", "", rows, rows, ref="scaled",
                              selected=at("scaled")),
-        "masked": head_panel(heads.masked[head], "Masked: −∞ above the diagonal", "", rows, rows),
+        "masked": head_panel(heads.masked[head], N_("Masked: −∞ above the diagonal"), "", rows, rows),
         "softmax": head_panel(heads.weights[head], "Attention weights A", "", rows, rows, kind="weights", ref="softmax",
                           selected=at("softmax")),
         "output": head_panel(heads.output[head], "Output A·V", "", rows, dims, ref="output", selected=at("output")),
@@ -218,7 +221,8 @@ def steps(model: DecoderFiles, run: DecoderRun, page: DecoderPage, layer: int, h
     rope_rows = [{"pair": i + 1, "theta": f"{theta[i]:.3g}", "angle": f"{last * theta[i]:.3f}"}
                  for i in (0, 1, 2, cfg.d_k // 4, cfg.d_k // 2 - 1)]
     lines = attention_lines(heads.weights[head][None], [readable(p) for p in run.tokens],
-                            [readable(p) for p in run.tokens], [f"head {head + 1}"], fig_id="decoder-lines",
+                            [readable(p) for p in run.tokens], [_("head {n}").format(n=head + 1)],
+                            fig_id="decoder-lines",
                             focus=last)
     return {"x_svg": x_svg, "x_top": f"{x_top:.2f}", "x_legend": legend("signed", x_top, 2), "panels": panels,
             "d_k": cfg.d_k, "d_model": cfg.d_model, "sqrt_d_k": f"{np.sqrt(cfg.d_k):g}", "kv_head": g,
@@ -309,7 +313,8 @@ def decoder_context(model: DecoderFiles, read: DecoderRead) -> dict:
     page = read.page
     run = decoder_run(model, page.text, page.heads_off)
     layer, head = default_head(page)
-    title = f"Layer {layer + 1}, head {head + 1}: attention weights, queries down, keys across"
+    title = _("Layer {layer}, head {head}: attention weights, queries down, keys across").format(
+        layer=layer + 1, head=head + 1)
     return {
         "page": page, "run": run, "layer": layer, "head": head, "head_name": head_name(layer, head),
         "query_string": decoder_query(page), "spec": DECODER_SPEC, "rows": labels(run.tokens),
@@ -355,9 +360,13 @@ _MEASURING = threading.Lock()  # lru_cache alone lets callers that come together
 
 def decoder_catalogue_view() -> tuple[dict, ...]:
     """What heads do, measured once per process over the lesson's fixed texts (about 2 s of forward passes,
-    at start or on the first page that asks): per behaviour its words and its three strongest heads."""
+    at start or on the first page that asks): per behaviour its words and its three strongest heads, the
+    words in the request's language (the measure keeps them English)."""
     with _MEASURING:
-        return _measured_catalogue()
+        measured = _measured_catalogue()
+    return tuple(dict(e, title=_(e["title"]), explanation=_(e["explanation"]),
+                      heads=[dict(h, name=head_name(h["layer"], h["head"])) for h in e["heads"]])
+                 for e in measured)
 
 
 @lru_cache(maxsize=1)

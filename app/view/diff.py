@@ -11,6 +11,8 @@ from dataclasses import replace
 import numpy as np
 from markupsafe import Markup
 
+from app.i18n import gettext as _
+from app.i18n import ngettext
 from app.lesson.stages import Stage
 from app.maths.backward import Gradients
 from app.maths.records import AttentionRun, TransformerRun
@@ -61,37 +63,41 @@ def stage_diff(sc: Scenario, view: View, run: AttentionRun, stack: TransformerRu
     p_first, p_stack = pinned_run
     notes: list[str] = []
     if view.head >= pinned.num_heads:
-        return DiffView([], [], [f"The pinned state has {pinned.num_heads} head(s): nothing to compare "
-                                 f"with {head_label(sc, view.head)}."])
+        return DiffView([], [], [ngettext("The pinned state has {n} head: nothing to compare with {head}.",
+                                          "The pinned state has {n} heads: nothing to compare with {head}.",
+                                          pinned.num_heads).format(n=pinned.num_heads, head=head_label(sc, view.head))])
     if p_stack is not None and view.block >= len(p_stack.blocks):
-        return DiffView([], [], [f"The pinned state has {len(p_stack.blocks)} block(s)."])
+        return DiffView([], [], [ngettext("The pinned state has {n} block.", "The pinned state has {n} blocks.",
+                                          len(p_stack.blocks)).format(n=len(p_stack.blocks))])
     p_run = p_first if p_stack is None else p_stack.blocks[view.block].attention
     then = MatrixCollector(pinned, p_run, replace(view, quiz=False), p_stack, goal_gradients(p_run, p_stack, view))
     stage_view(then, sv.stage)
     panels, unchanged = [], []
     draw = PanelBuilder(sc, run, replace(view, inspect="", quiz=False), stack, now.grads)
-    for ref, (m, rows, cols, title) in now.found.items():
+    for ref, (m, rows, cols, english) in now.found.items():
+        label, suffix = now.labels[ref]
+        title = _(english.removesuffix(suffix)) + suffix  # kept English for the exports, shown translated
         if ref.partition(".")[0] in sv.quiz:
-            notes.append(f"{title}: hidden by the quiz.")
+            notes.append(_("{title}: hidden by the quiz.").format(title=title))
             continue
         if ref not in then.found:
-            notes.append(f"{title}: not in the pinned state.")
+            notes.append(_("{title}: not in the pinned state.").format(title=title))
             continue
         before = then.found[ref][0]
         if before.shape != m.shape:
-            notes.append(f"{title}: {before.shape[0]}×{before.shape[1]} when pinned, {m.shape[0]}×{m.shape[1]} now.")
+            notes.append(_("{title}: {before} when pinned, {now} now.").format(
+                title=title, before=f"{before.shape[0]}×{before.shape[1]}", now=f"{m.shape[0]}×{m.shape[1]}"))
             continue
         seen = np.isfinite(m) & np.isfinite(before)  # the masked scores: −∞ where a key is hidden
         if not seen.all() and not np.array_equal(np.isfinite(m), np.isfinite(before)):
-            notes.append(f"{title}: the mask hides other keys than when pinned; the changes below are of the keys "
-                         "both hide from no query.")
+            notes.append(_("{title}: the mask hides other keys than when pinned; the changes below are of the keys "
+                           "both hide from no query.").format(title=title))
         delta = np.where(seen, m - np.where(seen, before, 0.0), 0.0)
         if not np.any(delta):
             unchanged.append(title)
             continue
-        label, suffix = now.labels[ref]
         panel = draw._panel(delta, f"Δ {title.removesuffix(suffix)}", f"delta-{ref}", rows, cols,
-                            label=f"Δ {label}" if label else "", suffix=suffix)
+                            label=f"Δ {_(label)}" if label else "", suffix=suffix)
         panels.append(replace(panel, ref=""))  # a difference is not exported
     return DiffView(panels, unchanged, notes)
 

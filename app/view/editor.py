@@ -8,12 +8,14 @@ from dataclasses import dataclass
 import numpy as np
 from markupsafe import Markup, escape
 
+from app.i18n import gettext as _
+from app.i18n import local_number
 from app.maths.masks import build_mask
 from app.maths.records import AttentionRun, TransformerRun
 from app.maths.weights import WEIGHTS
 from app.state.learning import Learning
 from app.state.scenario import Scenario, View, format_input
-from app.view.heatmap import MINUS, display_numbers
+from app.view.heatmap import display_numbers
 from app.view.labels import dim_labels, head_label, numbered, token_labels
 from app.view.typeset import prose
 
@@ -36,8 +38,10 @@ def grid(key: str, title: str, m: np.ndarray, row_labels: list[str], col_labels:
     prose with $…$ maths."""
     if m.ndim == 1:
         m = m[None, :]
+    cell_name = _("{matrix} row {row}, column {column}")
     body = [
-        (rl, [(f"{key}-{i}-{j}", format_input(v).replace("-", MINUS), f"{aria} row {rl}, column {col_labels[j]}")
+        (rl, [(f"{key}-{i}-{j}", local_number(format_input(v)),
+               cell_name.format(matrix=aria, row=rl, column=col_labels[j]))
               for j, v in enumerate(row)])
         for i, (rl, row) in enumerate(zip(row_labels, m.tolist(), strict=True))
     ]
@@ -64,16 +68,16 @@ def editor_grids(sc: Scenario, view: View, run: AttentionRun, stack: Transformer
     q_cols, k_cols, a_cols = (numbered(prefix, sc.d_k) for prefix in "qka")
     o_rows = [f"h{h + 1}·v{j + 1}" for j in range(d_v)]
     grids = {
-        "x": grid("x", "X (target sentence: queries)" if sc.cross else "X", sc.x, token_labels(sc.tokens), dims,
-                  "X", "$X$ (target sentence: queries)" if sc.cross else "$X$"),
+        "x": grid("x", _("X (target sentence: queries)") if sc.cross else "X", sc.x, token_labels(sc.tokens), dims,
+                  "X", _("$X$ (target sentence: queries)") if sc.cross else "$X$"),
         "c": None,
         "pos": None,
         "weights": [
             weight("w_q", w.w_q[h], dims, q_cols),
             weight("w_k", w.w_k[h], dims, k_cols),
             weight("w_v", w.w_v[h], dims, numbered("v", d_v)),
-            grid("w_o", f"W_O rows of head {h + 1}", w.w_o[h * d_v:(h + 1) * d_v], o_rows, dims, "W_O",
-                 f"$W_O$ rows of head {h + 1}"),
+            grid("w_o", _("W_O rows of head {n}").format(n=h + 1), w.w_o[h * d_v:(h + 1) * d_v], o_rows, dims, "W_O",
+                 _("$W_O$ rows of head {n}").format(n=h + 1)),
         ],
         "score": [],
         "block": [],
@@ -100,12 +104,12 @@ def editor_grids(sc: Scenario, view: View, run: AttentionRun, stack: Transformer
             weight("ln2_beta", bw.ln2_beta, ["β₂"], dims),
         ]
     if sc.cross and sc.context_x is not None:
-        grids["c"] = grid("c", "C (source sentence: keys and values)", sc.context_x, token_labels(sc.context_tokens),
-                          dims, "C", "$C$ (source sentence: keys and values)")
+        grids["c"] = grid("c", _("C (source sentence: keys and values)"), sc.context_x,
+                          token_labels(sc.context_tokens), dims, "C", _("$C$ (source sentence: keys and values)"))
     if sc.position_table is not None:
-        positions = [f"pos {i + 1}" for i in range(sc.position_table.shape[0])]
-        grids["pos"] = grid("pos", "P (learned position table)", sc.position_table, positions, dims, "P",
-                            "$P$ (learned position table)")
+        positions = [_("pos {n}").format(n=i + 1) for i in range(sc.position_table.shape[0])]
+        grids["pos"] = grid("pos", _("P (learned position table)"), sc.position_table, positions, dims, "P",
+                            _("$P$ (learned position table)"))
     return grids
 
 
@@ -117,19 +121,21 @@ def mask_grid(sc: Scenario, run: AttentionRun, view: View) -> Markup:
     pattern = build_mask(sc.mask_mode, t, s, sc.window)
     pattern = np.zeros((t, s), dtype=bool) if pattern is None else pattern
     texts = display_numbers(run.heads[view.head].scaled, view.decimals)
-    keys = [escape(f"key {j + 1} ({token})") for j, token in enumerate(sc.key_tokens)]
+    keys = [escape(_("key {n} ({token})").format(n=j + 1, token=token)) for j, token in enumerate(sc.key_tokens)]
+    reasons = {"causal": _("causal"), "local": _("local"), "strided": _("strided"), "padding": _("padding")}
+    hide = escape(_("hide {key} from {query}"))
     rows = []
     for i, label in enumerate(token_labels(sc.tokens)):
         lab = escape(label)
-        query = escape(f"query {i + 1} ({sc.tokens[i]})")
+        query = escape(_("query {n} ({token})").format(n=i + 1, token=sc.tokens[i]))
         cells = []
         for j in range(s):
             reason = sc.mask_mode if pattern[i, j] else ("padding" if j in sc.padding else "")
             hidden = bool(reason) or (i, j) in sc.blocked
             state = (" checked" if hidden else "") + (" disabled" if reason else "")
-            why = f'<span class="why">{reason}</span>' if reason else ""
+            why = f'<span class="why">{escape(reasons.get(reason, reason))}</span>' if reason else ""
             cells.append(f'<td class="{"hidden" if hidden else "open"}"><label><input type="checkbox" '
-                         f'name="block-{i}-{j}"{state} aria-label="hide {keys[j]} from {query}"> '
+                         f'name="block-{i}-{j}"{state} aria-label="{hide.format(key=keys[j], query=query)}"> '
                          f'{"−∞" if hidden else texts[i][j]}</label>{why}</td>')
         rows.append(f'<tr><th scope="row">{lab}</th>{"".join(cells)}</tr>')
     return Markup("".join(rows))
@@ -139,5 +145,5 @@ def mask_grid(sc: Scenario, run: AttentionRun, view: View) -> Markup:
 def target_grid(sc: Scenario, learning: Learning) -> EditorGrid:
     """The goal's target as a grid of inputs: T × S weights for a head, or T × d_model outputs."""
     labels = token_labels(sc.key_tokens) if learning.goal == "attention" else dim_labels(sc)
-    return grid("target", "Target", learning.target, token_labels(sc.tokens), labels, "target")
+    return grid("target", _("Target"), learning.target, token_labels(sc.tokens), labels, _("target"))
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from markupsafe import Markup, escape
 
+from app.i18n import gettext as _
+from app.i18n import local_number
 from app.maths.gradient_arithmetic import (
     GradientDivision,
     GradientExplanation,
@@ -68,8 +70,12 @@ def _heading(latex: str) -> Markup:
     return math_block(fragment(latex, True), latex, display=True)
 
 
+def _mn(value: float, decimals: int) -> str:
+    return f"<mn>{local_number(f'{value:.{decimals}f}')}</mn>"
+
+
 def _plain(value: float, decimals: int) -> str:
-    return f"{round(value, decimals) + 0.0:.{decimals}f}".replace("-", MINUS)
+    return local_number(f"{round(value, decimals) + 0.0:.{decimals}f}")
 
 
 def _result(value: float, d: int) -> Markup:
@@ -115,14 +121,14 @@ def _grad_sum(e: GradientSum, d: int) -> Worked:
         rounded = round(e.direct.value, d) + 0.0
         direct_value = f"<mo>{MINUS if rounded < 0 else '+'}</mo>{number(abs(rounded), d)}"
     lines = [
-        math_block(f"<mo>=</mo>{products}{direct}", "the products"),
-        math_block(f"<mo>=</mo>{values}{direct_value}", "their values"),
+        math_block(f"<mo>=</mo>{products}{direct}", _("the products")),
+        math_block(f"<mo>=</mo>{values}{direct_value}", _("their values")),
     ]
     lines += rounding_note([t.product for t in e.terms] + ([] if e.direct is None else [e.direct.value]), e.total, d)
     if e.direct is not None and e.direct.target == 0:
-        lines.append(_prose_hint("The target puts no weight on this key ($t = 0$), so the loss adds nothing here."))
+        lines.append(_prose_hint(_("The target puts no weight on this key ($t = 0$), so the loss adds nothing here.")))
     if e.note:
-        lines.append(_prose_hint(e.note))
+        lines.append(_prose_hint(_(e.note)))
     lines.append(_result(e.total, d))
     return Worked(_heading(symbolic), lines)
 
@@ -132,18 +138,24 @@ def _loss(e: LossGradient, d: int) -> Worked:
     out = rf"\text{{MultiHead}}_{{{i},{j}}}"
     left = rf"\frac{{\partial L}}{{\partial {out}}}"
     if e.loss != "mse":
-        head = "" if e.head is None else f" {e.head + 1}"
+        if e.head is None:
+            words = _(r"The attention loss is on head's weights $A$, not on the output: it starts the "
+                      r"backward pass at $\partial L / \partial A$, and nothing comes back through $W_O$.")
+        else:
+            words = _(r"The attention loss is on head {n}'s weights $A$, not on the output: it starts the "
+                      r"backward pass at $\partial L / \partial A$, and nothing comes back through $W_O$."
+                      ).format(n=e.head + 1)
         return Worked(_heading(f"{left} = 0"), [
-            _prose_hint(f"The attention loss is on head{head}'s weights $A$, not on the output: it starts the "
-                        r"backward pass at $\partial L / \partial A$, and nothing comes back through $W_O$."),
+            _prose_hint(words),
             _result(0.0, d),
         ])
     symbolic = rf"{left} = \frac{{2\,({out} - \text{{target}}_{{{i},{j}}})}}{{T\, d_{{\text{{model}}}}}}"
     difference = f"{number(e.output, d)}<mo>{MINUS}</mo>{number(e.target, d, bracket=True)}"
     numerator = f"<mn>2</mn><mo>·</mo>{_brackets(difference)}"
     return Worked(_heading(symbolic), [
-        math_block(f"<mo>=</mo>{frac(numerator, f'<mn>{e.count}</mn>')}", "the numbers"),
-        _prose_hint(rf"The loss is the mean over $T \cdot d_{{\text{{model}}}} = {e.count}$ squared differences."),
+        math_block(f"<mo>=</mo>{frac(numerator, f'<mn>{e.count}</mn>')}", _("the numbers")),
+        _prose_hint(_(r"The loss is the mean over $T \cdot d_{{\text{{model}}}} = {count}$ squared differences."
+                      ).format(count=e.count)),
         _result(e.result, d),
     ])
 
@@ -153,21 +165,23 @@ def _table(e: SoftmaxBackward, d: int) -> Markup:
     i = e.ref.row + 1
     weight, grad = tex(f"A_{{{i},k}}"), tex(rf"\frac{{\partial L}}{{\partial A_{{{i},k}}}}")
     row_sum = tex(rf"\sum_k A_{{{i},k}} \frac{{\partial L}}{{\partial A_{{{i},k}}}}")
-    head = (f'<thead><tr><th scope="col">key</th><th scope="col">weight {weight}</th>'
-            f'<th scope="col">gradient {grad}</th><th scope="col">product</th></tr></thead>')
+    head = (f'<thead><tr><th scope="col">{escape(_("key"))}</th>'
+            f'<th scope="col">{escape(_("weight {symbol}")).format(symbol=weight)}</th>'
+            f'<th scope="col">{escape(_("gradient {symbol}")).format(symbol=grad)}</th>'
+            f'<th scope="col">{escape(_("product"))}</th></tr></thead>')
     rows = []
     for k, en in enumerate(e.entries):
         label = Markup(f"{k + 1} ") + escape(en.token)
         cls = ' class="sel"' if en.selected else ""
         if en.hidden:
-            cells = "<td>0 (hidden)</td><td>0</td><td>0</td>"
+            cells = f"<td>{escape(_('0 (hidden)'))}</td><td>0</td><td>0</td>"
         else:
             cells = (f"<td>{number_math(en.weight, d)}</td><td>{number_math(en.grad, d)}</td>"
                      f"<td>{number_math(en.product, d)}</td>")
         rows.append(f'<tr{cls}><th scope="row">{label}</th>{cells}</tr>')
-    foot = (f'<tfoot><tr><th scope="row" colspan="3">sum {row_sum}</th>'
+    foot = (f'<tfoot><tr><th scope="row" colspan="3">{escape(_("sum {symbol}")).format(symbol=row_sum)}</th>'
             f"<td><strong>{number_math(e.row_sum, d)}</strong></td></tr></tfoot>")
-    caption = '<caption class="visually-hidden">softmax backward: one key per row</caption>'
+    caption = f'<caption class="visually-hidden">{escape(_("softmax backward: one key per row"))}</caption>'
     return Markup(f'<table class="arith-table">{caption}{head}<tbody>{"".join(rows)}</tbody>{foot}</table>')
 
 
@@ -182,14 +196,14 @@ def _softmax_backward(e: SoftmaxBackward, d: int) -> Worked:
         _table(e, d),
         math_block(f"{fragment(row_sum)}<mo>=</mo>{sum_of([product(en.weight, en.grad, d) for en in shown])}"
                    f"<mo>=</mo>{signed_sum([en.product for en in shown], d)}<mo>=</mo>{number(e.row_sum, d)}",
-                   "the row sum"),
+                   _("the row sum")),
         *rounding_note([en.product for en in shown], e.row_sum, d),
-        math_block(f"<mo>=</mo>{number(e.weight, d)}<mo>·</mo>{_brackets(difference)}", "the numbers"),
+        math_block(f"<mo>=</mo>{number(e.weight, d)}<mo>·</mo>{_brackets(difference)}", _("the numbers")),
     ]
     if any(en.hidden for en in e.entries):
-        lines.append(_hint("Hidden keys have weight 0 and gradient 0: they add nothing to the row sum."))
+        lines.append(_hint(_("Hidden keys have weight 0 and gradient 0: they add nothing to the row sum.")))
     if e.target is not None:
-        lines.append(_prose_hint(r"With the attention loss on these weights this is also $(A - t) / T$: ")
+        lines.append(_prose_hint(_(r"With the attention loss on these weights this is also $(A - t) / T$: "))
                      + math_block(frac(f"{number(e.weight, d)}<mo>{MINUS}</mo>{number(e.target, d, bracket=True)}",
                                        f"<mn>{e.count}</mn>")
                                   + f"<mo>=</mo>{number((e.weight - e.target) / e.count, d)}", "(A − t)/T"))
@@ -204,12 +218,12 @@ def _division(e: GradientDivision, d: int) -> Worked:
     symbolic = (rf"\frac{{\partial L}}{{\partial \text{{Scores}}_{{{i},{j}}}}} = "
                 rf"\frac{{\partial L}}{{\partial \text{{Scaled}}_{{{i},{j}}}}} \cdot \frac{{1}}{{{divisor}}}")
     lines = [
-        math_block(f"<mo>=</mo>{frac(number(e.grad, d), f'<mn>{e.divisor:.{max(d, 3)}f}</mn>')}", "the numbers"),
-        _hint(f"divisor: {e.divisor_text}"),
+        math_block(f"<mo>=</mo>{frac(number(e.grad, d), _mn(e.divisor, max(d, 3)))}", _("the numbers")),
+        _hint(_("divisor: {divisor}").format(divisor=e.divisor_text)),
     ]
     if e.bias:
-        lines.append(_prose_hint(r"ALiBi's bias $-m \cdot |i - j|$ is a constant added after the division: it "
-                                 "passes the gradient on unchanged."))
+        lines.append(_prose_hint(_(r"ALiBi's bias $-m \cdot |i - j|$ is a constant added after the division: it "
+                                   "passes the gradient on unchanged.")))
     lines.append(_result(e.result, d))
     return Worked(_heading(symbolic), lines)
 
@@ -220,14 +234,14 @@ def _rope(e: RopeGradient, d: int) -> Worked:
     lines = [
         math_block(f"{fragment(entry(s.of))}<mo>=</mo>{fragment(_sum_symbols(s))}<mo>=</mo>"
                    f"{signed_sum([t.product for t in s.terms], d)}<mo>=</mo>{number(s.total, d)}",
-                   "the rotated gradient")
+                   _("the rotated gradient"))
         for s in e.rotated
     ]
     if e.rotated[0].note:
-        lines.append(_prose_hint(e.rotated[0].note))
+        lines.append(_prose_hint(_(e.rotated[0].note)))
     if not e.paired:
-        lines.append(_hint("RoPE turns the dimensions in pairs; an odd last dimension is left as it is, "
-                           "so its gradient passes on unchanged."))
+        lines.append(_hint(_("RoPE turns the dimensions in pairs; an odd last dimension is left as it is, "
+                             "so its gradient passes on unchanged.")))
         lines.append(_result(e.result, d))
         return Worked(_heading(f"{entry(of)} = {inner[0]}"), lines)
     even, odd = (s.total for s in e.rotated)
@@ -242,10 +256,10 @@ def _rope(e: RopeGradient, d: int) -> Worked:
     lines += [
         math_block(f"<mi>α</mi><mo>=</mo><mn>{e.position}</mn><mo>·</mo>{theta}<mo>=</mo><mn>{e.position}</mn>"
                    f"<mo>·</mo>{number(e.theta, max(d, 4))}<mo>=</mo>{number(e.angle, d)}<mo separator=\"true\">,"
-                   f"</mo><mspace width=\"1em\"/>{theta}<mo>=</mo>{power}", "the angle"),
-        _prose_hint(r"RoPE turned this pair by $\alpha$: the position times $\theta$, positions counted from 0, so "
-                    r"the first token is not turned. A rotation's gradient is the rotation back, by $-\alpha$."),
-        math_block(f"<mo>=</mo>{numbers}", "the numbers"),
+                   f"</mo><mspace width=\"1em\"/>{theta}<mo>=</mo>{power}", _("the angle")),
+        _prose_hint(_(r"RoPE turned this pair by $\alpha$: the position times $\theta$, positions counted from 0, "
+                      r"so the first token is not turned. A rotation's gradient is the rotation back, by $-\alpha$.")),
+        math_block(f"<mo>=</mo>{numbers}", _("the numbers")),
         _result(e.result, d),
     ]
     return Worked(_heading(symbolic), lines)
@@ -254,15 +268,17 @@ def _rope(e: RopeGradient, d: int) -> Worked:
 def _hidden(e: HiddenKey, d: int) -> Worked:
     i, j = e.ref.row + 1, e.ref.col + 1
     of = Indexed(f"∂{OF[e.ref.matrix]}", str(i), str(j))
-    why = (Markup('<span class="hint">Hidden key: a constant, gradient 0. Key ') + f"{j} (" + e.key_token
-           + f") is hidden from query {i} (" + e.query_token + Markup("), so its weight is ")
-           + tex(r"\exp(-\infty) = 0") + Markup(" whatever the score: nothing before the mask can change it.</span>"))
+    words = escape(_("Hidden key: a constant, gradient 0. Key {key} ({key_token}) is hidden from query {query} "
+                     "({query_token}), so its weight is {zero} whatever the score: nothing before the mask can "
+                     "change it."))
+    why = Markup('<span class="hint">{}</span>').format(words.format(
+        key=j, key_token=e.key_token, query=i, query_token=e.query_token, zero=tex(r"\exp(-\infty) = 0")))
     return Worked(_heading(f"{entry(of)} = 0"), [why, _result(0.0, d)])
 
 
 def _note(e: GradientNote, d: int) -> Worked:
     of = Indexed(f"∂{OF[e.ref.matrix]}", str(e.ref.row + 1), str(e.ref.col + 1))
-    return Worked(_heading(entry(of)), [_prose_hint(e.reason), _result(e.result, d)])
+    return Worked(_heading(entry(of)), [_prose_hint(_(e.reason)), _result(e.result, d)])
 
 
 def gradient_worked(e: GradientExplanation, decimals: int) -> Worked:

@@ -1,10 +1,11 @@
 """What heads do, for the page: the catalogue of app.maths.head_catalogue over the lesson's fixed
 sentences (app.lesson.model_sentences), each behaviour with its best heads' numbers and a figure.
 
-Computed once per process (one forward pass per sentence, about 0.3 s) and kept: the sentences and
-the weights never change. The figure is the best head's attention map on the example sentence, a
-server-drawn SVG whose cells take app.view.heatmap's weight buckets (CSS classes s0–s8, no style
-attribute); the numbers it shows are written beside it, so colour is never their only carrier.
+Measured once per process (one forward pass per sentence, about 0.3 s) and kept: the sentences and the weights
+never change; its words are written once per language the page is read in. The figure is the best head's
+attention map on the example sentence, a server-drawn SVG whose cells take app.view.heatmap's weight buckets
+(CSS classes s0–s8, no style attribute); the numbers it shows are written beside it, so colour is never their
+only carrier.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from functools import lru_cache
 import numpy as np
 from markupsafe import Markup, escape
 
+from app.i18n import LANGUAGES, language, ngettext
+from app.i18n import gettext as _
 from app.lesson.model_sentences import BEHAVIOUR_TEXTS, EXAMPLE_SENTENCE, MODEL_SENTENCES
 from app.maths.bert import ModelRun, run_model, tokenize
 from app.maths.head_catalogue import CatalogueEntry, HeadScore, head_catalogue
@@ -29,7 +32,7 @@ LABEL_CHARS = 11  # a longer token is cut with "…" in the figure (its full tex
 
 def head_title(h: HeadScore) -> str:
     """As the page counts: layers and heads from 1."""
-    return f"Layer {h.layer + 1} Head {h.head + 1}"
+    return _("Layer {layer} Head {head}").format(layer=h.layer + 1, head=h.head + 1)
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,7 @@ def attention_svg(weights: np.ndarray, tokens: tuple[str, ...], *, title: str, d
     """A (T, T) attention map: queries down the left, keys along the top; a darker cell, a larger weight.
     ``mark`` (query, key) outlines the one cell a measurement reads, such as a pronoun's noun."""
     t = len(tokens)
-    classes, _ = bucket_classes(weights, "weights")
+    classes, _top = bucket_classes(weights, "weights")
     size = LABEL_W + t * CELL
     parts = [f'<svg class="attention-map" xmlns="http://www.w3.org/2000/svg" role="img" width="{size}" '
              f'height="{size}" viewBox="0 0 {size} {size}"><title>{escape(title)}</title><desc>{escape(desc)}</desc>']
@@ -116,23 +119,27 @@ def entry_view(entry: CatalogueEntry, example: ModelRun, sentence: str,
     """One behaviour for the page; ``pronoun`` (its position, its noun's) is outlined in the pronoun's figure."""
     text = BEHAVIOUR_TEXTS[entry.behaviour]
     best = entry.best
+    threshold = f"{entry.threshold:.2f}"
     if entry.showing:
-        verb = "reaches" if entry.showing == 1 else "reach"
-        verdict = (f"{entry.showing} of the model's {example.layers * example.heads} heads {verb} the threshold "
-                   f"of {entry.threshold:.2f}.")
+        verdict = ngettext("{n} of the model's {total} heads reaches the threshold of {threshold}.",
+                           "{n} of the model's {total} heads reach the threshold of {threshold}.",
+                           entry.showing).format(n=entry.showing, total=example.layers * example.heads,
+                                                 threshold=threshold)
     else:
-        verdict = (f"No head reaches the threshold of {entry.threshold:.2f}: this model shows this behaviour "
-                   f"only weakly, and the strongest heads are listed all the same.")
+        verdict = _("No head reaches the threshold of {threshold}: this model shows this behaviour only weakly, "
+                    "and the strongest heads are listed all the same.").format(threshold=threshold)
     weights = example.attention[best.layer, best.head]  # (T, T)
-    caption = f"{head_title(best)} on “{sentence}”"
+    caption = _("{head} on “{sentence}”").format(head=head_title(best), sentence=sentence)
     mark = pronoun if entry.behaviour == "antecedent" else None
     if mark is not None:
-        caption += f", the cell from “{example.tokens[mark[0]]}” to “{example.tokens[mark[1]]}” outlined"
-    desc = ("Rows are queries, columns keys, darker is more weight. Each row's strongest key: "
-            + "; ".join(f"{p.query} → {p.key} {p.weight}" for p in row_peaks(weights, example.tokens)))
+        caption = _("{head} on “{sentence}”, the cell from “{query}” to “{key}” outlined").format(
+            head=head_title(best), sentence=sentence, query=example.tokens[mark[0]], key=example.tokens[mark[1]])
+    desc = _("Rows are queries, columns keys, darker is more weight. Each row's strongest key: {peaks}").format(
+        peaks="; ".join(f"{p.query} → {p.key} {p.weight}" for p in row_peaks(weights, example.tokens)))
     return EntryView(
-        key=entry.behaviour, title=text.title, explanation=text.explanation,
-        claim=f"{head_title(best)}: {text.short}, {best.score:.2f} of {text.whose} attention on average.",
+        key=entry.behaviour, title=_(text.title), explanation=_(text.explanation),
+        claim=_("{head}: {behaviour}, {score} of {whose} attention on average.").format(
+            head=head_title(best), behaviour=_(text.short), score=f"{best.score:.2f}", whose=_(text.whose)),
         shown=entry.showing > 0,
         verdict=verdict, threshold=f"{entry.threshold:.2f}", baseline=f"{entry.baseline:.2f}",
         heads=tuple(HeadLine(head_title(h), f"{h.score:.2f}", h.score >= entry.threshold) for h in entry.heads),
@@ -141,16 +148,30 @@ def entry_view(entry: CatalogueEntry, example: ModelRun, sentence: str,
 
 
 @lru_cache(maxsize=1)
-def catalogue_context() -> CatalogueView:
-    """What templates/model/catalogue.html reads (as ``catalogue``), computed once per process."""
+def _measured() -> tuple[tuple[CatalogueEntry, ...], ModelRun, list, float]:
+    """The catalogue's numbers, measured once per process: its entries, the example sentence's run, each
+    sentence's pronoun positions, and the seconds it took."""
     start = time.perf_counter()
     model = load_model_files()
     runs = [run_model(model, tokenize(model, s.text)) for s in MODEL_SENTENCES]
     pronouns = [s.positions(r.tokens) for s, r in zip(MODEL_SENTENCES, runs, strict=True)]
-    entries = head_catalogue(runs, pronouns)
-    example, sentence = runs[EXAMPLE_SENTENCE], MODEL_SENTENCES[EXAMPLE_SENTENCE].text
+    entries = tuple(head_catalogue(runs, pronouns))
+    return entries, runs[EXAMPLE_SENTENCE], pronouns, time.perf_counter() - start
+
+
+def catalogue_context() -> CatalogueView:
+    """What templates/model/catalogue.html reads (as ``catalogue``): measured once per process, written once
+    per language."""
+    return _catalogue_view(language())
+
+
+@lru_cache(maxsize=len(LANGUAGES))
+def _catalogue_view(lang: str) -> CatalogueView:
+    """The catalogue in ``lang``, the request's language (gettext reads it from the request's context)."""
+    entries, example, pronouns, seconds = _measured()
+    sentence = MODEL_SENTENCES[EXAMPLE_SENTENCE].text
     return CatalogueView(
         entries=tuple(entry_view(e, example, sentence, pronouns[EXAMPLE_SENTENCE]) for e in entries),
         sentences=tuple(s.text for s in MODEL_SENTENCES), pronoun_sentences=sum(p is not None for p in pronouns),
         example=sentence,
-        layers=example.layers, heads=example.heads, seconds=time.perf_counter() - start)
+        layers=example.layers, heads=example.heads, seconds=seconds)

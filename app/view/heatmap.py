@@ -18,13 +18,17 @@ from dataclasses import dataclass
 import numpy as np
 from markupsafe import Markup, escape
 
+from app.i18n import N_, local_number, local_numbers
+from app.i18n import gettext as _
+
 DIVERGING_BUCKETS = 5  # classes d-5 … d5: signed values, centred on 0, scaled by the largest |value|
 SEQUENTIAL_BUCKETS = 9  # classes s0 … s8: weights in [0, 1], on a fixed scale
 MINUS_INFINITY = "\u2212\u221e"  # a masked score: class mk, no colour bucket
 NEUTRAL = "d0"  # the colour of 0, and of a matrix whose cells all print alike
 DENSE_COLUMNS = 12  # more columns: numbers on demand where the stage is narrow (static/app.css)
 MINUS = "\u2212"
-DENSE_NOTE = "Numbers on demand: the cells are too small for them here. Hover over a cell, or select it, to read it."
+DENSE_NOTE = N_("Numbers on demand: the cells are too small for them here. Hover over a cell, or select it, "
+                "to read it.")
 
 
 @dataclass(frozen=True)
@@ -57,13 +61,14 @@ def format_numbers(m: np.ndarray, decimals: int) -> list[list[str]]:
 
 
 def display_numbers(m: np.ndarray, decimals: int) -> list[list[str]]:
-    """The cells as the page prints them: fixed-point with a true minus sign (−0.250), 0.000 unsigned."""
-    return [[t.replace("-", MINUS) for t in row] for row in format_numbers(m, decimals)]
+    """The cells as the page prints them: fixed-point with a true minus sign (−0.250), 0.000 unsigned, with the
+    decimal comma where the reader's language writes one (−0,250)."""
+    return local_numbers(format_numbers(m, decimals))
 
 
 def signed_text(value: float, decimals: int) -> str:
-    """One number as the page prints it: −0.25, and a value that rounds to zero without a sign."""
-    return f"{round(value, decimals) + 0.0:.{decimals}f}".replace("-", MINUS)
+    """One number as the page prints it: −0.25 (−0,25 in French), and a value that rounds to zero without a sign."""
+    return local_number(f"{round(value, decimals) + 0.0:.{decimals}f}")
 
 
 def _printed(m: np.ndarray, decimals: int | None) -> np.ndarray:
@@ -104,9 +109,10 @@ def legend(kind: str, top: float, decimals: int, constant: float | None = None) 
     decimals as it takes for ``top`` not to print as 0 (at most ``decimals``, at least two when it has
     them). ``constant``: the one value of a matrix whose cells all print alike."""
     if constant is not None:
-        classes, _ = bucket_classes(np.array([[constant]]), kind, decimals)
-        word = "weight" if kind == "weights" else "value"
-        return Legend(kind, (str(classes[0, 0]),), (), f"one colour: every {word} is {signed_text(constant, decimals)}")
+        classes, _top = bucket_classes(np.array([[constant]]), kind, decimals)
+        note = (_("one colour: every weight is {value}") if kind == "weights"
+                else _("one colour: every value is {value}"))
+        return Legend(kind, (str(classes[0, 0]),), (), note.format(value=signed_text(constant, decimals)))
     if kind == "weights":
         places = min(decimals, 2)
         return Legend(kind, tuple(f"s{i}" for i in range(SEQUENTIAL_BUCKETS)),
@@ -164,14 +170,14 @@ def heatmap_table(
         )
         body.append(f'<tr><th scope="row">{escape(label)}</th>{cells}</tr>')
     # An empty header cell is announced as nothing; name the row-label column for screen readers.
-    corner_text = escape(corner) if corner else Markup('<span class="visually-hidden">row</span>')
+    corner_text = escape(corner) if corner else Markup('<span class="visually-hidden">{}</span>').format(_("row"))
     attrs = f' data-ref="{escape(ref)}"'
     if inspectable:
         attrs += ' data-inspect="1"'
     if hidden is not None:
         attrs += ' data-quiz="1"'
     width = " cols-s" if cols <= 4 else (" cols-m" if cols <= 6 else " dense" if dense else "")  # presenter sizes
-    note = f'<p class="dense-note">{DENSE_NOTE}</p>' if dense else ""
+    note = f'<p class="dense-note">{escape(_(DENSE_NOTE))}</p>' if dense else ""
     html = (
         f'<table class="heatmap {kind}{width}"{attrs}><caption>{escape(caption)}</caption>'
         f'<thead><tr><th scope="col" class="corner">{corner_text}</th>{head}</tr></thead>'

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 
+from app.i18n import N_, ngettext
+from app.i18n import gettext as _
 from app.maths.cost import Cost, cost_growth, crossover
 from app.maths.lab import (
     DEFAULT_D_KS,
@@ -22,8 +24,8 @@ from app.view.typeset import unicode_tex
 
 LAB_SAMPLES = 4000
 LAB_N_KEYS = 8
-SCORE_LABELS = {"dot": "dot-product", "general": "general (Luong)", "additive": "additive (Bahdanau)"}
-ATTENTION_LABELS = {"softmax": "softmax", "linear": "linear (φ = elu + 1)"}
+SCORE_LABELS = {"dot": N_("dot-product"), "general": N_("general (Luong)"), "additive": N_("additive (Bahdanau)")}
+ATTENTION_LABELS = {"softmax": N_("softmax"), "linear": N_("linear (φ = elu + 1)")}
 
 
 def seed_number(x: float) -> str:
@@ -118,12 +120,12 @@ def lab_context(*, seed: int, temperature: float, scale: bool, d_k: int) -> dict
         },
         "examples": [
             _example(
-                "unscaled", "Unscaled: softmax([8, −4, 6])",
-                r"Simulates $d_k = 64$ (std $\approx 8$): almost all weight collapses to one position.", unscaled_ex,
+                "unscaled", _("Unscaled: softmax([8, −4, 6])"),
+                _(r"Simulates $d_k = 64$ (std $\approx 8$): almost all weight collapses to one position."), unscaled_ex,
             ),
             _example(
-                "scaled", "Scaled: softmax([1.0, −0.5, 0.75])",
-                r"Std $\approx 1$: weight spreads across all positions.", scaled_ex,
+                "scaled", _("Scaled: softmax([1.0, −0.5, 0.75])"),
+                _(r"Std $\approx 1$: weight spreads across all positions."), scaled_ex,
             ),
         ],
         "jacobian_ratio": f"{scaled_ex.jacobian_norm / unscaled_ex.jacobian_norm:.1f}",
@@ -140,28 +142,30 @@ def _notes(c: Cost) -> list[str]:
     notes = []
     if c.t != c.s:
         notes.append(
-            f"Cross-attention: {c.t} queries against {c.s} keys. The chart below is self-attention ($S = T$)."
+            _("Cross-attention: {t} queries against {s} keys. The chart below is self-attention ($S = T$).").format(
+                t=c.t, s=c.s)
         )
     if c.attention == "linear" and c.score != "dot":
-        notes.append(rf"Linear attention replaces the score function by $\varphi(q)^{{\top}} \varphi(k)$: "
-                     f"the {c.score} score is not counted.")
+        notes.append(_(r"Linear attention replaces the score function by $\varphi(q)^{{\top}} \varphi(k)$: "
+                       "the {score} score is not counted.").format(
+                         score={"general": _("general"), "additive": _("additive")}.get(c.score, c.score)))
     if c.attention == "linear":
-        notes.append(r"Linear attention never builds the $T \times S$ weights, so its stages grow with $T$ and $S$, "
-                     r"not $T S$.")
+        notes.append(_(r"Linear attention never builds the $T \times S$ weights, so its stages grow with $T$ and $S$, "
+                       r"not $T S$."))
     if c.score == "additive" and c.attention == "softmax":
-        notes.append(r"Bahdanau's additive score is never divided by $\sqrt{d_k}$.")
+        notes.append(_(r"Bahdanau's additive score is never divided by $\sqrt{d_k}$."))
     return notes
 
 
 # Rows whose name is only symbols get a word in front: a table's row header needs text as well as maths.
-_WORDED = {"A·V": "Weighted sum A·V", "Concat·W_O": "Output projection Concat·W_O", "φ(K)ᵀ·V": "Summary φ(K)ᵀ·V",
-           "W_Q": "Query weights W_Q", "W_K": "Key weights W_K", "W_V": "Value weights W_V",
-           "W_O": "Output weights W_O"}
+_WORDED = {"A·V": N_("Weighted sum A·V"), "Concat·W_O": N_("Output projection Concat·W_O"),
+           "φ(K)ᵀ·V": N_("Summary φ(K)ᵀ·V"), "W_Q": N_("Query weights W_Q"), "W_K": N_("Key weights W_K"),
+           "W_V": N_("Value weights W_V"), "W_O": N_("Output weights W_O")}
 
 
 def worded(name: str) -> str:
-    """A cost row's name as the table shows it."""
-    return _WORDED.get(name, name)
+    """A cost row's name as the table shows it, in the request's language."""
+    return _(_WORDED.get(name, name))
 
 
 def cost_context(c: Cost, *, scale: bool = True) -> dict:
@@ -187,10 +191,11 @@ def cost_context(c: Cost, *, scale: bool = True) -> dict:
         "s": s,
         "self_attention": t == s,
         "score": score,
-        "score_label": SCORE_LABELS[score] + (" ÷ √d_k" if scale and score != "additive" else ""),
+        "score_label": _(SCORE_LABELS[score]) + (" ÷ √d_k" if scale and score != "additive" else ""),
         "attention": attention,
-        "attention_label": ATTENTION_LABELS[attention],
-        "sizes": ", ".join(f"{v} blocks" if k == "blocks" else f"${unicode_tex(k)} = {v}$" for k, v in size_text),
+        "attention_label": _(ATTENTION_LABELS[attention]),
+        "sizes": ", ".join(ngettext("{n} block", "{n} blocks", v).format(n=v) if k == "blocks"
+                           else f"${unicode_tex(k)} = {v}$" for k, v in size_text),
         "layers": c.layers,
         "blocks": blocks,
         "stage_rows": [

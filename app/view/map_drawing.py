@@ -21,6 +21,8 @@ from functools import lru_cache
 
 from markupsafe import Markup, escape
 
+from app.i18n import gettext as _
+from app.i18n import language
 from app.view.pipeline_map import Column, Node, PipelineMap, StageLink, compact
 
 SVG_NS = "http://www.w3.org/2000/svg"
@@ -53,7 +55,7 @@ def text_width(text: str, px: float) -> float:
 def split_label(label: str) -> tuple[str, str, str]:
     """A label's text before its subscript, the subscript (the letters and digits after "_") and what
     follows it on the line: "÷√d_k·τ" is ("÷√d", "k", "·τ"), so τ is not lowered with the k."""
-    main, _, after = label.partition("_")
+    main, _sep, after = label.partition("_")
     sub = re.match(r"[A-Za-z0-9]*", after).group(0)
     return main, sub, after[len(sub):]
 
@@ -116,7 +118,7 @@ def _place(m: PipelineMap, max_width: float, one_line: bool) -> _Placed:
     start = MARGIN + ARROW  # room on the left for an arrow coming round from the row above
     rows: list[list[int]] = [[]]
     x = start
-    for i, (w, _) in enumerate(sizes):
+    for i, (w, _height) in enumerate(sizes):
         if rows[-1] and x + w > max_width - MARGIN:
             rows.append([])
             x = start
@@ -242,10 +244,11 @@ def _link(link: StageLink, drawn: str, boxes: list[list[_Box]], rows: list[int],
 
 
 @lru_cache(maxsize=256)
-def _drawing(m: PipelineMap, layout: str, current: str, post: str) -> tuple[tuple[str, ...], tuple[str, ...], float]:
+def _drawing(m: PipelineMap, layout: str, current: str, post: str,
+             lang: str) -> tuple[tuple[str, ...], tuple[str, ...], float]:
     """One drawing of the map, cut where each stage's href goes: (pieces, the stage of each cut, the
     width in SVG units). An edit changes the hrefs, not the drawing: it is drawn once per shape of the
-    pipeline, stage in view and root path."""
+    pipeline, stage in view, root path and language (``lang``, the request's: its words)."""
     one_line = layout == "compact"
     if one_line:
         m = compact(m)
@@ -254,11 +257,13 @@ def _drawing(m: PipelineMap, layout: str, current: str, post: str) -> tuple[tupl
     ident = f"map-{layout}"
     order = " → ".join(c.merged().label for c in m.columns)
     in_view = m.link(current)
-    now = f"; in view: {in_view.accessible_name}" if in_view else ""
+    title = (_("The pipeline as configured: {order}; in view: {stage}").format(order=order,
+                                                                              stage=in_view.accessible_name)
+             if in_view else _("The pipeline as configured: {order}").format(order=order))
     parts: list[str | _Href] = [
         f'<svg xmlns="{SVG_NS}" viewBox="0 0 {_n(p.width)} {_n(p.height)}" width="{_n(p.width * zoom)}" '
         f'height="{_n(p.height * zoom)}" class="map map-{layout}" role="group" aria-labelledby="{ident}-title">',
-        f'<title id="{ident}-title">{escape(f"The pipeline as configured: {order}{now}")}</title>',
+        f'<title id="{ident}-title">{escape(title)}</title>',
         f'<defs><marker id="{ident}-arrow" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="7" markerHeight="7" '
         'orient="auto"><path d="M0 0L8 4L0 8z" class="arrowhead"/></marker></defs>',
         *_spans(m, p),
@@ -308,7 +313,7 @@ class DrawnMap:
 def draw_map(m: PipelineMap, *, current: str, hrefs: dict[str, str], post: str) -> DrawnMap:
     """Both drawings of the map. ``current`` is the stage in view ("" for none, as when every stage
     is shown); ``hrefs`` each stage's link (its permalink); ``post`` the stages endpoint."""
-    *wide, width = _drawing(m, "wide", current, post)
-    *small, _ = _drawing(m, "compact", current, post)
+    *wide, width = _drawing(m, "wide", current, post, language())
+    *small, _width = _drawing(m, "compact", current, post, language())
     return DrawnMap(_fill(*wide, hrefs), _fill(*small, hrefs),
                     next(cls for limit, cls in FIT_BUCKETS if width <= limit))

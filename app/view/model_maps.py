@@ -18,6 +18,9 @@ from collections.abc import Sequence
 import numpy as np
 from markupsafe import Markup, escape
 
+from app.i18n import gettext as _
+from app.i18n import local_number
+
 SEQUENTIAL = ("#ffffd9", "#edf8b1", "#c7e9b4", "#7fcdbb", "#41b6c4", "#1d91c0", "#225ea8", "#253494", "#081d58")
 DIVERGING = ("#7f3b08", "#b35806", "#e08214", "#fdb863", "#fee0b6", "#f7f7f7", "#d8daeb", "#b2abd2", "#73649e",
              "#542788", "#2d004b")
@@ -124,13 +127,15 @@ def head_svg(weights: np.ndarray, tokens: Sequence[str], title: str) -> Markup:
                      'preserveAspectRatio="none"/>')
     else:
         flat = weights.tolist()
+        pair = _("query {i} {query} → key {j} {key}")
         for i in range(t):
             for j in range(t):
                 r, g, b = colours[i, j]
                 w = flat[i][j]
                 ink = "dark" if w >= 0.45 else "light"
                 parts.append(
-                    f'<g><title>query {i + 1} {escape(tokens[i])} → key {j + 1} {escape(tokens[j])}: {w:.3f}</title>'
+                    f'<g><title>{escape(pair.format(i=i + 1, query=tokens[i], j=j + 1, key=tokens[j]))}'
+                    f': {w:.3f}</title>'
                     f'<rect x="{left + j * CELL}" y="{top + i * CELL}" width="{CELL}" height="{CELL}" '
                     f'fill="#{r:02x}{g:02x}{b:02x}"/>'
                     f'<text class="num {ink}" x="{left + j * CELL + CELL / 2:.0f}" '
@@ -142,7 +147,7 @@ def head_svg(weights: np.ndarray, tokens: Sequence[str], title: str) -> Markup:
 def _two(w: float) -> str:
     """A weight in a 22-unit cell: ".41", "1.0"."""
     text = f"{w:.2f}"
-    return "1.0" if text == "1.00" else text[1:]
+    return local_number("1.0" if text == "1.00" else text[1:])
 
 
 def condensed_svg(x: np.ndarray, tokens: Sequence[str], title: str) -> tuple[Markup, float]:

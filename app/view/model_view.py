@@ -11,6 +11,7 @@ import numpy as np
 from markupsafe import Markup
 from nbformat import NotebookNode
 
+from app.i18n import gettext as _
 from app.maths.arithmetic import CellRef, explain
 from app.maths.bert import ModelRun, layer_attention_run, run_model
 from app.maths.model_files import ModelFiles
@@ -31,7 +32,7 @@ TOP_SHIFTS = 8  # heads listed under the comparison
 
 def head_name(layer: int, head: int) -> str:
     """"L5 H3": layer and head counted from 1."""
-    return f"L{layer + 1} H{head + 1}"
+    return _("L{layer} H{head}").format(layer=layer + 1, head=head + 1)
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class Thumb:
 
 def head_panel(m: np.ndarray, title: str, label: str, rows: list[str], cols: list[str], kind: str = "signed",
            ref: str = "", selected: tuple[int, int] | None = None, decimals: int = 2) -> Panel:
+    title = _(title)  # an English title of app.view.labels or of the callers' N_
     table, top = heatmap_table(m, row_labels=rows, col_labels=cols, kind=kind, decimals=decimals, ref=ref,
                                caption=title, selected=selected)
     scale = legend(kind, top, decimals, constant_value(m, decimals))
@@ -69,7 +71,8 @@ def model_view(run: ModelRun, page: ModelPage, layer: int, head: int) -> dict:
                      (la, h) == (layer, head), (la, h) in off) for h in range(run.heads)] for la in range(run.layers)]
     weights = run.attention[layer, head]  # (T, T)
     rows = token_labels(run.tokens)
-    title = f"Layer {layer + 1}, head {head + 1}: attention weights, queries down, keys across"
+    title = _("Layer {layer}, head {head}: attention weights, queries down, keys across").format(
+        layer=layer + 1, head=head + 1)
     return {"thumbs": thumbs, "enlarged": head_svg(weights, run.tokens, title), "enlarged_title": title,
             "enlarged_panel": head_panel(weights, title, "", rows, rows, kind="weights")}
 
@@ -84,7 +87,8 @@ def steps(model: ModelFiles, run: ModelRun, page: ModelPage, layer: int, head: i
     def at(matrix: str) -> tuple[int, int] | None:
         return (sel.row, sel.col) if sel is not None and sel.matrix == matrix else None
 
-    x_svg, x_top = condensed_svg(att.x, run.tokens, f"X, the input of layer {layer + 1}: {len(rows)}×{att.d_model}")
+    x_svg, x_top = condensed_svg(att.x, run.tokens, _("X, the input of layer {layer}: {shape}").format(
+        layer=layer + 1, shape=f"{len(rows)}×{att.d_model}"))
     panels = {
         "q": head_panel(h.q, "Q", "Q = X W_Q + b_Q", rows, dims),
         "k": head_panel(h.k, "K", "K = X W_K + b_K", rows, dims),
@@ -99,7 +103,7 @@ def steps(model: ModelFiles, run: ModelRun, page: ModelPage, layer: int, head: i
     if sel is not None:
         explanation = explain(att, CellRef(sel.matrix, head, sel.row, sel.col), list(run.tokens),
                               numbered("x", att.d_model))
-    lines = attention_lines(h.softmax[None], run.tokens, run.tokens, [f"head {head + 1}"],
+    lines = attention_lines(h.softmax[None], run.tokens, run.tokens, [_("head {n}").format(n=head + 1)],
                             fig_id="model-lines", focus=query)
     x_row = None
     if page.x_row is not None:
@@ -139,10 +143,11 @@ def compare(one: ModelRun, two: ModelRun, page: ModelPage, query: int, layer: in
                 "head": head_name(layer, head), "missing": other is None}
     shifts = attention_shifts(one.attention, two.attention, query)
     grid = moved_grid(one.attention, two.attention, query)
-    table, top = heatmap_table(grid, row_labels=[f"L{la + 1}" for la in range(LAYERS)],
-                               col_labels=[f"H{h + 1}" for h in range(HEADS)], kind="weights", decimals=2,
-                               ref="moved", caption=f"Share of {token}'s attention that moved, per head",
-                               corner="layer")
+    table, top = heatmap_table(grid, row_labels=[_("L{layer}").format(layer=la + 1) for la in range(LAYERS)],
+                               col_labels=[_("H{head}").format(head=h + 1) for h in range(HEADS)], kind="weights",
+                               decimals=2, ref="moved",
+                               caption=_("Share of {token}'s attention that moved, per head").format(token=token),
+                               corner=_("layer"))
     return {"aligned": True, "token": token, "query": query,
             "top": [_shift_line(s, one.tokens, two.tokens, token, page) for s in shifts[:TOP_SHIFTS]],
             "grid": table, "grid_legend": legend("weights", top, 2),

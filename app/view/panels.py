@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 from markupsafe import Markup
 
+from app.i18n import N_
+from app.i18n import gettext as _
 from app.lesson.presets import PRESETS
 from app.lesson.stages import Options, Stage, stage_or_first, visible_stages
 from app.maths.arithmetic import BLOCK_CELLS as BLOCK_MATRICES
@@ -101,8 +103,9 @@ class PanelBuilder:
         ``decimals`` the page's unless given."""
         decimals = self.view.decimals if decimals is None else decimals
         label = label or TITLE_TEX.get(title, "")
-        title += suffix
-        caption = prose(label) + suffix if label else Markup("")
+        title = _(title) + suffix  # the English titles are catalogue messages (app.view.labels' N_)
+        caption = prose(_(label)) + suffix if label else Markup("")
+        corner = _(corner) if corner else ""
         sel = None
         if inspect and self.selected and self.selected.matrix == inspect:
             owner = self.view.block if inspect in BLOCK_MATRICES else self.view.head
@@ -139,11 +142,11 @@ class PanelBuilder:
             "Scaled (additive: not ÷√d_k)" if self.run.score == "additive" else "Scaled (÷√d_k off)")
         scaled_label = TITLE_TEX[scaled_title]
         if self.run.temperature != 1.0:
-            scaled_title += f" ÷ τ={self.run.temperature:g}"
-            scaled_label += rf" $\div\, \tau$ ($\tau = {self.run.temperature:g}$)"
+            scaled_title = _(scaled_title) + f" ÷ τ={self.run.temperature:g}"
+            scaled_label = _(scaled_label) + rf" $\div\, \tau$ ($\tau = {self.run.temperature:g}$)"
         if head.bias is not None:
-            scaled_title += " + ALiBi bias"
-            scaled_label += " + ALiBi bias"
+            scaled_title = _("{title} + ALiBi bias").format(title=_(scaled_title))
+            scaled_label = _("{title} + ALiBi bias").format(title=_(scaled_label))
         scores_title = {"dot": "Scores Q·Kᵀ", "general": "Scores (Q·W_a)·Kᵀ",
                         "additive": "Scores v_a·tanh(q_i·W₁ + k_j·W₂)"}[self.run.score]
         linear = head.linear is not None
@@ -163,27 +166,27 @@ class PanelBuilder:
             "k_2": ("K·W₂", self.keys, "a", "signed"),
             "scores": (scores_title, self.rows, self.keys, "signed"),
             "scaled": (scaled_title, self.rows, self.keys, "signed"),
-            "masked": ("Masked: Scaled, −∞ where a key is hidden", self.rows, self.keys, "signed"),
+            "masked": (N_("Masked: Scaled, −∞ where a key is hidden"), self.rows, self.keys, "signed"),
             "softmax": ("Attention weights A (softmax)" if linear else "Attention weights A",
                         self.rows, self.keys, "weights"),
-            "lin_weights": ("Linear attention's implied weights", self.rows, self.keys, "weights"),
+            "lin_weights": (N_("Linear attention's implied weights"), self.rows, self.keys, "weights"),
             "phi_q": ("φ(Q) = elu(Q) + 1", self.rows, "q", "signed"),
             "phi_k": ("φ(K) = elu(K) + 1", self.keys, "k", "signed"),
             "kv": ("φ(K)ᵀ·V (built once)", "k", "v", "signed"),
-            "output": ("Output (linear attention)" if linear else "Output A·V",
+            "output": (N_("Output (linear attention)") if linear else "Output A·V",
                        self.rows, "v", "signed"),
             "softmax_output": ("Softmax attention's output A·V", self.rows, "v", "signed"),
-            "diff": ("Difference: linear − softmax", self.rows, "v", "signed"),
+            "diff": (N_("Difference: linear − softmax"), self.rows, "v", "signed"),
         }[name]
         title, rows, cols, kind = spec
-        corner = "query ↓ key →" if cols is self.keys else ""
+        corner = N_("query ↓ key →") if cols is self.keys else ""
         if isinstance(rows, str):
             rows = [f"{rows}{i + 1}" for i in range(m.shape[0])]
         if isinstance(cols, str):
             cols = [f"{cols}{j + 1}" for j in range(m.shape[1])]
         inspect = name if name in INSPECTABLE else ""
         label = {"scaled": scaled_label,
-                 "masked": r"$\text{Masked}$: $\text{Scaled}$, ${-\infty}$ where a key is hidden"}
+                 "masked": N_(r"$\text{Masked}$: $\text{Scaled}$, ${-\infty}$ where a key is hidden")}
         return self._panel(m, title, ref, rows, cols, kind, inspect=inspect, corner=corner,
                            label=label.get(name, ""), suffix=hn)
 
@@ -197,7 +200,7 @@ class PanelBuilder:
                         "phi_k": ("φ(K)ᵀ", r"$\varphi(K)^{\top}$")}[name]
         rows = [f"k{i + 1}" for i in range(m.shape[0])]
         return self._panel(m, title, f"{name}T.{h}", rows, self.keys, label=label, suffix=hn,
-                           corner="dim ↓ key →")
+                           corner=N_("dim ↓ key →"))
 
     def weight(self, name: str) -> Panel:
         h = self.view.head
@@ -223,7 +226,7 @@ class PanelBuilder:
         m = np.stack([ln.mean, ln.var], axis=1)  # (T, 2)
         n = "₁" if key == "ln1" else "₂"
         return self._panel(m, f"LayerNorm{n} row statistics", f"{key}stats.{self.view.block}",
-                           self.rows, ["mean μ", "variance σ²"])
+                           self.rows, [_("mean μ"), _("variance σ²")])
 
     def lines(self, stage: Stage) -> LinesFigure | None:
         """Every head's weights as lines between the tokens; not while a quiz hides the weights."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from app.i18n import gettext as _
 from app.lesson.stages import Stage, visible_stages
 from app.maths.positions import rotates
 from app.maths.records import AttentionRun, TransformerRun
@@ -64,7 +65,7 @@ class StageLink:
 
     @property
     def accessible_name(self) -> str:
-        return f"Stage {self.number}: {self.name}, {self.shapes}"
+        return _("Stage {n}: {name}, {shapes}").format(n=self.number, name=_(self.name), shapes=self.shapes)
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ def pipeline_map(sc: Scenario, run: AttentionRun, stack: TransformerRun | None, 
         add("scores", Node("RoPE(Q)", _shape(head.q_rot), "T×d_k"), Node("RoPE(K)", _shape(head.k_rot), f"{s}×d_k"),
             arrows=((0, 0), (1, 1)), short="RoPE")
         into_scores = None
-    score = {"dot": "Q·Kᵀ", "general": "Q·W_a·Kᵀ", "additive": "additive"}[run.score]
+    score = {"dot": "Q·Kᵀ", "general": "Q·W_a·Kᵀ", "additive": _("additive")}[run.score]
     add("scores", Node(score, _shape(head.scores), f"T×{s}"), arrows=into_scores)
     # 3) ÷√d_k and τ, then ALiBi's bias; 4) the mask; 5) softmax; 6) A·V.
     divisor = "·".join((["√d_k"] if run.scales else []) + (["τ"] if run.temperature != 1 else [])) or "1"
@@ -128,33 +129,34 @@ def pipeline_map(sc: Scenario, run: AttentionRun, stack: TransformerRun | None, 
     if head.bias is not None:
         add("scaled", Node("+ALiBi", _shape(head.bias), f"T×{s}"))
     add("mask", Node(mask_label(sc), _shape(head.masked), f"T×{s}", off=run.mask is None))
-    add("softmax", Node("softmax" if run.attention == "softmax" else "linear φ", _shape(head.softmax), f"T×{s}"))
+    add("softmax", Node(_("softmax") if run.attention == "softmax" else _("linear φ"), _shape(head.softmax), f"T×{s}"))
     av = add("output", Node("A·V", _shape(head.output), "T×d_v"))
     # 7) The heads side by side, then W_O.
-    add("multihead", Node("concat", _shape(run.concat), "T×h·d_v"))
+    add("multihead", Node(_("concat"), _shape(run.concat), "T×h·d_v"))
     add("multihead", Node("·W_O", _shape(run.output), "T×d_model"))
     # 8)–10) The rest of the transformer block.
     if block is not None:
-        add("addnorm1", Node("Add" if pre else "Add & Norm", _shape(block.h), "T×d_model"))
+        add("addnorm1", Node(_("Add") if pre else _("Add & Norm"), _shape(block.h), "T×d_model"))
         add("ffn", Node("FFN", f"{_shape(block.ffn_hidden)}→{_shape(block.ffn_out)}", "T×d_ff→T×d_model"))
-        add("addnorm2", Node("Add" if pre else "Add & Norm", _shape(block.output), "T×d_model"))
+        add("addnorm2", Node(_("Add") if pre else _("Add & Norm"), _shape(block.output), "T×d_model"))
 
     spans = []
     if run.num_heads > 1:
-        spans.append(Span(f"{run.num_heads} heads · head {h + 1} shown", w_col, av, 0))
+        spans.append(Span(_("{n} heads · head {shown} shown").format(n=run.num_heads, shown=h + 1), w_col, av, 0))
     if stack is not None:
         n = len(stack.blocks)
-        label = f"block {view.block + 1} of {n}" if n > 1 else "transformer block"
+        label = _("block {n} of {total}").format(n=view.block + 1, total=n) if n > 1 else _("transformer block")
         spans.append(Span(label, block_start, len(cols) - 1, len(spans)))
     return PipelineMap(tuple(cols), tuple(spans), _links(cols, visible_stages(sc.blocks)), (qkv, 2, av))
 
 
 def mask_label(sc: Scenario) -> str:
     """"no mask", "mask: causal", "mask: ±2", "mask: stride 4", "mask: causal + cells"."""
-    pattern = {"causal": "causal", "local": f"±{sc.window}", "strided": f"stride {sc.window}"}.get(sc.mask_mode, "")
-    hand = "cells" if sc.blocked or sc.padding else ""  # cells hidden by hand, padding
+    pattern = {"causal": _("causal"), "local": f"±{sc.window}",
+               "strided": _("stride {n}").format(n=sc.window)}.get(sc.mask_mode, "")
+    hand = _("cells") if sc.blocked or sc.padding else ""  # cells hidden by hand, padding
     parts = [p for p in (pattern, hand) if p]
-    return "mask: " + " + ".join(parts) if parts else "no mask"
+    return _("mask: {what}").format(what=" + ".join(parts)) if parts else _("no mask")
 
 
 def _links(cols: list[Column], stages: tuple[Stage, ...]) -> tuple[StageLink, ...]:
@@ -163,7 +165,8 @@ def _links(cols: list[Column], stages: tuple[Stage, ...]) -> tuple[StageLink, ..
         nodes = [n for c in cols if c.stage == stage.key for n in c.nodes]
         if stage.key == "qkv":
             same = len({n.shape for n in nodes}) == 1
-            shapes = f"{nodes[0].shape} each" if same else ", ".join(f"{n.label} {n.shape}" for n in nodes)
+            shapes = _("{shape} each").format(shape=nodes[0].shape) if same else ", ".join(
+                f"{n.label} {n.shape}" for n in nodes)
         elif stage.key == "mask":
             shapes = f"{nodes[-1].label}, {nodes[-1].shape}"
         else:

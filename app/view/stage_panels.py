@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from app.i18n import N_
+from app.i18n import gettext as _
 from app.lesson.stages import ACTIVATION_NAMES, Stage, describe, stage_or_first
 from app.maths.positions import rotates
 from app.state.quiz import stage_results
@@ -18,7 +20,7 @@ from app.view.labels import numbered
 from app.view.panels import Panel, PanelBuilder, StageView, page_stages
 
 Panels = dict[str, Panel]
-QUERY_KEY = "query ↓ key →"
+QUERY_KEY = N_("query ↓ key →")  # translated where the panel is drawn (PanelBuilder._panel)
 
 
 def concat_cols(b: PanelBuilder) -> list[str]:
@@ -38,11 +40,11 @@ def x_panels(b: PanelBuilder) -> Panels:
     if pe is not None and n == 0:
         p["x_input"] = b._panel(x_input, "Embeddings", "x_input", b.rows, b.dims)
         p["pe"] = b._panel(pe, f"PE ({b.sc.positional_encoding})", "pe", b.rows, b.dims,
-                           label=f"$P$: positions ({b.sc.positional_encoding})")
+                           label=_("$P$: positions ({encoding})").format(encoding=b.sc.positional_encoding))
         p["x"] = b._panel(x, "X = embeddings + PE", "x", b.rows, b.dims)
     else:
-        p["x"] = b._panel(x, f"X = output of block {n}" if n else "X", "x", b.rows, b.dims,
-                          label=f"$X$ = output of block {n}" if n else "$X$")
+        p["x"] = b._panel(x, _("X = output of block {n}").format(n=n) if n else "X", "x", b.rows, b.dims,
+                          label=_("$X$ = output of block {n}").format(n=n) if n else "$X$")
     if block is not None and block.norm == "pre":
         p["ln1"] = b.block_matrix("ln1", "LayerNorm₁(X): what the heads see", block.ln1.output)
     if run.context is not None:
@@ -151,7 +153,7 @@ def addnorm2_panels(b: PanelBuilder) -> Panels:
         return {}
     p: Panels = {"h": b.block_matrix("h", "H", block.h), "ffn_out": b.block_matrix("ffn_out", "FFN", block.ffn_out)}
     last = b.view.block + 1 == len(b.stack.blocks)
-    nxt = "the final output" if last else f"block {b.view.block + 2}'s input"
+    nxt = _("the final output") if last else _("block {n}'s input").format(n=b.view.block + 2)
     if block.norm == "post":
         p["residual2"] = b.block_matrix("residual2", "H + FFN", block.residual2)
         p["ln2"] = b.block_matrix("ln2", f"LayerNorm₂(H + FFN): {nxt}", block.ln2.output,
@@ -176,14 +178,15 @@ def grad_a_panels(b: PanelBuilder) -> Panels:
     hg = g.heads[h]
     p: Panels = {}
     if learning.goal == "output":
-        p["target"] = b._panel(learning.target, "Target", "target", b.rows, b.dims, label=r"$\text{Target}$")
+        p["target"] = b._panel(learning.target, N_("Target"), "target", b.rows, b.dims, label=_(r"$\text{Target}$"))
         p["final"] = b._panel(run.output, "MultiHead(X) = Concat·W_O", "final", b.rows, b.dims)
         p["g_final"] = b.gradient("final", g.output, b.rows, b.dims, owner=0)
         p["g_output"] = b.gradient("output", hg.output, b.rows, numbered("v", run.d_v))
         p["v"] = b.head_matrix("v")
     elif learning.head == h:
-        p["target"] = b._panel(learning.target, f"Target t for head {h + 1}", "target", b.rows, b.keys,
-                               kind="weights", corner=QUERY_KEY, label=f"Target $t$ for head {h + 1}")
+        p["target"] = b._panel(learning.target, _("Target t for head {n}").format(n=h + 1), "target", b.rows,
+                               b.keys, kind="weights", corner=QUERY_KEY,
+                               label=_("Target $t$ for head {n}").format(n=h + 1))
     if hg.softmax is not None:
         p["softmax"] = b.head_matrix("softmax")
         p["g_softmax"] = _softmax_gradient(b, "softmax")
@@ -246,7 +249,8 @@ def stage_view(b: PanelBuilder, stage: Stage) -> StageView:
         p = {} if stage.backward and b.grads is None else STAGE_PANELS[stage.key](b)
         title, formula, explanation = describe(stage, b.options)
         drawn = stage.key == "softmax" or (stage.key == "output" and b.run.attention == "softmax")
-        return StageView(stage, p, title, formula, explanation, quiz=b.hiding, lines=b.lines(stage) if drawn else None)
+        return StageView(stage, p, _(title), formula, _(explanation), quiz=b.hiding,
+                         lines=b.lines(stage) if drawn else None)
     finally:
         b.hiding = ()
 

@@ -24,6 +24,9 @@ from functools import lru_cache
 from latex2mathml.converter import convert
 from markupsafe import Markup, escape
 
+from app.i18n import gettext as _
+from app.i18n import language, local_number
+
 MINUS = "\u2212"
 _MATH_OPEN = re.compile(r'^<math xmlns="http://www.w3.org/1998/Math/MathML" display="(inline|block)">')
 _INLINE_MATH = re.compile(r"\$([^$]+)\$")
@@ -54,8 +57,9 @@ _SPOKEN = (
 def _alttext(latex: str) -> str:
     """A plain reading of the LaTeX for alttext: ℝ, Σ, √ for their commands; other commands by name."""
     text = latex
+    words = {" cases: ": " {}: ".format(_("cases")), " fraction ": " {} ".format(_("fraction"))}
     for pattern, spoken in _SPOKEN:
-        text = re.sub(pattern, spoken, text)
+        text = re.sub(pattern, words.get(spoken, spoken), text)
     text = re.sub(r"\\(text|mathrm|operatorname|mathbf|boldsymbol|tilde|hat)\s*", "", text)
     text = re.sub(r"\\([a-zA-Z]+)", r"\1", text)
     return re.sub(r"\s+", " ", text.replace("{", "").replace("}", "")).strip()
@@ -85,12 +89,13 @@ def equations(latex: str) -> list[str]:
 
 
 def tex(latex: str, display: bool = False) -> Markup:
-    """MathML for a fixed LaTeX formula (cached: each distinct formula is converted once)."""
-    return _tex(_source(latex), display)
+    """MathML for a fixed LaTeX formula (cached: each distinct formula is converted once per language, as its
+    alttext reads it)."""
+    return _tex(_source(latex), display, language())
 
 
 @lru_cache(maxsize=4096)
-def _tex(latex: str, display: bool) -> Markup:
+def _tex(latex: str, display: bool, lang: str) -> Markup:
     mathml = convert(latex, display="block" if display else "inline")
     mathml = mathml.replace("<mo>&#x0221E;</mo>", "<mi>&#x0221E;</mi>")  # ∞ is a symbol, not an operator
     mathml = _PREFIX_MINUS.sub(r'\1<mo form="prefix">&#x02212;</mo>', mathml)
@@ -104,11 +109,11 @@ def _tex(latex: str, display: bool) -> Markup:
 
 def prose(text: str) -> Markup:
     """Project-written text with inline maths between $…$: the text escaped, the maths typeset."""
-    return _prose(_source(text))
+    return _prose(_source(text), language())
 
 
 @lru_cache(maxsize=1024)
-def _prose(text: str) -> Markup:
+def _prose(text: str, lang: str) -> Markup:
     parts = _INLINE_MATH.split(text)  # text, maths, text, maths, …
     return Markup("").join(tex(p) if i % 2 else escape(p) for i, p in enumerate(parts))
 
@@ -141,8 +146,8 @@ def number(value: float, decimals: int, *, bracket: bool = False) -> str:
         return body
     text = f"{abs(rounded):.{decimals}f}"
     if rounded >= 0 or float(text) == 0.0:
-        return f"<mn>{text}</mn>"
-    neg = f"<mrow><mo form=\"prefix\">{MINUS}</mo><mn>{text}</mn></mrow>"
+        return f"<mn>{local_number(text)}</mn>"
+    neg = f"<mrow><mo form=\"prefix\">{MINUS}</mo><mn>{local_number(text)}</mn></mrow>"
     return f'<mrow><mo stretchy="false">(</mo>{neg}<mo stretchy="false">)</mo></mrow>' if bracket else neg
 
 
@@ -208,16 +213,16 @@ def fragment(latex: str, display: bool = False) -> str:
 
 def number_math(value: float, decimals: int, bracket: bool = False) -> Markup:
     """One number as its own <math>: for table cells of the inspector."""
-    return math_block(number(value, decimals, bracket=bracket), f"{value:.{decimals}f}")
+    return math_block(number(value, decimals, bracket=bracket), local_number(f"{value:.{decimals}f}"))
 
 
 def vector_math(values: Sequence[float], decimals: int) -> Markup:
-    return math_block(fenced_list(values, decimals), "a row of numbers")
+    return math_block(fenced_list(values, decimals), _("a row of numbers"))
 
 
 def fraction_math(numerator: float, denominator: float, decimals: int) -> Markup:
     return math_block(frac(number(numerator, decimals), number(denominator, decimals)),
-                      f"{numerator:.{decimals}f} / {denominator:.{decimals}f}")
+                      local_number(f"{numerator:.{decimals}f} / {denominator:.{decimals}f}"))
 
 
 # --- the cost panel's counts: plain formulas such as "h·T·d_model·d_k", typeset -----------------------
@@ -238,16 +243,24 @@ def unicode_tex(text: str) -> str:
     return re.sub(r"\\sqrt (d_k|d_v|T)", r"\\sqrt{\1}", text)
 
 
-@lru_cache(maxsize=1024)
 def formula_text(text: str) -> Markup:
     """A whole Unicode formula typeset: "h·T·d_model·d_k" → MathML."""
+    return _formula_text(text, language())
+
+
+@lru_cache(maxsize=1024)
+def _formula_text(text: str, lang: str) -> Markup:  # per language: its alttext's words
     return tex(unicode_tex(text))
 
 
-@lru_cache(maxsize=1024)
 def label_text(text: str) -> Markup:
     """A name that mixes words and symbols ("Q projection X·W_Q"): each symbolic word typeset,
     the others left as text."""
+    return _label_text(text, language())
+
+
+@lru_cache(maxsize=1024)
+def _label_text(text: str, lang: str) -> Markup:  # per language: its alttext's words
     words = text.split(" ")
     return Markup(" ").join(tex(unicode_tex(w)) if w and _MATH_WORD.search(w) and w != "(" else escape(w)
                             for w in words)

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from markupsafe import Markup, escape
 
+from app.i18n import gettext as _
+from app.i18n import local_number
 from app.maths.arithmetic import (
     AdditiveScore,
     Division,
@@ -71,8 +73,8 @@ def _dot(e: DotProduct, d: int) -> Worked:
     values = signed_sum([t.product for t in e.terms], d)
     bias = "" if e.bias is None else f"<mo>+</mo>{number(e.bias, d, bracket=True)}"
     lines = [
-        math_block(f"<mo>=</mo>{products}{bias}", "the products"),
-        math_block(f"<mo>=</mo>{values}{bias}", "their values"),
+        math_block(f"<mo>=</mo>{products}{bias}", _("the products")),
+        math_block(f"<mo>=</mo>{values}{bias}", _("their values")),
         *rounding_note([t.product for t in e.terms] + ([] if e.bias is None else [e.bias]), e.total, d),
         math_block(f"<mo>=</mo>{number(e.total, d)}", f"= {_plain(e.total, d)}"),
     ]
@@ -81,8 +83,7 @@ def _dot(e: DotProduct, d: int) -> Worked:
 
 def _plain(value: float, decimals: int) -> str:
     """A number as text with a true minus sign: for a result in bold and for alttext."""
-    text = f"{round(value, decimals) + 0.0:.{decimals}f}"
-    return text.replace("-", MINUS)
+    return local_number(f"{round(value, decimals) + 0.0:.{decimals}f}")
 
 
 def rounding_note(terms: Sequence[float], total: float, decimals: int) -> list[Markup]:
@@ -92,8 +93,10 @@ def rounding_note(terms: Sequence[float], total: float, decimals: int) -> list[M
     if _plain(shown, decimals) == _plain(total, decimals):
         return []
     return [Markup('<span class="hint rounding">') + escape(
-        f"Terms rounded to {decimals} decimals: as printed they add up to {_plain(shown, decimals)}; the exact sum "
-        f"is {_plain(total, decimals + 3)}, which rounds to {_plain(total, decimals)}.") + Markup("</span>")]
+        _("Terms rounded to {decimals} decimals: as printed they add up to {shown}; the exact sum is {exact}, "
+          "which rounds to {total}.").format(decimals=decimals, shown=_plain(shown, decimals),
+                                             exact=_plain(total, decimals + 3), total=_plain(total, decimals)))
+            + Markup("</span>")]
 
 
 def _division(e: Division, d: int) -> Worked:
@@ -104,10 +107,10 @@ def _division(e: Division, d: int) -> Worked:
     bias = rf" + B_{{{i + 1},{j + 1}}}" if e.bias is not None else ""
     symbolic = rf"{_cell('scaled', i, j)} = \frac{{{_cell('scores', i, j)}}}{{{divisor}}}{bias}"
     b = "" if e.bias is None else f"<mo>+</mo>{number(e.bias, d, bracket=True)}"
-    numbers = frac(number(e.score, d), f"<mn>{e.divisor:.{max(d, 3)}f}</mn>")
+    numbers = frac(number(e.score, d), f"<mn>{local_number(f'{e.divisor:.{max(d, 3)}f}')}</mn>")
     lines = [
-        math_block(f"<mo>=</mo>{numbers}{b}<mo>=</mo>{number(e.result, d)}", "the numbers"),
-        Markup(f'<span class="hint">divisor: {escape(e.divisor_text)}</span>'),
+        math_block(f"<mo>=</mo>{numbers}{b}<mo>=</mo>{number(e.result, d)}", _("the numbers")),
+        Markup('<span class="hint">{}</span>').format(_("divisor: {divisor}").format(divisor=e.divisor_text)),
     ]
     return Worked(math_block(fragment(symbolic, True), symbolic, display=True), lines)
 
@@ -122,7 +125,7 @@ def _softmax(e: SoftmaxRow, d: int) -> Worked:
     lines = [*rounding_note([en.exp for en in shown], e.total, d),
              *rounding_note([en.weight for en in shown], sum(en.weight for en in shown), d),
              math_block(f"<mo>=</mo>{frac(number(chosen.exp, d), number(e.total, d))}<mo>=</mo>"
-                        f"{number(chosen.weight, d)}", "the selected weight")]
+                        f"{number(chosen.weight, d)}", _("the selected weight"))]
     return Worked(math_block(fragment(symbolic, True), symbolic, display=True), lines)
 
 
@@ -130,7 +133,7 @@ def _weighted(e: WeightedSum, d: int) -> Worked:
     i = e.ref.row
     a = r"A^{\text{lin}}" if "linear attention" in e.title else "A"
     symbolic = rf"\text{{Output}}_{{{i + 1}}} = \sum_{{j}} {a}_{{{i + 1},j}}\, V_j"
-    lines = [math_block(f"<mo>=</mo>{fenced_list(e.result, d)}", "the output row")]
+    lines = [math_block(f"<mo>=</mo>{fenced_list(e.result, d)}", _("the output row"))]
     return Worked(math_block(fragment(symbolic, True), symbolic, display=True), lines)
 
 
@@ -140,14 +143,15 @@ def _layernorm(e: LayerNormCell, d: int) -> Worked:
                 rf"{{\sqrt{{\sigma^2 + \varepsilon}}}} + \beta_{{{j + 1}}}")
     eps = f"<msup><mn>10</mn><mrow><mo>{MINUS}</mo><mn>5</mn></mrow></msup>"
     lines = [
-        Markup("row of ") + prose_text(e.input_name) + Markup(": ") + math_block(fenced_list(e.row, d), "the row"),
+        escape(_("row of {name}: {row}")).format(name=prose_text(e.input_name),
+                                                 row=math_block(fenced_list(e.row, d), _("the row"))),
         math_block(f"<mi>μ</mi><mo>=</mo>{number(e.mean, d)}<mo separator=\"true\">,</mo><mspace width=\"1em\"/>"
-                   f"<msup><mi>σ</mi><mn>2</mn></msup><mo>=</mo>{number(e.var, d)}", "mean and variance"),
+                   f"<msup><mi>σ</mi><mn>2</mn></msup><mo>=</mo>{number(e.var, d)}", _("mean and variance")),
         math_block(frac(f"{number(e.value, d)}<mo>{MINUS}</mo>{number(e.mean, d, bracket=True)}",
                         sqrt(f"{number(e.var, d)}<mo>+</mo>{eps}"))
-                   + f"<mo>=</mo>{number(e.normalized, d)}", "normalised"),
+                   + f"<mo>=</mo>{number(e.normalized, d)}", _("normalised")),
         math_block(f"{number(e.gamma, d)}<mo>·</mo>{number(e.normalized, d, bracket=True)}<mo>+</mo>"
-                   f"{number(e.beta, d, bracket=True)}<mo>=</mo>{number(e.result, d)}", "gamma, beta"),
+                   f"{number(e.beta, d, bracket=True)}<mo>=</mo>{number(e.result, d)}", _("gamma, beta")),
     ]
     return Worked(math_block(fragment(symbolic, True), symbolic, display=True), lines)
 
@@ -170,7 +174,8 @@ def _additive(e: AdditiveScore, d: int) -> Worked:
     symbolic = (rf"{_cell('scores', i, j)} = \sum_{{a}} (v_a)_a \tanh\big((Q W_1)_{{{i + 1},a}}"
                 rf" + (K W_2)_{{{j + 1},a}}\big)")
     lines = [math_block(f"<mo>=</mo>{signed_sum([t.product for t in e.terms], d)}<mo>=</mo>"
-                        f"{number(e.total, d)}", "the terms"), *rounding_note([t.product for t in e.terms], e.total, d)]
+                        f"{number(e.total, d)}", _("the terms")),
+             *rounding_note([t.product for t in e.terms], e.total, d)]
     return Worked(math_block(fragment(symbolic, True), symbolic, display=True), lines)
 
 

@@ -14,6 +14,8 @@ import re
 
 from markupsafe import Markup, escape
 
+from app.i18n import N_, local_decimals
+from app.i18n import gettext as _
 from app.maths.cost import CostGrowth
 from app.maths.lab import ScalingLab
 
@@ -32,7 +34,7 @@ _HYPHEN_MINUS = re.compile(r"(?<![\w.])-(?=\d)")
 
 def _svg_maths(text: str) -> Markup:
     """Escaped label text with a true minus sign, and d_k set as d with a lowered k (SVG has no MathML)."""
-    text = _HYPHEN_MINUS.sub("\u2212", text)
+    text = local_decimals(_HYPHEN_MINUS.sub("\u2212", text))
     lowered = r'<tspan class="var">d</tspan><tspan class="sub">\1</tspan>'
     return Markup(_SUBSCRIPT.sub(lowered, str(escape(text))))
 
@@ -63,8 +65,9 @@ def nice_step(span: float, target: int = 4) -> float:
     return next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
 
 
-def score_spread_svg(lab: ScalingLab, *, current_d_k: int, title: str = "Spread of the scores per d_k") -> Markup:
+def score_spread_svg(lab: ScalingLab, *, current_d_k: int, title: str = N_("Spread of the scores per d_k")) -> Markup:
     """For each d_k, two strips: q·k and q·k/√d_k, a bar over mean ± 1σ and a whisker over ± 2σ."""
+    title = _(title)
     width, left, right, top, row_h, group_gap = 640, 118, 560, 40, 16, 12
     group_h = 2 * row_h + group_gap
     height = top + group_h * len(lab.rows) + 34
@@ -75,24 +78,26 @@ def score_spread_svg(lab: ScalingLab, *, current_d_k: int, title: str = "Spread 
     def x_of(v: float) -> float:
         return left + (v + limit) / (2 * limit) * (right - left)
 
+    row_words = _("d_k = {d_k}: q·k has σ = {unscaled} (√d_k = {root}), q·k/√d_k has σ = {scaled}")
     desc = "; ".join(
-        f"d_k = {r.d_k}: q·k has σ = {r.unscaled.std:.2f} (√d_k = {math.sqrt(r.d_k):.2f}), "
-        f"q·k/√d_k has σ = {r.scaled.std:.2f}"
+        row_words.format(d_k=r.d_k, unscaled=f"{r.unscaled.std:.2f}", root=f"{math.sqrt(r.d_k):.2f}",
+                         scaled=f"{r.scaled.std:.2f}")
         for r in lab.rows
     )
-    parts = [_open("lab-spread", width, height, "spread-chart", title, desc + ". The table below gives every number.")]
+    parts = [_open("lab-spread", width, height, "spread-chart", title,
+                   desc + ". " + _("The table below gives every number."))]
     # Legend: colour, and also the words on every strip.
     parts.append(f'<rect x="{left}" y="8" width="18" height="10" class="band1 unscaled"/>')
-    parts.append(_text(left + 24, 17, "q·k (unscaled)", "legend-text"))
+    parts.append(_text(left + 24, 17, _("q·k (unscaled)"), "legend-text"))
     parts.append(f'<rect x="{left + 160}" y="8" width="18" height="10" class="band1 scaled"/>')
-    parts.append(_text(left + 184, 17, "q·k / √d_k (scaled)", "legend-text"))
-    parts.append(_text(right, 17, "bar ±1σ, whisker ±2σ", "legend-text", "end"))
+    parts.append(_text(left + 184, 17, _("q·k / √d_k (scaled)"), "legend-text"))
+    parts.append(_text(right, 17, _("bar ±1σ, whisker ±2σ"), "legend-text", "end"))
     bottom = top + group_h * len(lab.rows) - group_gap
     ticks = [i * step for i in range(-round(limit / step), round(limit / step) + 1)]
     for v in ticks:
         parts.append(_line(x_of(v), top - 6, x_of(v), bottom + 4, "grid zero" if v == 0 else "grid"))
         parts.append(_text(x_of(v), bottom + 18, f"{v:g}", "tick", "middle"))
-    parts.append(_text((left + right) / 2, bottom + 32, "score value", "axis-label", "middle"))
+    parts.append(_text((left + right) / 2, bottom + 32, _("score value"), "axis-label", "middle"))
     for i, r in enumerate(lab.rows):
         y0 = top + i * group_h
         current = r.d_k == current_d_k
@@ -103,7 +108,7 @@ def score_spread_svg(lab: ScalingLab, *, current_d_k: int, title: str = "Spread 
             )
         parts.append(_text(8, y0 + row_h - 2, f"d_k = {r.d_k}", "dk-label"))
         if current:
-            parts.append(_text(8, y0 + 2 * row_h - 2, "(current)", "dk-current"))
+            parts.append(_text(8, y0 + 2 * row_h - 2, _("(current)"), "dk-current"))
         for j, (kind, stats, label) in enumerate(
             (("unscaled", r.unscaled, "q·k"), ("scaled", r.scaled, "÷√d_k"))
         ):
@@ -143,20 +148,21 @@ def _spread_labels(ys: list[float], gap: float) -> list[float]:
 
 
 def cost_growth_svg(
-    growth: CostGrowth, *, current_t: int, current_linear: bool = False, title: str = "Multiply-adds against T"
+    growth: CostGrowth, *, current_t: int, current_linear: bool = False, title: str = N_("Multiply-adds against T")
 ) -> Markup:
     """Log–log lines of MACs vs T (S = T): the T² part, the T part, their total and linear attention.
 
     A marker sits at the current T (on the total, or on linear attention when that is the current
     mechanism) and another where the T² part reaches the T part.
     """
+    title = _(title)
     width, height, left, right, top, bottom = 640, 340, 64, 496, 24, 290
     ts = growth.ts
     series = (  # drawn in this order: linear attention under the T part it often runs close to
-        ("linear-attention", "linear attention", growth.linear_attention),
-        ("quadratic", "T² part", growth.quadratic),
-        ("linear", "T part", growth.linear),
-        ("total", "total (softmax)", growth.total),
+        ("linear-attention", _("linear attention"), growth.linear_attention),
+        ("quadratic", _("T² part"), growth.quadratic),
+        ("linear", _("T part"), growth.linear),
+        ("total", _("total (softmax)"), growth.total),
     )
     y_lo = min(min(v for v in values if v > 0) for _, _, values in series)
     y_hi = max(max(values) for _, _, values in series)
@@ -172,14 +178,17 @@ def cost_growth_svg(
         return bottom - (math.log10(v) - ly0) / (ly1 - ly0) * (bottom - top)
 
     at = ts.index(current_t) if current_t in ts else None
-    desc = [f"Log–log chart of multiply-adds against T for self-attention (S = T), T from {ts[0]} to {ts[-1]}."]
+    desc = [_("Log–log chart of multiply-adds against T for self-attention (S = T), T from {first} to {last}.").format(
+        first=ts[0], last=ts[-1])]
     if at is not None:
         desc.append(
-            f"At the current T = {current_t}: T² part {growth.quadratic[at]:,}, T part {growth.linear[at]:,}, "
-            f"total {growth.total[at]:,}; linear attention {growth.linear_attention[at]:,}."
+            _("At the current T = {t}: T² part {quadratic}, T part {linear}, total {total}; linear attention "
+              "{linear_attention}.").format(t=current_t, quadratic=f"{growth.quadratic[at]:,}",
+                                            linear=f"{growth.linear[at]:,}", total=f"{growth.total[at]:,}",
+                                            linear_attention=f"{growth.linear_attention[at]:,}")
         )
     if growth.crossover is not None:
-        desc.append(f"The T² part reaches the T part at T = {growth.crossover:,}.")
+        desc.append(_("The T² part reaches the T part at T = {t}.").format(t=f"{growth.crossover:,}"))
     parts = [_open("cost-growth", width, height, "growth-chart", title, " ".join(desc))]
     for d in y_decades:
         if ly0 <= d <= ly1:
@@ -191,12 +200,12 @@ def cost_growth_svg(
             parts.append(_text(x_of(10**d), bottom + 16, f"{10**d:,}", "tick", "middle"))
     parts.append(_line(left, bottom, right, bottom, "axis"))
     parts.append(_line(left, top, left, bottom, "axis"))
-    parts.append(_text((left + right) / 2, bottom + 34, "T (tokens; S = T), log scale", "axis-label", "middle"))
-    parts.append(_text(4, top - 10, "MACs (log scale)", "axis-label"))
+    parts.append(_text((left + right) / 2, bottom + 34, _("T (tokens; S = T), log scale"), "axis-label", "middle"))
+    parts.append(_text(4, top - 10, _("MACs (log scale)"), "axis-label"))
     if growth.crossover is not None and ts[0] <= growth.crossover <= ts[-1]:
         xc = x_of(growth.crossover)
         parts.append(_line(xc, top, xc, bottom, "marker-crossover"))
-        label = f"crossover T = {growth.crossover:,}"
+        label = _("crossover T = {t}").format(t=f"{growth.crossover:,}")
         # On the side away from the current-T line, where there is room for it.
         room_left, room_right = xc - left > 120, right - xc > 120
         if room_right and (current_t < growth.crossover or not room_left):
@@ -215,7 +224,7 @@ def cost_growth_svg(
         yt = y_of((growth.linear_attention if current_linear else growth.total)[at])
         parts.append(_line(xt, top, xt, bottom, "marker-current"))
         parts.append(f'<circle cx="{_num(xt)}" cy="{_num(yt)}" r="5" class="marker-dot"/>')
-        label = f"current T = {current_t}"
+        label = _("current T = {t}").format(t=current_t)
         # Away from the crossover line, where there is room for it.
         below_crossover = growth.crossover is not None and current_t < growth.crossover
         if (below_crossover and xt - left > 110) or right - xt < 110:

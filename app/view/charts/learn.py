@@ -16,20 +16,28 @@ from dataclasses import dataclass
 import numpy as np
 from markupsafe import Markup, escape
 
+from app.i18n import N_, gettext, local_decimals, ngettext
+from app.i18n import gettext as _
 from app.view.charts.lab import SUPERSCRIPT, _line, _num, _open, _pow10, _text, nice_step
 
+NOT_FINITE = N_("not a finite number")
 MAX_POINTS = 400  # a polyline of more points adds bytes, not detail, at a few hundred pixels wide
 LOG_RATIO = 100  # a y axis whose values span more than this factor (all positive) is drawn on a log scale
 _CHART_ID = re.compile(r"[A-Za-z][\w-]*")  # "<id>-title <id>-desc" in aria-labelledby: no spaces, no quotes
 
 
 def short_number(v: float) -> str:
+    """_short_number's text as the reader's language writes it (0,030 in French)."""
+    return local_decimals(_short_number(v)) if math.isfinite(v) else gettext(NOT_FINITE)
+
+
+def _short_number(v: float) -> str:
     """A number as the charts and tables print it: 1.041, 0.030, 0.00049, 5.7 × 10⁻⁵, with a true minus.
 
     Three decimals from 0.01 to 10, two significant figures below 0.01, a power of ten below 10⁻⁴ and from 10⁴.
     """
     if not math.isfinite(v):
-        return "not a finite number"
+        return NOT_FINITE
     if v == 0:
         return "0"
     sign, a = ("\u2212" if v < 0 else ""), abs(v)
@@ -105,7 +113,7 @@ def tick_label(v: float, step: float) -> str:
         return "0"
     if abs(v) >= 1e4 or step < 1e-4:
         return short_number(v)
-    return f"{v:,.{max(0, -math.floor(math.log10(step)))}f}"
+    return local_decimals(f"{v:,.{max(0, -math.floor(math.log10(step)))}f}")
 
 
 def _linear_axis(lo: float, hi: float) -> _YAxis:
@@ -182,8 +190,9 @@ def _draw_plot(
         parts.append(_text(x_of(step), frame.bottom + 16, f"{step:,}", "tick", "middle"))
     parts.append(_line(frame.left, frame.bottom, frame.right, frame.bottom, "axis"))
     parts.append(_line(frame.left, frame.top, frame.left, frame.bottom, "axis"))
-    parts.append(_text((frame.left + frame.right) / 2, frame.bottom + 31, "step", "axis-label", "middle"))
-    parts.append(_text(frame.x0 + 4, frame.top - 9, y_label + (" (log scale)" if axis.log else ""), "axis-label"))
+    parts.append(_text((frame.left + frame.right) / 2, frame.bottom + 31, _("step"), "axis-label", "middle"))
+    y_words = _("{label} (log scale)").format(label=_(y_label)) if axis.log else _(y_label)
+    parts.append(_text(frame.x0 + 4, frame.top - 9, y_words, "axis-label"))
 
     ends: list[tuple[_Series, float, float, float]] = []  # (series, x, y, value) of each line's last point
     for s in series:
@@ -220,21 +229,24 @@ def _loss_desc(losses: Sequence[float], log: bool) -> str:
     finite = np.isfinite(v)
     steps = len(v) - 1
     at_min = int(np.flatnonzero(finite)[np.argmin(v[finite])])
-    desc = (
-        f"The loss at each step, 0 to {steps:,} ({steps:,} step{'' if steps == 1 else 's'}): "
-        f"first {short_number(v[0])}, last {short_number(v[-1])}, "
-        f"minimum {short_number(v[at_min])} at step {at_min:,}."
-    )
+    desc = ngettext(
+        "The loss at each step, 0 to {last} ({steps} step): first {first_loss}, last {last_loss}, "
+        "minimum {least} at step {at}.",
+        "The loss at each step, 0 to {last} ({steps} steps): first {first_loss}, last {last_loss}, "
+        "minimum {least} at step {at}.", steps).format(
+        last=f"{steps:,}", steps=f"{steps:,}", first_loss=short_number(v[0]), last_loss=short_number(v[-1]),
+        least=short_number(v[at_min]), at=f"{at_min:,}")
     if not finite.all():
         n = int((~finite).sum())
-        desc += f" {n:,} value{' is' if n == 1 else 's are'} not finite and not drawn."
+        desc += " " + ngettext("{n} value is not finite and not drawn.", "{n} values are not finite and not drawn.",
+                               n).format(n=f"{n:,}")
     if log:
-        desc += " The loss axis is a log scale."
+        desc += " " + _("The loss axis is a log scale.")
     return desc
 
 
 def loss_curve_svg(
-    losses: Sequence[float], *, chart_id: str, title: str = "Loss during training", width: int = 360,
+    losses: Sequence[float], *, chart_id: str, title: str = N_("Loss during training"), width: int = 360,
     height: int = 180,
 ) -> Markup:
     """A line chart of the loss against the step (0 … n), the last value written at the line's end.
@@ -248,7 +260,7 @@ def loss_curve_svg(
         raise ValueError("losses must be a sequence holding at least one finite number")
     log = wants_log_axis(v)
     frame = _Frame(x0=0, left=50, right=width - 72, top=22, bottom=height - 36)  # room for 5.7 × 10⁻⁵
-    parts = [_open(chart_id, width, height, "learn-chart loss-chart", title, _loss_desc(v, log))]
-    _draw_plot(parts, frame, [_Series("loss", tuple(float(x) for x in v))], _y_axis(v, log), "loss")
+    parts = [_open(chart_id, width, height, "learn-chart loss-chart", _(title), _loss_desc(v, log))]
+    _draw_plot(parts, frame, [_Series("loss", tuple(float(x) for x in v))], _y_axis(v, log), N_("loss"))
     parts.append("</svg>")
     return Markup("".join(parts))

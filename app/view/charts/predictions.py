@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 from markupsafe import Markup, escape
 
+from app.i18n import gettext as _
+from app.i18n import ngettext
 from app.view.charts.lab import nice_step
 from app.view.charts.learn import short_number, tick_label
 
@@ -41,7 +43,7 @@ def bins(values: Sequence[float], truth: float) -> Bins:
     if start + n * step <= hi:  # the top value on the last edge still falls in the last bin
         n += 1
     edges = [start + i * step for i in range(n + 1)]
-    counts, _ = np.histogram(np.clip(np.asarray(values, dtype=float), edges[0], edges[-1]), bins=edges)
+    counts, _edges = np.histogram(np.clip(np.asarray(values, dtype=float), edges[0], edges[-1]), bins=edges)
     return Bins(edges, [int(c) for c in counts])
 
 
@@ -56,12 +58,15 @@ def predictions_svg(values: Sequence[float], truth: float, *, label: str, chart_
         return LEFT + (v - x0) / (x1 - x0) * plot_w
 
     n = len(values)
-    title = f"Class predictions for {label}"
-    ranges = "; ".join(f"{c} between {short_number(lo)} and {short_number(hi)}"
+    title = _("Class predictions for {label}").format(label=label)
+    between = _("{n} between {low} and {high}")
+    ranges = "; ".join(between.format(n=c, low=short_number(lo), high=short_number(hi))
                        for lo, hi, c in zip(b.edges, b.edges[1:], b.counts, strict=False) if c)
-    desc = f"{n} prediction{'s' if n != 1 else ''}" + (f": {ranges}." if ranges else ".")
+    desc = (ngettext("{n} prediction: {ranges}.", "{n} predictions: {ranges}.", n).format(n=n, ranges=ranges)
+            if ranges else ngettext("{n} prediction.", "{n} predictions.", n).format(n=n))
     close = sum(1 for v in values if abs(v - truth) <= (b.edges[1] - b.edges[0]) / 2)
-    desc += f" The value is {short_number(truth)}; {close} within half a bin of it."
+    desc += " " + _("The value is {value}; {close} within half a bin of it.").format(value=short_number(truth),
+                                                                                      close=close)
     cid = escape(chart_id)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="class-histogram" id="{cid}" '
              f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-labelledby="{cid}-t {cid}-d">',
@@ -87,8 +92,9 @@ def predictions_svg(values: Sequence[float], truth: float, *, label: str, chart_
     dx = -4 if anchor == "end" else 4
     parts.append(f'<line class="truth" x1="{tx:.2f}" y1="{TOP - 8}" x2="{tx:.2f}" y2="{base}"/>')
     parts.append(f'<text class="truth-label" x="{tx + dx:.2f}" y="{TOP - 12}" text-anchor="{anchor}">'
-                 f'value {escape(short_number(truth).replace("-", "−"))}</text>')
+                 f'{escape(_("value"))} {escape(short_number(truth).replace("-", "−"))}</text>')
     parts.append(f'<text class="axis-label" x="{LEFT + plot_w / 2}" y="{HEIGHT - 2}" text-anchor="middle">'
-                 f'predicted value · {n} answer{"s" if n != 1 else ""}</text>')
+                 f'{escape(ngettext("predicted value · {n} answer", "predicted value · {n} answers", n).format(n=n))}'
+                 '</text>')
     parts.append("</svg>")
     return Markup("".join(parts))

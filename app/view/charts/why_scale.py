@@ -16,33 +16,39 @@ from types import MappingProxyType
 import numpy as np
 from markupsafe import Markup
 
+from app.i18n import N_, language
+from app.i18n import gettext as _
 from app.lesson.goals import SATURATED, WHY_SCALE_STEPS, why_scale
 from app.lesson.seed_numbers import WHY_SCALE_SEED
 from app.view.charts.lab import _open
 from app.view.charts.learn import _check_id, _draw_plot, _Frame, _Series, _y_axis, short_number
 
-RUN_LABELS = {"scaled": "÷√d_k", "unscaled": "no ÷√d_k"}  # app.view.charts.lab._svg_maths lowers the k
+RUN_LABELS = {"scaled": "÷√d_k", "unscaled": N_("no ÷√d_k")}  # app.view.charts.lab._svg_maths lowers the k
 RUNS = ("scaled", "unscaled")
 CHART_WIDTH, CHART_HEIGHT = 320, 214
 # (key in the run, the y axis' label, log axis): the loss from 0, ‖∂L/∂Scores‖ over its decades.
-CHARTS = (("losses", "loss L", False), ("grad_scores_norm", "‖∂L/∂Scores‖", True))  # "(log scale)" is added
+CHARTS = (("losses", N_("loss L"), False), ("grad_scores_norm", "‖∂L/∂Scores‖", True))  # "(log scale)" is added
 
 
 def _words(run: str) -> str:
-    return "with ÷√d_k" if run == "scaled" else "without ÷√d_k"
+    return _("with ÷√d_k") if run == "scaled" else _("without ÷√d_k")
 
 
 def _chart_desc(result: Mapping, key: str) -> str:
-    what = "The loss" if key == "losses" else "‖∂L/∂Scores‖, Scores = Q·Kᵀ before any ÷√d_k, on a log scale,"
+    span = _("{run} from {first} to {last}")
     runs = "; ".join(
-        f"{_words(run)} from {short_number(result[run][key][0])} to {short_number(result[run][key][-1])}"
+        span.format(run=_words(run), first=short_number(result[run][key][0]), last=short_number(result[run][key][-1]))
         for run in RUNS
     )
-    return (
-        f"{what} at each of {result['steps']:,} steps of SGD (learning rate {result['learning_rate']:g}), "
-        f"d_k = {result['d_k']}, the same start for both runs: {runs}. "
-        "The solid line is the run with ÷√d_k, the dashed line the run without."
-    )
+    if key == "losses":
+        words = _("The loss at each of {steps} steps of SGD (learning rate {rate}), d_k = {d_k}, the same start for "
+                  "both runs: {runs}. The solid line is the run with ÷√d_k, the dashed line the run without.")
+    else:
+        words = _("‖∂L/∂Scores‖, Scores = Q·Kᵀ before any ÷√d_k, on a log scale, at each of {steps} steps of SGD "
+                  "(learning rate {rate}), d_k = {d_k}, the same start for both runs: {runs}. The solid line is "
+                  "the run with ÷√d_k, the dashed line the run without.")
+    return words.format(steps=f"{result['steps']:,}", rate=f"{result['learning_rate']:g}", d_k=result["d_k"],
+                        runs=runs)
 
 
 def why_scale_chart(result: Mapping, key: str, *, chart_id: str) -> Markup:
@@ -50,10 +56,11 @@ def why_scale_chart(result: Mapping, key: str, *, chart_id: str) -> Markup:
     named at its end with its last value."""
     _check_id(chart_id)
     y_label, log = next((label, log) for k, label, log in CHARTS if k == key)
-    title = f"Why ÷√d_k: {'the loss' if key == 'losses' else '‖∂L/∂Scores‖'} over {result['steps']:,} SGD steps"
+    title = (_("Why ÷√d_k: the loss over {steps} SGD steps") if key == "losses"
+             else _("Why ÷√d_k: ‖∂L/∂Scores‖ over {steps} SGD steps")).format(steps=f"{result['steps']:,}")
     parts = [_open(chart_id, CHART_WIDTH, CHART_HEIGHT, "learn-chart why-scale-chart", title, _chart_desc(result, key))]
     frame = _Frame(x0=0, left=44, right=CHART_WIDTH - 84, top=26, bottom=CHART_HEIGHT - 40)
-    series = [_Series(run, tuple(result[run][key]), RUN_LABELS[run]) for run in RUNS]
+    series = [_Series(run, tuple(result[run][key]), _(RUN_LABELS[run])) for run in RUNS]
     _draw_plot(parts, frame, series, _y_axis([v for s in series for v in s.values], log), y_label, line=18)
     parts.append("</svg>")
     return Markup("".join(parts))
@@ -72,28 +79,33 @@ def _saturation(unscaled: Sequence[float]) -> str:
     rows = len(unscaled)
     saturated = sum(w >= SATURATED for w in unscaled)
     if saturated == rows:
-        return f"every row of $A$ starts nearly one-hot: its largest weight is {min(unscaled):.3f} or more"
+        return _("every row of $A$ starts nearly one-hot: its largest weight is {weight} or more").format(
+            weight=f"{min(unscaled):.3f}")
     if saturated:
-        return f"{saturated} of the {rows} rows of $A$ start nearly one-hot (largest weight {SATURATED} or more)"
-    return f"no row of $A$ starts nearly one-hot: the largest weight is {max(unscaled):.3f}"
+        return _("{saturated} of the {rows} rows of $A$ start nearly one-hot (largest weight {weight} or more)").format(
+            saturated=saturated, rows=rows, weight=SATURATED)
+    return _("no row of $A$ starts nearly one-hot: the largest weight is {weight}").format(
+        weight=f"{max(unscaled):.3f}")
 
 
 def _gradient(scaled: Sequence[float], unscaled: Sequence[float]) -> str:
     s0, u0 = scaled[0], unscaled[0]
     if u0 > 0 and s0 >= 1.1 * u0:
-        start = f"starts {_times(s0, u0)} smaller than with $\\div \\sqrt{{d_k}}$"
+        start = _("starts {times} smaller than with $\\div \\sqrt{{d_k}}$").format(times=_times(s0, u0))
     elif s0 > 0 and u0 >= 1.1 * s0:
-        start = f"starts {_times(u0, s0)} larger than with $\\div \\sqrt{{d_k}}$"
+        start = _("starts {times} larger than with $\\div \\sqrt{{d_k}}$").format(times=_times(u0, s0))
     else:
-        start = "starts about as large as with $\\div \\sqrt{d_k}$"
+        start = _("starts about as large as with $\\div \\sqrt{d_k}$")
     below = sum(u < s for s, u in zip(scaled, unscaled, strict=True))
     last = len(scaled) - 1
     if below == len(scaled):
-        along = f"stays smaller at every step from 0 to {last:,}"
+        along = _("stays smaller at every step from 0 to {last}").format(last=f"{last:,}")
     else:
-        along = f"is smaller at {below:,} of the {len(scaled):,} steps from 0 to {last:,}"
+        along = _("is smaller at {below} of the {steps} steps from 0 to {last}").format(
+            below=f"{below:,}", steps=f"{len(scaled):,}", last=f"{last:,}")
     norm = r"$\|\partial L / \partial \text{Scores}\|$"
-    return f"{norm} {start} ({short_number(u0)} against {short_number(s0)}) and {along}"
+    return _("{norm} {start} ({unscaled} against {scaled}) and {along}").format(
+        norm=norm, start=start, unscaled=short_number(u0), scaled=short_number(s0), along=along)
 
 
 def loss_change(first: float, last: float) -> str:
@@ -105,8 +117,9 @@ def loss_change(first: float, last: float) -> str:
 def _loss(losses: Sequence[float]) -> str:
     first, last = losses[0], losses[-1]
     if abs(last - first) < 0.05 * abs(first):
-        return f"barely moves ({loss_change(first, last)})"
-    return f"{'falls' if last < first else 'goes'} from {short_number(first)} to {short_number(last)}"
+        return _("barely moves ({change})").format(change=loss_change(first, last))
+    words = _("falls from {first} to {last}") if last < first else _("goes from {first} to {last}")
+    return words.format(first=short_number(first), last=short_number(last))
 
 
 def why_scale_claim(result: Mapping) -> str:
@@ -114,15 +127,19 @@ def why_scale_claim(result: Mapping) -> str:
     starts, the gradient reaching the scores, and the losses. Inline maths between $…$ (the prose filter)."""
     scaled, unscaled = result["scaled"], result["unscaled"]
     scale = r"$\div \sqrt{d_k}$"
-    return (
-        f"Without {scale} the softmax gets scores of standard deviation {unscaled['softmax_input_std_start']:.2f} "
-        f"(about $\\sqrt{{{result['d_k']}}} = {math.sqrt(result['d_k']):g}$), and "
-        f"{_saturation(unscaled['max_weight_start'])} (with {scale}: standard deviation "
-        f"{scaled['softmax_input_std_start']:.2f}, largest weights {np.mean(scaled['max_weight_start']):.3f} "
-        f"on average). A saturated softmax passes little gradient: "
-        f"{_gradient(scaled['grad_scores_norm'], unscaled['grad_scores_norm'])}. "
-        f"With the same $\\eta = {result['learning_rate']:g}$ the loss without {scale} "
-        f"{_loss(unscaled['losses'])}, while with {scale} it {_loss(scaled['losses'])}."
+    return _(
+        "Without {scale} the softmax gets scores of standard deviation {std} (about $\\sqrt{{{d_k}}} = {root}$), "
+        "and {saturation} (with {scale}: standard deviation {scaled_std}, largest weights {scaled_weight} on "
+        "average). A saturated softmax passes little gradient: {gradient}. With the same $\\eta = {rate}$ the "
+        "loss without {scale} {unscaled_loss}, while with {scale} it {scaled_loss}."
+    ).format(
+        scale=scale, std=f"{unscaled['softmax_input_std_start']:.2f}", d_k=result["d_k"],
+        root=f"{math.sqrt(result['d_k']):g}", saturation=_saturation(unscaled["max_weight_start"]),
+        scaled_std=f"{scaled['softmax_input_std_start']:.2f}",
+        scaled_weight=f"{np.mean(scaled['max_weight_start']):.3f}",
+        gradient=_gradient(scaled["grad_scores_norm"], unscaled["grad_scores_norm"]),
+        rate=f"{result['learning_rate']:g}", unscaled_loss=_loss(unscaled["losses"]),
+        scaled_loss=_loss(scaled["losses"]),
     )
 
 
@@ -142,11 +159,11 @@ def why_scale_bump(result: Mapping) -> str:
     losses = [result[run]["losses"] for run in RUNS]
     falls = all(b <= a for losses_ in losses for a, b in zip(losses_, losses_[1:], strict=False))
     token = result["tokens"][row]
-    return (
-        f"The gradient without $\\div \\sqrt{{d_k}}$ rises again up to step {peak:,}, still below its start: "
-        f"row {row + 1} ({token}) is slowly leaving saturation, its largest weight going from {first:.4f} to "
-        f"{last:.3f} by step {len(g) - 1:,}." + (" The loss falls at every step in both runs." if falls else "")
-    )
+    bump = _("The gradient without $\\div \\sqrt{{d_k}}$ rises again up to step {peak}, still below its start: "
+             "row {row} ({token}) is slowly leaving saturation, its largest weight going from {first} to {last} by "
+             "step {step}.").format(peak=f"{peak:,}", row=row + 1, token=token, first=f"{first:.4f}",
+                                    last=f"{last:.3f}", step=f"{len(g) - 1:,}")
+    return bump + (" " + _("The loss falls at every step in both runs.") if falls else "")
 
 
 def _span(values: Sequence[float]) -> str:
@@ -167,12 +184,12 @@ def comparison_rows(result: Mapping) -> tuple[dict, ...]:
     runs = {run: result[run] for run in RUNS}
     return (
         row(
-            r"standard deviation of the softmax's input, step 0",
+            _(r"standard deviation of the softmax's input, step 0"),
             "softmax_input_std_start",
             {k: (r["softmax_input_std_start"], f"{r['softmax_input_std_start']:.2f}") for k, r in runs.items()},
         ),
         row(
-            r"largest weight in a row of $A$, step 0: mean",
+            _(r"largest weight in a row of $A$, step 0: mean"),
             "max_weight_start_mean",
             {
                 k: (float(np.mean(r["max_weight_start"])), f"{np.mean(r['max_weight_start']):.3f}")
@@ -180,17 +197,17 @@ def comparison_rows(result: Mapping) -> tuple[dict, ...]:
             },
         ),
         row(
-            r"the same, each row",
+            _(r"the same, each row"),
             "max_weight_start",
             {k: (tuple(r["max_weight_start"]), _span(r["max_weight_start"])) for k, r in runs.items()},
         ),
         row(
-            r"$\|\partial L / \partial \text{Scores}\|$, step 0",
+            _(r"$\|\partial L / \partial \text{Scores}\|$, step 0"),
             "grad_scores_norm_start",
             {k: (r["grad_scores_norm"][0], short_number(r["grad_scores_norm"][0])) for k, r in runs.items()},
         ),
         row(
-            rf"loss $L$, step 0 → {last:,}",
+            _(r"loss $L$, step 0 → {last}").format(last=f"{last:,}"),
             "losses",
             {
                 k: (
@@ -213,14 +230,26 @@ def _read_only(obj: object) -> object:
 
 
 @lru_cache(maxsize=8)
+def _trained(steps: int) -> dict:
+    """why_scale's two runs, trained once per ``steps`` (never changed by a reader)."""
+    return why_scale(steps)
+
+
 def why_scale_context(steps: int = WHY_SCALE_STEPS) -> Mapping[str, object]:
     """What the Learn panel shows for why ÷√d_k: the claim, the comparison table and the two charts.
 
     why_scale is deterministic, so this is computed once per ``steps``. The result is read-only (one object
     handed to every request): ``d_k``, ``root`` (√d_k), ``steps``, ``learning_rate``, ``claim`` (prose with
-    $…$), ``rows`` (comparison_rows), ``charts`` (two SVGs: the loss, ‖∂L/∂Scores‖).
+    $…$), ``rows`` (comparison_rows), ``charts`` (two SVGs: the loss, ‖∂L/∂Scores‖). Its words are written once
+    per language: the same object for every request in one language.
     """
-    result = why_scale(steps)
+    return _why_scale_context(steps, language())
+
+
+@lru_cache(maxsize=16)
+def _why_scale_context(steps: int, lang: str) -> Mapping[str, object]:
+    """why_scale_context in ``lang``, the request's language (gettext reads it from the request's context)."""
+    result = _trained(steps)
     return _read_only(
         {
             "d_k": result["d_k"],

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from markupsafe import Markup
 
+from app.i18n import gettext as _
 from app.view.attention_lines import LinesFigure
 from app.view.figure.document import (
     ACCENT,
@@ -160,8 +161,8 @@ def lines_svg(fig: LinesFigure, title: str) -> str:
     def note(y: float) -> tuple[list[str], float]:
         return [text(MARGIN, y + 10, fig.note, size=NOTE_PX - 1, fill=MUTED)], text_width(fig.note, NOTE_PX - 1)
 
-    desc = ("Each line joins a query token (left) to a key token (right), one colour per head; its width is "
-            "6 × the attention weight and its opacity 0.25 + 0.75 × the weight.")
+    desc = _("Each line joins a query token (left) to a key token (right), one colour per head; its width is "
+             "6 × the attention weight and its opacity 0.25 + 0.75 × the weight.")
     several = len(fig.heads) > 1
     return framed(fig.svg, LINES_RULES, title, above=head_key if several else None, above_h=22 if several else 0,
                   below=note if fig.note else None, below_h=16, desc=desc)
@@ -169,8 +170,8 @@ def lines_svg(fig: LinesFigure, title: str) -> str:
 
 def map_svg(drawing: Markup, title: str) -> str:
     """The pipeline map, the stage in view filled."""
-    return framed(drawing, MAP_RULES, title, desc="The computation as configured, one box per matrix, "
-                                                  "the stage in view filled.")
+    return framed(drawing, MAP_RULES, title, desc=_("The computation as configured, one box per matrix, "
+                                                    "the stage in view filled."))
 
 
 def chart_svg(chart: Markup, title: str) -> str:
@@ -181,13 +182,13 @@ def chart_svg(chart: Markup, title: str) -> str:
 def predictions_figure(chart: Markup, title: str) -> str:
     """A live class's predictions of one cell: the histogram the teacher sees, the cell's value marked."""
     return framed(chart, PREDICTION_RULES, title, above_h=8,
-                  desc="How many students predicted each range of values; the dashed line is the cell's value.")
+                  desc=_("How many students predicted each range of values; the dashed line is the cell's value."))
 
 
 def head_svg_figure(drawing: Markup, title: str) -> str:
     """One head enlarged: its tokens on both axes, a number in every cell (up to 24 tokens)."""
-    return framed(drawing, HEAD_RULES, title, detail="attention weights: queries down, keys across",
-                  desc="Queries down, keys across; a darker cell, a larger weight.")
+    return framed(drawing, HEAD_RULES, title, detail=_("attention weights: queries down, keys across"),
+                  desc=_("Queries down, keys across; a darker cell, a larger weight."))
 
 
 @dataclass(frozen=True)
@@ -219,7 +220,8 @@ def head_grid_svg(rows: Sequence[Sequence[Sequence[HeadMap]]], group_names: Sequ
         body.append(text(xs[g] + group_w[g] / 2, top - 6, name, size=11, fill=MUTED, anchor="middle"))
     for la, groups in enumerate(rows):
         row_y = top + la * (THUMB + THUMB_GAP)
-        body.append(text(left - 6, row_y + THUMB / 2 + 4, f"L{la + 1}", size=11, fill=MUTED, anchor="end"))
+        body.append(text(left - 6, row_y + THUMB / 2 + 4, _("L{layer}").format(layer=la + 1), size=11, fill=MUTED,
+                         anchor="end"))
         for g, group in enumerate(groups):
             for k, head in enumerate(group):
                 x = xs[g] + k * (THUMB + THUMB_GAP)
@@ -234,8 +236,8 @@ def head_grid_svg(rows: Sequence[Sequence[Sequence[HeadMap]]], group_names: Sequ
                                 f'height="{num(THUMB + 5)}" fill="none" stroke="{ACCENT}" stroke-width="3"/>')
     width = max((xs[-1] + group_w[-1] if xs else left) + MARGIN, caption_width(title, detail))
     height = top + len(rows) * (THUMB + THUMB_GAP) + MARGIN
-    desc = ("Each small map is one head: a row per query token, a column per key token, darker is more attention. "
-            "The selected head is outlined; a head switched off is faded.")
+    desc = _("Each small map is one head: a row per query token, a column per key token, darker is more "
+             "attention. The selected head is outlined; a head switched off is faded.")
     return document(width, height, body, title, desc)
 
 
@@ -267,7 +269,8 @@ def candidates_svg(bars: Sequence[CandidateBar], title: str, detail: str) -> str
                     f'width="{num(BAR_LEN * b.width / 100)}" height="15" rx="2" fill="{ACCENT if b.kept else CUT}"/>')
         body.append(text(left + BAR_LEN + 8, row_y + 14, f"{b.percent} %", size=13, fill=ink, extra=cut))
         if b.was:
-            body.append(text(left + BAR_LEN + 70, row_y + 14, f"was {b.was} %", size=12, fill="#8a5300"))
+            body.append(text(left + BAR_LEN + 70, row_y + 14, _("was {percent} %").format(percent=b.was), size=12,
+                             fill="#8a5300"))
     width = max(left + BAR_LEN + (140 if any(b.was for b in bars) else 70) + MARGIN, caption_width(title, detail))
     height = y + 4 + len(bars) * BAR_ROW + MARGIN
-    return document(width, height, body, title, "Each bar is a token's probability to come next.")
+    return document(width, height, body, title, _("Each bar is a token's probability to come next."))

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.i18n import gettext as _
 from app.view.figure.document import (
     MARGIN,
     MASKED_INK,
@@ -100,7 +101,8 @@ def heatmap_svg(fig: MatrixFigure) -> str:
     width = max(left + n_cols * cell_w + MARGIN, MARGIN + label_w + scale_w + MARGIN,
                 caption_width(fig.title, f"{n_rows}×{n_cols}"))
     height = grid_bottom + 12 + scale_h + MARGIN
-    desc = f"{fig.title}: a {n_rows}×{n_cols} matrix, each cell coloured by its value and printed with it."
+    desc = _("{title}: a {shape} matrix, each cell coloured by its value and printed with it.").format(
+        title=fig.title, shape=f"{n_rows}×{n_cols}")
     return document(width, height, [defs, *body, *cells, *scale], fig.title, desc)
 
 

@@ -6,6 +6,7 @@ the one the page shows.
 
 from __future__ import annotations
 
+from app.i18n import gettext as _
 from app.maths.bert import run_model
 from app.maths.decoder_files import SMOLLM2_135M, DecoderFiles
 from app.maths.model_files import ModelFiles
@@ -28,7 +29,7 @@ def _check(figure: str, names: tuple[str, ...]) -> None:
 
 
 def _enlarged_title(layer: int, head: int) -> str:
-    return f"Layer {layer + 1}, head {head + 1}"
+    return _("Layer {layer}, head {head}").format(layer=layer + 1, head=head + 1)
 
 
 def model_figure(model: ModelFiles, read: ModelRead, figure: str) -> SavedFigure:
@@ -44,8 +45,9 @@ def model_figure(model: ModelFiles, read: ModelRead, figure: str) -> SavedFigure
                            f"model-layer{layer + 1}-head{head + 1}")
     rows = [[[HeadMap(thumbnail(one.attention[la, h]), (la, h) == (layer, head), (la, h) in page.heads_off)]
              for h in range(one.heads)] for la in range(one.layers)]
-    title = f"Every head at once: {one.layers} layers × {one.heads} heads"
-    return SavedFigure(head_grid_svg(rows, [f"H{h + 1}" for h in range(HEADS)], title, f"“{page.text}”"),
+    title = _("Every head at once: {layers} layers × {heads} heads").format(layers=one.layers, heads=one.heads)
+    names = [_("H{head}").format(head=h + 1) for h in range(HEADS)]
+    return SavedFigure(head_grid_svg(rows, names, title, f"“{page.text}”"),
                        "model-heads")
 
 
@@ -62,11 +64,13 @@ def decoder_figure(model: DecoderFiles, read: DecoderRead, figure: str) -> Saved
     if figure == "candidates":
         bars = [CandidateBar(b.token, b.percent, float(b.width), b.kept, b.intact_percent)
                 for b in candidate_bars(model, run.logits, page, intact_logits(model, page))]
-        return SavedFigure(candidates_svg(bars, "The next word", f"τ = {page.temperature:g}"),
+        return SavedFigure(candidates_svg(bars, _("The next word"), f"τ = {page.temperature:g}"),
                            "decoder-candidates")
     spec = SMOLLM2_135M
     rows = [[[HeadMap(t.src, t.selected, t.off) for t in group] for group in groups]
             for groups in head_maps(run, page, layer, head)]
-    names = [f"K/V {g + 1}: H{g * spec.group + 1}–{(g + 1) * spec.group}" for g in range(spec.kv_heads)]
-    title = f"All {spec.layers * spec.heads} heads at once: {spec.layers} layers × {spec.heads} heads"
+    names = [_("K/V {group}: H{first}–{last}").format(group=g + 1, first=g * spec.group + 1, last=(g + 1) * spec.group)
+             for g in range(spec.kv_heads)]
+    title = _("All {total} heads at once: {layers} layers × {heads} heads").format(
+        total=spec.layers * spec.heads, layers=spec.layers, heads=spec.heads)
     return SavedFigure(head_grid_svg(rows, names, title, ""), "decoder-heads")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.i18n import gettext as _
 from app.lesson.stages import Stage
 from app.state.form import FormError
 from app.state.learning import learning_loss_and_gradients
@@ -62,7 +63,7 @@ class _Collector(PanelBuilder):
         hidden = name in self.hiding and bool(hidden_cells(
             name, m, cell_owner(name, self.view.head, self.view.block), self.view.revealed).any())
         fig = MatrixFigure(m, list(rows), list(cols), kind, self.view.decimals if decimals is None else decimals,
-                           title + suffix, corner)
+                           _(title) + suffix, _(corner) if corner else "")
         self.found.setdefault(name, (fig, hidden))
         return Panel(title, f"{m.shape[0]}×{m.shape[1]}", fig.title, None, kind, ref)  # type: ignore[arg-type]
 
@@ -121,27 +122,28 @@ def _drawing(sc: Scenario, view: View, stage: Stage, figure: str) -> str:
     run = first if stack is None else stack.blocks[view.block].attention
     if figure == "map":
         drawn = draw_map(pipeline_map(sc, run, stack, view), current=stage.key, hrefs={}, post="")
-        return map_svg(drawn.wide, f"The pipeline, at stage {stage.number}: {stage.short}")
+        return map_svg(drawn.wide, _("The pipeline, at stage {n}: {stage}").format(n=stage.number,
+                                                                                   stage=_(stage.short)))
     if figure == "lines":
         builder = PanelBuilder(sc, run, view, stack, goal_gradients(run, stack, view))
         sv = stage_view(builder, stage)
         if sv.lines is None:
             raise FormError("figure", "figure: this stage draws no lines (the softmax and output stages do, "
                                       "once the quiz reveals the weights)")
-        return lines_svg(sv.lines, "Who attends to whom")
+        return lines_svg(sv.lines, _("Who attends to whom"))
     if view.learning is None or stack is not None:
         raise FormError("figure", f"figure: {figure} is the Learn panel's: choose a goal first")
     loss, grads = learning_loss_and_gradients(run, view.learning)
     from_run = learn_context(sc, run, view, loss, grads)
     if figure == "loss":
-        return chart_svg(from_run["curve"], "Loss during training")
+        return chart_svg(from_run["curve"], _("Loss during training"))
     if figure == "learn_lines" and from_run.get("lines") is not None:
-        return lines_svg(from_run["lines"], "Who attends to whom, now")
+        return lines_svg(from_run["lines"], _("Who attends to whom, now"))
     if figure == "companion_lines" and from_run.get("companion"):
-        return lines_svg(from_run["companion"]["lines"], "The goal's other sentence")
+        return lines_svg(from_run["companion"]["lines"], _("The goal's other sentence"))
     why = from_run.get("why_scale")
     if figure.startswith("why_scale") and why is not None:
         chart = why["charts"][0 if figure == "why_scale_loss" else 1]
-        return chart_svg(chart, "Why ÷√dₖ: the loss" if figure == "why_scale_loss" else "Why ÷√dₖ: ‖∂L/∂Scores‖")
+        return chart_svg(chart, _("Why ÷√dₖ: the loss") if figure == "why_scale_loss" else _("Why ÷√dₖ: ‖∂L/∂Scores‖"))
     raise FormError("figure", f"figure: the Learn panel shows no {figure} for this goal")
 

@@ -13,6 +13,7 @@ import numpy as np
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+from app.i18n import gettext as _
 from app.lesson.presets import PRESETS
 from app.lesson.stages import Options, Stage, describe
 from app.maths.records import AttentionRun, TransformerRun
@@ -39,7 +40,7 @@ KERNEL = {"name": "python3", "display_name": "Python 3", "language": "python"}
 
 def stage_markdown(stage: Stage, options: Options) -> str:
     title, formula, explanation = describe(stage, options)
-    return f"### {stage.number}. {title}\n\n$$\n{formula}\n$$\n\n{explanation}"
+    return f"### {stage.number}. {_(title)}\n\n$$\n{formula}\n$$\n\n{_(explanation)}"
 
 
 def _heads(run: AttentionRun, name: str) -> np.ndarray:
@@ -128,18 +129,19 @@ def attention_notebook(sc: Scenario, view: View) -> NotebookNode:
     context_input = None if sc.context_x is None or not sc.cross else np.asarray(sc.context_x, dtype=np.float64)
 
     preset = PRESETS.get(sc.preset)
-    title = preset.title if preset is not None else "your own scenario"
-    intro = (f"# Attention, step by step: {title}\n\n"
-             "Every number of the page, rebuilt with plain NumPy: the state as it was on the screen, then one cell "
-             "per stage. Run the cells from the top (*Run All*); change any number of the state and run again to "
-             "see what follows from it. The last cell checks the notebook's numbers against the page's.\n\n"
-             f"Notation as in *Attention Is All You Need*: $T = {len(sc.tokens)}$ tokens, "
-             f"$d_{{model}} = {sc.d_model}$, "
-             f"$h = {run.num_heads}$ heads of $d_k = {run.d_k}$, $d_v = {run.d_v}$. Arrays hold every head at once: "
-             "`W_Q` is $(h, d_{model}, d_k)$, so `Q = X @ W_Q` is $(h, T, d_k)$.")
+    title = _(preset.title) if preset is not None else _("your own scenario")
+    intro = ("# " + _("Attention, step by step: {title}").format(title=title) + "\n\n"
+             + _("Every number of the page, rebuilt with plain NumPy: the state as it was on the screen, then one "
+                 "cell per stage. Run the cells from the top (*Run All*); change any number of the state and run "
+                 "again to see what follows from it. The last cell checks the notebook's numbers against the "
+                 "page's.") + "\n\n"
+             + _("Notation as in *Attention Is All You Need*: $T = {t}$ tokens, $d_{{model}} = {d_model}$, "
+                 "$h = {h}$ heads of $d_k = {d_k}$, $d_v = {d_v}$. Arrays hold every head at once: "
+                 "`W_Q` is $(h, d_{{model}}, d_k)$, so `Q = X @ W_Q` is $(h, T, d_k)$.").format(
+                 t=len(sc.tokens), d_model=sc.d_model, h=run.num_heads, d_k=run.d_k, d_v=run.d_v))
     cells = [new_markdown_cell(intro), new_code_cell(setup_code(s)),
-             new_markdown_cell("## The state\n\nTokens, embeddings, every weight and the options, exactly as the "
-                               "page had them.")]
+             new_markdown_cell("## " + _("The state") + "\n\n" + _("Tokens, embeddings, every weight and the "
+                                                                     "options, exactly as the page had them."))]
     state = state_code(s, sc.tokens, sc.key_tokens, run, stack, x_input, context_input)
     if learning is not None:
         state += "\n\n" + loss_state(goal, learning.target, learning.rows, learning.head if goal == "attention"
@@ -159,17 +161,21 @@ def attention_notebook(sc: Scenario, view: View) -> NotebookNode:
         if stage.key in code:
             cells += [new_markdown_cell(stage_markdown(stage, options)), new_code_cell("\n".join(code[stage.key]))]
     if linear_goal:
-        cells.append(new_markdown_cell("The Learn panel's backward pass through linear attention (through $\\varphi$ "
-                                       "and its normaliser) is on the page; this notebook rebuilds the forward pass."))
+        cells.append(new_markdown_cell(_("The Learn panel's backward pass through linear attention (through "
+                                         "$\\varphi$ and its normaliser) is on the page; this notebook rebuilds the "
+                                         "forward pass.")))
     if stack is not None and len(stack.blocks) > 1:
-        cells += [new_markdown_cell(f"### Blocks 2 to {len(stack.blocks)}\n\nEach block's output is the next "
-                                    "block's input; every block has weights of its own."),
+        cells += [new_markdown_cell("### " + _("Blocks 2 to {n}").format(n=len(stack.blocks)) + "\n\n"
+                                    + _("Each block's output is the next block's input; every block has weights "
+                                        "of its own.")),
                   new_code_cell(later_blocks_code(s, run, stack))]
-    cells += [new_markdown_cell("## A picture (optional)\n\nWith matplotlib installed, head 1's weights as a heatmap."),
+    cells += [new_markdown_cell("## " + _("A picture (optional)") + "\n\n"
+                                + _("With matplotlib installed, head 1's weights as a heatmap.")),
               new_code_cell(f"KEY_LABELS = {list(sc.key_tokens)!r}\n" + HEATMAP_CODE),
-              new_markdown_cell("## Check against the page\n\nThe page's numbers, stored bit for bit, then compared "
-                                f"with every matrix above (relative tolerance {CHECK_RTOL:g}). Change a number in "
-                                "the state and this check fails: the page computed something else."),
+              new_markdown_cell("## " + _("Check against the page") + "\n\n"
+                                + _("The page's numbers, stored bit for bit, then compared with every matrix above "
+                                    "(relative tolerance {tolerance}). Change a number in the state and this check "
+                                    "fails: the page computed something else.").format(tolerance=f"{CHECK_RTOL:g}")),
               new_code_cell(expected_cell(expected), metadata={"jupyter": {"source_hidden": True}}),
               new_code_cell(CHECK_CODE)]
     nb = new_notebook(cells=cells, metadata={"kernelspec": KERNEL, "language_info": {"name": "python"}})

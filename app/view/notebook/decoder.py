@@ -20,6 +20,8 @@ import numpy as np
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+from app.i18n import N_
+from app.i18n import gettext as _
 from app.maths.decoder_files import DecoderConfig, DecoderFiles
 from app.maths.llama import DecoderRun, head_at, run_decoder
 from app.state.decoder_state import DecoderRead
@@ -102,33 +104,33 @@ def steps(cfg: DecoderConfig) -> list[tuple[str, str, str, list[str]]]:
     """(title, formula, words, code cells): the page's seven stages, numbered as it numbers them."""
     base, d_k = f"{cfg.rope_base:g}", cfg.d_k
     return [
-        ("The heads' input", r"\hat{x} = \frac{x}{\sqrt{\operatorname{mean}(x^2) + \epsilon}} \odot g",
-         "Each row of $x$ divided by its root mean square, then multiplied by the learned gain $g$: no mean "
-         "taken away, no bias.",
+        (N_("The heads' input"), r"\hat{x} = \frac{x}{\sqrt{\operatorname{mean}(x^2) + \epsilon}} \odot g",
+         N_("Each row of $x$ divided by its root mean square, then multiplied by the learned gain $g$: no mean "
+            "taken away, no bias."),
          ["x_hat = x / np.sqrt(np.mean(x * x, axis=1, keepdims=True) + eps) * g  # (T, d_model)"]),
-        ("Queries and keys, turned by position (RoPE)",
+        (N_("Queries and keys, turned by position (RoPE)"),
          rf"Q = \hat{{x}} W_Q,\quad K = \hat{{x}} W_K,\quad \theta_i = {base}^{{-2i/{d_k}}}",
-         "No bias. Then RoPE turns each pair $(q_{2i}, q_{2i+1})$ of the token at position $m$ by the angle "
-         "$m\\,\\theta_i$, and the keys the same way: a query and a key then score by how far apart they are, "
-         "not where they are. Position 0 is not turned.",
+         N_("No bias. Then RoPE turns each pair $(q_{2i}, q_{2i+1})$ of the token at position $m$ by the angle "
+            "$m\\,\\theta_i$, and the keys the same way: a query and a key then score by how far apart they are, "
+            "not where they are. Position 0 is not turned."),
          ["Q = x_hat @ W_Q  # (T, d_k)\nK = x_hat @ W_K  # (T, d_k)", ROPE]),
-        ("Values", r"V = \hat{x} W_V", "Not turned: positions enter through the scores alone.",
+        (N_("Values"), r"V = \hat{x} W_V", N_("Not turned: positions enter through the scores alone."),
          ["V = x_hat @ W_V  # (T, d_k)"]),
-        ("Scores and scaled",
+        (N_("Scores and scaled"),
          r"\text{Scores} = \text{RoPE}(Q)\,\text{RoPE}(K)^{\top},\quad \text{Scaled} = "
          r"\frac{\text{Scores}}{\sqrt{d_k}}",
          f"$\\sqrt{{{d_k}}} = {d_k ** 0.5:g}$.",
          ["scores = Q_rot @ K_rot.T  # (T, T)\nscaled = scores / d_k**0.5  # (T, T) a Python float keeps float32"]),
-        ("The causal mask", r"\text{Masked}_{ij} = -\infty \text{ for } j > i",
-         "A token may not look at a later one: every key after the query is hidden.",
+        (N_("The causal mask"), r"\text{Masked}_{ij} = -\infty \text{ for } j > i",
+         N_("A token may not look at a later one: every key after the query is hidden."),
          ["mask = np.triu(np.ones((T, T), dtype=bool), k=1)  # (T, T) True above the diagonal\n"
           "masked = np.where(mask, -np.inf, scaled)  # (T, T)"]),
-        ("Attention weights",
+        (N_("Attention weights"),
          r"A_{ij} = \frac{\exp(\text{Masked}_{ij})}{\sum_{j'} \exp(\text{Masked}_{ij'})}",
-         "Each row becomes weights that sum to 1 (exp(−∞) = 0): where this token looks.",
+         N_("Each row becomes weights that sum to 1 (exp(−∞) = 0): where this token looks."),
          ["e = np.exp(masked - masked.max(axis=1, keepdims=True))  # (T, T)\n"
           "A = e / e.sum(axis=1, keepdims=True)  # (T, T)"]),
-        ("Output", r"\text{Output} = A V", "Each token's new vector: the values, weighted by A.",
+        (N_("Output"), r"\text{Output} = A V", N_("Each token's new vector: the values, weighted by A."),
          ["output = A @ V  # (T, d_k)"]),
     ]
 
@@ -145,8 +147,8 @@ def decoder_notebook(model: DecoderFiles, text: str, run: DecoderRun, layer: int
     h = head_at(model, run, layer)
     x = run.hidden_states[layer]  # (T, d_model)
     sharing = ", ".join(str(i + 1) for i in range(cfg.heads) if cfg.kv_head(i) == g)
-    name = f"layer {layer + 1}, head {head + 1}"
-    source = "the token embeddings" if layer == 0 else f"layer {layer}'s output"
+    source = "the token embeddings" if layer == 0 else f"layer {layer}'s output"  # the code's comments: English
+    words_source = _("the token embeddings") if layer == 0 else _("layer {n}'s output").format(n=layer)
     tokens = "\n".join([
         f"tokens = {list(run.tokens)!r}  # byte-level BPE pieces as the model writes them: Ġ is a space",
         f"ids = {[int(i) for i in run.ids]!r}",
@@ -160,32 +162,38 @@ def decoder_notebook(model: DecoderFiles, text: str, run: DecoderRun, layer: int
                        _float32("g", lw.attn_norm, "RMSNorm's gain before attention")])
     cells = [
         new_markdown_cell(
-            f"# A language model: {model.name.split('/')[-1]}, {name}\n\n{_quoted(text)}\n\n"
-            f"The attention of one head of a pretrained Llama decoder ({cfg.layers} layers × {cfg.heads} query heads "
-            f"sharing {cfg.kv_heads} key/value heads, $d_{{model}} = {cfg.d_model}$, $d_k = {cfg.d_k}$), rebuilt with "
-            "plain NumPy in float32 from the layer's input and the head's weights, exactly as the page showed them. "
-            "The last cell checks the notebook's numbers against the page's."),
+            "# " + _("A language model: {model}, layer {layer}, head {head}").format(
+                model=model.name.split("/")[-1], layer=layer + 1, head=head + 1) + f"\n\n{_quoted(text)}\n\n"
+            + _("The attention of one head of a pretrained Llama decoder ({layers} layers × {heads} query heads "
+                "sharing {kv_heads} key/value heads, $d_{{model}} = {d_model}$, $d_k = {d_k}$), rebuilt with plain "
+                "NumPy in float32 from the layer's input and the head's weights, exactly as the page showed them. "
+                "The last cell checks the notebook's numbers against the page's.").format(
+                layers=cfg.layers, heads=cfg.heads, kv_heads=cfg.kv_heads, d_model=cfg.d_model, d_k=cfg.d_k)),
         new_code_cell("import numpy as np\n\nnp.set_printoptions(precision=4, suppress=True, linewidth=120)"),
-        new_markdown_cell("## The tokens\n\nThe text as the model reads it: its pieces and their ids, no token "
-                          "added before them."),
+        new_markdown_cell("## " + _("The tokens") + "\n\n"
+                          + _("The text as the model reads it: its pieces and their ids, no token added before them.")),
         new_code_cell(tokens),
-        new_markdown_cell(f"## The layer's input\n\n$x$, {source}, one row per token; and $g$, the gain of the "
-                          "RMSNorm that comes before attention."),
+        new_markdown_cell("## " + _("The layer's input") + "\n\n"
+                          + _("$x$, {source}, one row per token; and $g$, the gain of the RMSNorm that comes before "
+                              "attention.").format(source=words_source)),
         new_code_cell(state),
         new_markdown_cell(
-            f"## The head's weights\n\nQuery head {head + 1} has its own $W_Q$. Its keys and values come from "
-            f"key/value head {g + 1} of {cfg.kv_heads}, which query heads {sharing} share (grouped-query "
-            f"attention): one $W_K$ and one $W_V$ for all {cfg.group}.\n\n"
-            f"The model's file keeps each weight in 4 bits: down each column, every block of {BLOCK} rows has a "
-            f"step $d$ and a minimum $m$, and each weight is $q \\cdot d + m$ with $q$ a whole number from 0 to "
-            f"{LEVELS}. These are those numbers; the page computes with the same float32 weights."),
+            "## " + _("The head's weights") + "\n\n"
+            + _("Query head {head} has its own $W_Q$. Its keys and values come from key/value head {group} of "
+                "{kv_heads}, which query heads {sharing} share (grouped-query attention): one $W_K$ and one $W_V$ "
+                "for all {size}.").format(head=head + 1, group=g + 1, kv_heads=cfg.kv_heads, sharing=sharing,
+                                          size=cfg.group) + "\n\n"
+            + _("The model's file keeps each weight in 4 bits: down each column, every block of {block} rows has a "
+                "step $d$ and a minimum $m$, and each weight is $q \\cdot d + m$ with $q$ a whole number from 0 to "
+                "{levels}. These are those numbers; the page computes with the same float32 weights.").format(
+                block=BLOCK, levels=LEVELS)),
         new_code_cell(FROM_4_BITS),
         new_code_cell(weight_code("Q", lw.w_q[head], f"query head {head + 1}'s W_Q")),
         new_code_cell(weight_code("K", lw.w_k[g], f"key/value head {g + 1}'s W_K, shared by query heads {sharing}")),
         new_code_cell(weight_code("V", lw.w_v[g], f"key/value head {g + 1}'s W_V, shared by query heads {sharing}")),
     ]
     for number, (title, formula, words, code) in enumerate(steps(cfg), start=1):
-        cells.append(new_markdown_cell(f"### {number}. {title}\n\n$$\n{formula}\n$$\n\n{words}"))
+        cells.append(new_markdown_cell(f"### {number}. {_(title)}\n\n$$\n{formula}\n$$\n\n{_(words)}"))
         cells += [new_code_cell(c) for c in code]
     expected = {"x_hat": h.x, "Q": h.q_pre[head], "K": h.k_pre[g], "Q_rot": h.q[head], "K_rot": h.k[g],
                 "V": h.v[g], "scores": h.scores[head], "scaled": h.scaled[head], "masked": h.masked[head],
@@ -200,11 +208,12 @@ def decoder_notebook(model: DecoderFiles, text: str, run: DecoderRun, layer: int
               'print(f"All {len(page)} matrices agree with the page\'s, to float32 precision.")']
     cells += [
         new_markdown_cell(
-            "## Check against the page\n\nThe page's numbers, then each matrix above compared with them: within "
-            f"{CHECK_RTOL:g} of each number, or for a matrix made of sums, {CHECK_ATOL:g} of its largest number. "
-            "On another machine NumPy may add the same products in another order, which moves the last of "
-            "float32's 7 digits; a sum near 0 of far larger numbers moves by steps of their size, not its own. "
-            "Change a number above and this check fails: the page computed something else."),
+            "## " + _("Check against the page") + "\n\n"
+            + _("The page's numbers, then each matrix above compared with them: within {rtol} of each number, or "
+                "for a matrix made of sums, {atol} of its largest number. On another machine NumPy may add the "
+                "same products in another order, which moves the last of float32's 7 digits; a sum near 0 of far "
+                "larger numbers moves by steps of their size, not its own. Change a number above and this check "
+                "fails: the page computed something else.").format(rtol=f"{CHECK_RTOL:g}", atol=f"{CHECK_ATOL:g}")),
         new_code_cell("\n".join(check))]
     nb = new_notebook(cells=cells, metadata={"kernelspec": KERNEL, "language_info": {"name": "python"}})
     nbformat.validate(nb)

@@ -13,6 +13,8 @@ import numpy as np
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+from app.i18n import N_
+from app.i18n import gettext as _
 from app.maths.bert import ModelRun, head_result
 from app.maths.model_files import ModelFiles
 from app.view.notebook.literals import array_literal, shape_text
@@ -33,7 +35,6 @@ def model_notebook(model: ModelFiles, text: str, run: ModelRun, layer: int, head
     h = head_result(model, run, layer, head)
     d_k = int(h.q.shape[1])
     x = run.hidden_states[layer]
-    name = f"layer {layer + 1}, head {head + 1}"
     source = "the embeddings (word + position, normalised)" if layer == 0 else f"layer {layer}'s output"
     state = "\n".join([
         f"tokens = {list(run.tokens)!r}  # WordPiece, [CLS] first and [SEP] last",
@@ -46,31 +47,33 @@ def model_notebook(model: ModelFiles, text: str, run: ModelRun, layer: int, head
         _float32("W_V", lw.w_v[head], ""), _float32("b_V", lw.b_v[head], ""),
     ])
     stages = [
-        ("Queries, keys and values", r"Q = X W_Q + b_Q,\quad K = X W_K + b_K,\quad V = X W_V + b_V",
-         "BERT's projections have biases; each head uses its own 32 columns of the 384.",
+        (N_("Queries, keys and values"), r"Q = X W_Q + b_Q,\quad K = X W_K + b_K,\quad V = X W_V + b_V",
+         N_("BERT's projections have biases; each head uses its own 32 columns of the 384."),
          "Q = X @ W_Q + b_Q  # (T, d_k)\nK = X @ W_K + b_K  # (T, d_k)\nV = X @ W_V + b_V  # (T, d_k)"),
-        ("Scores", r"\text{Scores} = Q K^{\top}", "Every query against every key.",
+        (N_("Scores"), r"\text{Scores} = Q K^{\top}", N_("Every query against every key."),
          "scores = Q @ K.T  # (T, T)"),
-        ("Scaled", r"\text{Scaled} = \frac{Q K^{\top}}{\sqrt{d_k}}", r"$\sqrt{32} \approx 5.66$.",
+        (N_("Scaled"), r"\text{Scaled} = \frac{Q K^{\top}}{\sqrt{d_k}}", r"$\sqrt{32} \approx 5.66$.",
          "scaled = scores / math.sqrt(d_k)  # (T, T) a Python float keeps float32"),
-        ("Softmax", r"A_{ij} = \frac{\exp(\text{Scaled}_{ij})}{\sum_{j'} \exp(\text{Scaled}_{ij'})}",
-         "Each row becomes weights that sum to 1: where this token looks.",
+        (N_("Softmax"), r"A_{ij} = \frac{\exp(\text{Scaled}_{ij})}{\sum_{j'} \exp(\text{Scaled}_{ij'})}",
+         N_("Each row becomes weights that sum to 1: where this token looks."),
          "e = np.exp(scaled - scaled.max(axis=1, keepdims=True))\nA = e / e.sum(axis=1, keepdims=True)  # (T, T)"),
-        ("Output", r"\text{Output} = A V", "Each token's new vector: the values, weighted by A.",
+        (N_("Output"), r"\text{Output} = A V", N_("Each token's new vector: the values, weighted by A."),
          "output = A @ V  # (T, d_k)"),
     ]
     cells = [
-        new_markdown_cell(f"# A real model: all-MiniLM-L6-v2, {name}\n\n> {text}\n\n"
-                          "The attention of one head of a pretrained BERT (6 layers × 12 heads, $d_{model} = 384$), "
-                          "rebuilt with plain NumPy from the layer's input and the head's slices of the weights, "
-                          "exactly as the page showed them. The last cell checks the notebook's numbers against the "
-                          "page's."),
+        new_markdown_cell("# " + _("A real model: all-MiniLM-L6-v2, layer {layer}, head {head}").format(
+                              layer=layer + 1, head=head + 1) + f"\n\n> {text}\n\n"
+                          + _("The attention of one head of a pretrained BERT (6 layers × 12 heads, "
+                              "$d_{model} = 384$), rebuilt with plain NumPy from the layer's input and the head's "
+                              "slices of the weights, exactly as the page showed them. The last cell checks the "
+                              "notebook's numbers against the page's.")),
         new_code_cell("import math\n\nimport numpy as np\n\nnp.set_printoptions(precision=4, suppress=True, "
                       "linewidth=120)"),
-        new_markdown_cell("## The state"), new_code_cell(state),
+        new_markdown_cell("## " + _("The state")), new_code_cell(state),
     ]
     for number, (title, formula, words, code) in enumerate(stages, start=2):
-        cells += [new_markdown_cell(f"### {number}. {title}\n\n$$\n{formula}\n$$\n\n{words}"), new_code_cell(code)]
+        cells += [new_markdown_cell(f"### {number}. {_(title)}\n\n$$\n{formula}\n$$\n\n{_(words)}"),
+                  new_code_cell(code)]
     expected = {"Q": h.q, "K": h.k, "V": h.v, "scores": h.scores, "scaled": h.scaled, "A": h.softmax,
                 "output": h.output}
     check = ["server = {  # what the page computed (float32)"]
@@ -80,7 +83,7 @@ def model_notebook(model: ModelFiles, text: str, run: ModelRun, layer: int, head
               f"    np.testing.assert_allclose(globals()[name], value, rtol={MODEL_RTOL!r}, atol={MODEL_ATOL!r}, "
               "err_msg=name)",
               'print(f"All {len(server)} matrices agree with the page\'s, to float32 precision.")']
-    cells += [new_markdown_cell("## Check against the page"), new_code_cell("\n".join(check))]
+    cells += [new_markdown_cell("## " + _("Check against the page")), new_code_cell("\n".join(check))]
     nb = new_notebook(cells=cells, metadata={"kernelspec": KERNEL, "language_info": {"name": "python"}})
     nbformat.validate(nb)
     return nb
