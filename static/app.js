@@ -306,7 +306,7 @@
       const sent = new DOMParser().parseFromString(xhr.responseText, "text/html").querySelector("[data-field]");
       text = sent ? sent.textContent.trim() : "";
     }
-    slot.textContent = text || "The server could not answer (" + xhr.status + "): the page is as it was. " +
-      "Try again in a moment.";
+    slot.textContent = text ||
+      t("The server could not answer ({status}): the page is as it was. Try again in a moment.", { status: xhr.status });
   });
 })();

@@ -27,8 +27,8 @@
   function unreachable() {
     const p = panel();
     alertText(p && p.dataset.role === "teacher"
-      ? "The class cannot be reached: your last change may not have reached the students. Trying again…"
-      : "The class cannot be reached. Trying again…");
+      ? t("The class cannot be reached: your last change may not have reached the students. Trying again…")
+      : t("The class cannot be reached. Trying again…"));
   }
 
   function follow(on) {
@@ -163,9 +163,11 @@
     source.addEventListener("joined", function (ev) {
       const count = document.getElementById("class-count");
       const n = parseInt(ev.data.split(" ")[1], 10);
-      if (count && n >= 0) count.textContent = n + (n === 1 ? " student joined" : " students joined");
+      if (count && n >= 0) {
+        count.textContent = n === 1 ? t("{n} student joined", { n: n }) : t("{n} students joined", { n: n });
+      }
     });
-    source.addEventListener("closed", function () { source.close(); alertText("This class has ended."); });
+    source.addEventListener("closed", function () { source.close(); alertText(t("This class has ended.")); });
     source.addEventListener("unreachable", function () { unreachable(); });
     // A refused stream (503 while the store is down) is not retried by the browser: this page does.
     source.addEventListener("error", function () {
@@ -181,7 +183,7 @@
     if (!panel()) return;
     const status = ev.detail.xhr ? ev.detail.xhr.status : 0;
     if (status >= 500) unreachable();
-    else if (status === 413) alertText("That change is too large for the class: it did not reach the students.");
+    else if (status === 413) alertText(t("That change is too large for the class: it did not reach the students."));
   });
   document.addEventListener("htmx:sendError", function () { if (panel()) unreachable(); });
   document.addEventListener("htmx:afterRequest", function (ev) {

@@ -8,7 +8,6 @@
 
   // Heatmap (data-ref, before its ".head") → the drawer's grid (data-grid) when the names differ.
   const GRID_OF = { x_input: "x", context: "c", pe: "pos" };
-  const HINT = "Double-click a number, or press Enter on it, to edit it.";
   let refocus = null; // [data-ref, row, column] of the focused cell, for after a swap
 
   const inputOf = (key, i, j) => document.querySelector(
@@ -53,7 +52,7 @@
         const hint = document.createElement("p");
         hint.className = "edit-hint";
         hint.id = hintId;
-        hint.textContent = HINT;
+        hint.textContent = t("Double-click a number, or press Enter on it, to edit it.");
         figure.querySelector(".scroll").after(hint);
       }
       table.setAttribute("aria-describedby", hintId);
@@ -90,7 +89,7 @@
     box.autocomplete = "off";
     box.spellcheck = false;
     box.value = source.value;
-    box.setAttribute("aria-label", source.getAttribute("aria-label") || "value");
+    box.setAttribute("aria-label", source.getAttribute("aria-label") || t("value"));
     td.dataset.shown = td.textContent;
     td.textContent = "";
     td.classList.add("editing");
@@ -112,7 +111,7 @@
     const source = inputOf(table.dataset.edit, i, j);
     const value = box.value.trim();
     if (commit && value !== "" && !Number.isFinite(asNumber(value))) {
-      box.setCustomValidity("Enter a number, such as 0.5 or −1.25");
+      box.setCustomValidity(t("Enter a number, such as 0.5 or −1.25"));
       box.reportValidity();
       box.addEventListener("input", function () { box.setCustomValidity(""); }, { once: true });
       return false;

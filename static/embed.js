@@ -31,10 +31,10 @@
     const select = function () {
       textarea.focus();
       textarea.select();
-      say("Selected: press Ctrl+C (⌘C) to copy.");
+      say(t("Selected: press Ctrl+C (⌘C) to copy."));
     };
     if (navigator.clipboard && window.isSecureContext) {
-      navigator.clipboard.writeText(textarea.value).then(function () { say("Copied."); }, select);
+      navigator.clipboard.writeText(textarea.value).then(function () { say(t("Copied.")); }, select);
     } else {
       select();
     }

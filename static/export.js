@@ -44,7 +44,7 @@
     return response.json().then(function (body) {
       const detail = body && body.detail;
       return Array.isArray(detail) ? detail.map(function (d) { return d.msg; }).join("; ") : String(detail);
-    }, function () { return "export failed (HTTP " + response.status + ")"; });
+    }, function () { return t("export failed (HTTP {status})", { status: response.status }); });
   }
 
   document.addEventListener("click", function (ev) {
@@ -67,7 +67,7 @@
           say(button, "");
         });
       })
-      .catch(function () { say(button, "export failed: the server did not answer"); })
+      .catch(function () { say(button, t("export failed: the server did not answer")); })
       .finally(function () { button.removeAttribute("aria-busy"); });
   }, true);
 })();

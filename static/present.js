@@ -79,10 +79,10 @@
     if (!note) {
       note = document.createElement("p");
       note.className = "fit-note";
-      note.textContent = "Colours only, to fit the screen: select a cell to see its number and arithmetic.";
+      note.textContent = t("Colours only, to fit the screen: select a cell to see its number and arithmetic.");
       const show = document.createElement("button");
       show.type = "button";
-      show.textContent = "Show the numbers";
+      show.textContent = t("Show the numbers");
       show.addEventListener("click", function () {
         stage.dataset.numbers = "on"; // kept until the stage is swapped
         fitStage(stage);

@@ -21,12 +21,14 @@ from starlette.concurrency import run_in_threadpool
 from app.classroom.byte_cache import ByteCache, deep_size
 from app.classroom.store import Room, spoken_code
 from app.config import settings
+from app.i18n import gettext as _
+from app.i18n import language
 from app.state.cells import matrix_of, parse_cell
 from app.state.form import FormError, read_fields
 from app.state.learning import learning_loss_and_gradients
 from app.state.numbers import read_number
 from app.state.permalink import state_query
-from app.state.quiz import LABELS, hidden_cells, owner, stage_results
+from app.state.quiz import cell_label, hidden_cells, owner, stage_results
 from app.state.reading import read_page
 from app.state.scenario import VIEW_FIELDS, Scenario, View
 from app.view.charts.predictions import predictions_svg
@@ -92,8 +94,10 @@ def check_state(state: str, budget: int) -> None:
     real = real_page(state)
     fields = parse_qsl(state if real is None else real[1], keep_blank_values=True)
     name, value = max(fields, key=lambda kv: len(kv[1]), default=("state", ""))
-    raise StateTooLarge(name, f"{name}: the class's state would be {len(state):,} bytes, over its {budget:,}; "
-                              f"this field alone is {len(value):,}. Reload the preset or make it smaller.")
+    raise StateTooLarge(name, _("{field}: the class's state would be {size} bytes, over its {budget}; this field "
+                                "alone is {field_size}. Reload the preset or make it smaller.").format(
+                                    field=name, size=f"{len(state):,}", budget=f"{budget:,}",
+                                    field_size=f"{len(value):,}"))
 
 
 def fingerprint(state: str) -> str:
@@ -213,7 +217,7 @@ def questions(sh: Shown, predictions: Mapping[str, list[float]], *, teacher: boo
             m = matrix_of(cell, run, stack, grads)
             name = cell.matrix
             revealed = ref in view.revealed
-            label = f"{LABELS.get(name, name)} row {cell.row + 1}, column {cell.col + 1}"
+            label = cell_label(name, cell.row, cell.col)
             q = Question(ref, label, predictions[ref], float(m[cell.row, cell.col]), revealed)
             q.chart = predictions_svg(q.values, q.truth, label=label, chart_id="hist-" + ref.replace(".", "-"))
             found.append(q)
@@ -257,13 +261,17 @@ class Lesson:
 def qr_svg(url: str) -> Markup:
     """The join link as a QR code (segno), an inline SVG with a title; no style attribute."""
     qr = segno.make(url, error="m")
-    svg = qr.svg_inline(scale=4, border=2, dark="#111", light="#fff", title="QR code of the join link",
+    svg = qr.svg_inline(scale=4, border=2, dark="#111", light="#fff", title=_("QR code of the join link"),
                         svgclass="class-qr", lineclass=None, omitsize=True)
     return Markup(svg.replace("<svg ", '<svg role="img" ', 1))
 
 
-@functools.lru_cache(maxsize=64)
 def qr_for(url: str) -> Markup:
+    return _qr_for(url, language())
+
+
+@functools.lru_cache(maxsize=64)
+def _qr_for(url: str, lang: str) -> Markup:  # the language in the key: the QR code's title is in it
     return qr_svg(url)
 
 
@@ -294,25 +302,26 @@ def prediction(sh: Shown, fields: Mapping[str, str]) -> tuple[str, float, str]:
 
     view = sh.view
     if not view.quiz:
-        raise FormError("guess", "The teacher's page has no quiz on now: nothing to predict.")
+        raise FormError("guess", _("The teacher's page has no quiz on now: nothing to predict."))
     typed = {k: fields.get(k, "") for k in ("guess_matrix", "guess_row", "guess_col", "guess")}
     f = read_fields({**sh.pairs, **typed, "action": "guess"})
     matrix, row, col = f.cell_ref("guess")
     names = stage_results(view.stage, sh.run()[1], view.block)
     if matrix not in names:
-        raise FormError("guess_matrix", "guess_matrix: choose one of the matrices this stage computes.")
+        raise FormError("guess_matrix", _("guess_matrix: choose one of the matrices this stage computes."))
     ref = f"{matrix}.{owner(matrix, view.head, view.block)}.{row}.{col}"
     run, stack, grads = sh.run()
     cell = parse_cell(ref, run, stack, grads)
     if cell is None:
-        raise FormError("guess_row", "guess_row: that row and column are outside the matrix.")
+        raise FormError("guess_row", _("guess_row: that row and column are outside the matrix."))
     m = matrix_of(cell, run, stack, grads)
     if not hidden_cells(matrix, m, owner(matrix, view.head, view.block), view.revealed)[row, col]:
-        raise FormError("guess", "The teacher has revealed this cell: choose one still hidden (?).")
+        raise FormError("guess", _("The teacher has revealed this cell: choose one still hidden (?)."))
     try:
         value = read_number(f.guess)
     except ValueError:
-        raise FormError("guess", "guess: type your prediction as a number, such as 0.25.") from None
+        raise FormError("guess", _("guess: type your prediction as a number, such as 0.25.")) from None
     if not np.isfinite(value) or abs(value) > settings.max_abs_value:
-        raise FormError("guess", f"guess: a number between −{settings.max_abs_value:g} and {settings.max_abs_value:g}.")
-    return ref, value, f"{LABELS.get(matrix, matrix)} row {row + 1}, column {col + 1}"
+        raise FormError("guess", _("guess: a number between −{limit} and {limit}.").format(
+            limit=f"{settings.max_abs_value:g}"))
+    return ref, value, cell_label(matrix, row, col)

@@ -23,6 +23,7 @@ from app.classroom.store import (
     new_code,
     same_key,
 )
+from app.i18n import gettext
 
 
 @dataclass
@@ -65,10 +66,11 @@ class MemoryRooms(Rooms):
     async def create(self, state: str, fingerprint: str, owner: str = "") -> tuple[str, str]:
         self._expire()
         if len(self.rooms) >= self.max_rooms:
-            raise RoomsFull(f"this server holds its {self.max_rooms} rooms")
+            raise RoomsFull(gettext("this server holds its {most} rooms").format(most=self.max_rooms))
         owner = address_hash(owner)
         if owner and sum(r.owner == owner for r in self.rooms.values()) >= self.rooms_per_address:
-            raise ShareUsed(f"{self.rooms_per_address} classes started from this address are still open")
+            raise ShareUsed(gettext("{n} classes started from this address are still open").format(
+                n=self.rooms_per_address))
         code = new_code()
         while code in self.rooms:
             code = new_code()
@@ -108,10 +110,11 @@ class MemoryRooms(Rooms):
         if room is None:
             return None
         if len(room.students) >= self.max_students:
-            raise RoomsFull(f"this class has its {self.max_students} students")
+            raise RoomsFull(gettext("this class has its {most} students").format(most=self.max_students))
         address = address_hash(address)
         if address and room.seats[address] >= self.seats_per_address:
-            raise ShareUsed(f"{self.seats_per_address} students of this class joined from this address")
+            raise ShareUsed(gettext("{n} students of this class joined from this address").format(
+                n=self.seats_per_address))
         student = secrets.token_urlsafe(16)
         room.students.add(student)
         if address:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlencode
 
 from app.classroom.lesson import DECODER_STATE, real_page
+from app.i18n import gettext as _
 from app.maths.decoder_files import DecoderFiles
 from app.state.decoder_state import DEFAULT_DECODER_TEXT
 from app.state.form import FormError
@@ -72,12 +73,13 @@ def read_guess(raw: str) -> str:
     character, an invisible one). FormError naming the field ``guess`` says why not."""
     word = raw.strip()
     if not word:
-        raise FormError("guess", "guess: type the word you expect next.")
+        raise FormError("guess", _("guess: type the word you expect next."))
     if len(word) > MAX_GUESS:
-        raise FormError("guess", f"guess: at most {MAX_GUESS} characters, a word or two; this one has {len(word)}.")
+        raise FormError("guess", _("guess: at most {most} characters, a word or two; this one has {n}.").format(
+            most=MAX_GUESS, n=len(word)))
     hidden = hidden_character(word)
     if hidden is not None:
-        raise FormError("guess", f"guess: remove {hidden}.")
+        raise FormError("guess", _("guess: remove {hidden}.").format(hidden=hidden))
     return word
 
 

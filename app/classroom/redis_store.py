@@ -29,6 +29,7 @@ from app.classroom.store import (
     new_code,
     same_key,
 )
+from app.i18n import gettext
 
 REDIS_CONNECTIONS = 50  # per worker, its subscription included: Redis answers in well under a millisecond
 SUBSCRIBE_SECONDS = 2.0  # how long a new stream waits for Redis to confirm its room's subscription
@@ -141,10 +142,11 @@ class RedisRooms(Rooms):
         async for _ in self.redis.scan_iter(match=PREFIX + "?" * CODE_LENGTH, count=1000):
             alive += 1
             if alive >= self.max_rooms:
-                raise RoomsFull(f"this server holds its {self.max_rooms} rooms")
+                raise RoomsFull(gettext("this server holds its {most} rooms").format(most=self.max_rooms))
         owned = OWNER_PREFIX + address_hash(owner) if owner else ""
         if owned and int(await self._owned(keys=[owned], args=[PREFIX])) >= self.rooms_per_address:
-            raise ShareUsed(f"{self.rooms_per_address} classes started from this address are still open")
+            raise ShareUsed(gettext("{n} classes started from this address are still open").format(
+                n=self.rooms_per_address))
         key = secrets.token_urlsafe(32)
         fields = {"key": key_hash(key), "state": state, "version": 1, "fingerprint": fingerprint}
         async with self.redis.pipeline(transaction=True) as pipe:
@@ -213,9 +215,10 @@ class RedisRooms(Rooms):
         if int(count) == -1:
             return None
         if int(count) == -2:
-            raise RoomsFull(f"this class has its {self.max_students} students")
+            raise RoomsFull(gettext("this class has its {most} students").format(most=self.max_students))
         if int(count) == -3:
-            raise ShareUsed(f"{self.seats_per_address} students of this class joined from this address")
+            raise ShareUsed(gettext("{n} students of this class joined from this address").format(
+                n=self.seats_per_address))
         await self.redis.publish(channel, Event("joined", int(version or 0), int(count)).encode())
         return student
 

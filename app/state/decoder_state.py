@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 import numpy as np
 
 from app.config import settings
+from app.i18n import gettext as _
 from app.maths.decoder_files import SMOLLM2_135M, DecoderFiles
 from app.maths.llama import temperature_softmax, tokenize, top_candidates
 from app.state.form import FormError
@@ -30,9 +31,9 @@ def read_decoder_tokens(model: DecoderFiles, text: str) -> tuple[tuple[str, ...]
     tokens, ids = tokenize(model, text)
     limit = settings.decoder_max_tokens
     if len(ids) > limit:
-        raise ValueError(f"the text is {len(ids)} tokens; the limit is {limit}")
+        raise ValueError(_("the text is {n} tokens; the limit is {limit}").format(n=len(ids), limit=limit))
     if not len(ids):
-        raise ValueError("enter a text: it has no tokens")
+        raise ValueError(_("enter a text: it has no tokens"))
     return tokens, ids
 
 
@@ -86,8 +87,9 @@ def _number(pairs: dict[str, str], name: str, lo: float, hi: float, *, above: bo
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or not ((lo < value) if above else (lo <= value)) or value > hi:
-        raise FormError(name, f"{name} must be a number {'above' if above else 'from'} {lo:g} "
-                              f"{'and at most' if above else 'to'} {hi:g}")
+        message = (_("{field} must be a number above {lo} and at most {hi}") if above
+                   else _("{field} must be a number from {lo} to {hi}"))
+        raise FormError(name, message.format(field=name, lo=f"{lo:g}", hi=f"{hi:g}"))
     return value
 
 
@@ -113,11 +115,12 @@ def read_decoder_page(model: DecoderFiles, pairs: Iterable[tuple[str, str]]) -> 
     matrix = given.get("matrix", "").strip()
     if matrix:
         if matrix not in INSPECTABLE:
-            raise FormError("matrix", f"matrix must be one of {', '.join(INSPECTABLE)}")
+            raise FormError("matrix", _("{field} must be one of {options}").format(field="matrix",
+                                                                                     options=", ".join(INSPECTABLE)))
         row = _counted(given, "row", 1, t)
         col = _counted(given, "col", 1, DECODER_SPEC.d_k if matrix == "output" else t)
         if row is None or col is None:
-            raise FormError("row" if row is None else "col", "give the cell's row and column")
+            raise FormError("row" if row is None else "col", _("give the cell's row and column"))
         cell = Cell(matrix, row, col)
     page = DecoderPage(
         text=text, layer=layer, head=head, temperature=1.0 if temperature is None else temperature,

@@ -27,6 +27,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from app.config import settings
+from app.i18n import gettext as _
 from app.lesson.presets import PRESETS
 from app.maths.attention import ATTENTION_MODES, SCORE_FUNCTIONS
 from app.maths.blocks import ACTIVATIONS, NORM_PLACEMENTS
@@ -86,10 +87,12 @@ def whole(lo: int, hi: int) -> Any:
         if raw == "":
             return None
         if _WHOLE.fullmatch(raw) is None:  # int() would take "1_0", "١٢" and read 4,000 digits
-            raise _problem(info.field_name, f"{info.field_name}: enter a whole number from {lo} to {hi}")
+            raise _problem(info.field_name, _("{field}: enter a whole number from {lo} to {hi}").format(
+                field=info.field_name, lo=lo, hi=hi))
         number = int(raw)
         if not lo <= number <= hi:
-            raise _problem(info.field_name, f"{info.field_name}: {number} is out of range; enter {lo} to {hi}")
+            raise _problem(info.field_name, _("{field}: {number} is out of range; enter {lo} to {hi}").format(
+                field=info.field_name, number=number, lo=lo, hi=hi))
         return number
 
     return Annotated[int | None, BeforeValidator(read)]
@@ -101,7 +104,8 @@ def choice(options: tuple[str, ...]) -> Any:
     def read(value: object, info: ValidationInfo) -> str:
         text = value if isinstance(value, str) and value else options[0]
         if text not in options:
-            raise _problem(info.field_name, f"{info.field_name}: choose one of {', '.join(options)}")
+            raise _problem(info.field_name, _("{field}: choose one of {options}").format(
+                field=info.field_name, options=", ".join(options)))
         return text
 
     return Annotated[str, BeforeValidator(read)]
@@ -127,14 +131,14 @@ def _temperature(value: object) -> float:
     except ValueError:
         t = math.nan
     if not 0.05 <= t <= 20:  # also refuses nan
-        raise _problem("temperature", "temperature: choose a value from 0.05 to 20")
+        raise _problem("temperature", _("temperature: choose a value from 0.05 to 20"))
     return t
 
 
 def _preset(value: object) -> str:
     key = value if isinstance(value, str) else ""
     if key and key not in PRESETS:
-        raise _problem("preset", f"preset: unknown preset “{key[:30]}”")
+        raise _problem("preset", _("preset: unknown preset “{key}”").format(key=key[:30]))
     return key
 
 
@@ -148,30 +152,34 @@ def _shape(value: object) -> tuple[int, ...]:
         r_d_model, r_heads, r_d_k, r_d_v, r_head = shape[:5]
         r_d_ff = shape[5] if len(shape) > 5 else 0  # the FFN grid's width, 0 when none was rendered
     except ValueError:
-        raise _problem("shape", "shape: the form is incomplete; reload the page") from None
+        raise _problem("shape", _("shape: the form is incomplete; reload the page")) from None
     s = settings
     if not (1 <= r_d_model <= s.max_d_model and 1 <= r_heads <= s.max_heads and 0 <= r_head < r_heads
             and 1 <= r_d_k <= s.max_d_head and 1 <= r_d_v <= s.max_d_head and 0 <= r_d_ff <= s.max_d_ff):
-        raise _problem("shape", "shape: out of range; reload the page")
+        raise _problem("shape", _("shape: out of range; reload the page"))
     return r_d_model, r_heads, r_d_k, r_d_v, r_head, r_d_ff
 
 
 def _check_tokens(tokens: tuple[str, ...], prefix: str) -> None:
-    which = "source token" if prefix == "ctoken" else "token"
+    source = prefix == "ctoken"
     for i, text in enumerate(tokens):
         if len(text) > settings.max_token_chars:  # the page counts tokens from 1
-            raise _problem(f"{prefix}-{i}", f"{which} {i + 1}: at most {settings.max_token_chars} characters")
+            message = (_("source token {n}: at most {most} characters") if source
+                       else _("token {n}: at most {most} characters"))
+            raise _problem(f"{prefix}-{i}", message.format(n=i + 1, most=settings.max_token_chars))
         if (hidden := hidden_character(text)) is not None:
-            raise _problem(f"{prefix}-{i}", f"{which} {i + 1}: remove {hidden} from it")
+            message = (_("source token {n}: remove {hidden} from it") if source
+                       else _("token {n}: remove {hidden} from it"))
+            raise _problem(f"{prefix}-{i}", message.format(n=i + 1, hidden=hidden))
     if len(tokens) > settings.max_tokens:
-        raise _problem(f"{prefix}-0", f"tokens: at most {settings.max_tokens}")
+        raise _problem(f"{prefix}-0", _("tokens: at most {most}").format(most=settings.max_tokens))
 
 
 def _tokens(value: object) -> tuple[str, ...]:
     tokens = tuple(t if isinstance(t, str) else "" for t in value) if isinstance(value, list) else ()
     _check_tokens(tokens, "token")
     if not tokens:
-        raise _problem("token-0", "tokens: at least one token is needed")
+        raise _problem("token-0", _("tokens: at least one token is needed"))
     return tokens
 
 
@@ -184,9 +192,9 @@ def _cells(value: object) -> frozenset[tuple[int, int]]:
     """"i.j i.j …": the (query, key) cells hidden by hand."""
     cells = set()
     for part in _text(value).split()[: settings.max_tokens**2]:
-        i, _, j = part.partition(".")
+        i, _dot, j = part.partition(".")
         if not (is_index(i) and is_index(j)):
-            raise _problem("blocked", f"blocked: cannot read “{part[:20]}”")
+            raise _problem("blocked", _("blocked: cannot read “{part}”").format(part=part[:20]))
         cells.add((int(i), int(j)))
     return frozenset(cells)
 
@@ -197,7 +205,7 @@ def _edits(value: object) -> dict[tuple[str, int, int, int], float]:
     for part in _text(value).split()[: settings.max_heads * 4 * settings.max_d_model * settings.max_d_head]:
         m = EDIT_RE.match(part)
         if not m:
-            raise _problem("edits", f"edits: cannot read “{part[:30]}”")
+            raise _problem("edits", _("edits: cannot read “{part}”").format(part=part[:30]))
         keys.append((m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4))))
         texts.append(m.group(5))
     try:
@@ -212,7 +220,7 @@ def _edits(value: object) -> dict[tuple[str, int, int, int], float]:
 def _pin(value: object) -> str:
     pin = value if isinstance(value, str) else ""
     if len(pin) > MAX_PIN_CHARS:
-        raise _problem("pin", "pin: the pinned state is too large; unpin it")
+        raise _problem("pin", _("pin: the pinned state is too large; unpin it"))
     return pin
 
 
@@ -291,7 +299,7 @@ class PageForm(BaseModel):
     def _gather(cls, form: object) -> dict[str, object]:
         """From the flat form: every named field present, and the numbered token inputs as lists."""
         if not isinstance(form, Mapping):
-            raise _problem("form", "form: expected the page's fields")
+            raise _problem("form", _("form: expected the page's fields"))
         data = {name: form[name] for name in cls.model_fields if name in form}
         for prefix, key in (("token", "tokens"), ("ctoken", "ctokens")):
             tokens = []
@@ -310,7 +318,8 @@ class PageForm(BaseModel):
                 name = f"{prefix}_{part}"
                 text = getattr(self, name).strip()
                 if not (is_index(text) and 1 <= int(text) <= MAX_CELL_REF):
-                    raise _problem(name, f"{name}: enter a whole number from 1 to {MAX_CELL_REF}")
+                    raise _problem(name, _("{field}: enter a whole number from {lo} to {hi}").format(
+                        field=name, lo=1, hi=MAX_CELL_REF))
         if self.cross:
             _check_tokens(self.ctokens, "ctoken")
         return self

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from app.config import settings
+from app.i18n import gettext as _
 from app.state.form import FormError
 from app.state.numbers import NumberError, number_message, read_numbers
 
@@ -67,7 +68,8 @@ def read_matrix(form: Mapping[str, str], prefix: str, rows: int, cols: int, labe
         values = read_numbers(_cell_texts(form, prefix, rows, cols))
     except NumberError as e:
         i, j = divmod(e.index, cols)
-        raise FormError(f"{prefix}-{i}-{j}", number_message(e, f"{label} row {i + 1}, column {j + 1}")) from None
+        where = _("{matrix} row {row}, column {col}").format(matrix=label, row=i + 1, col=j + 1)
+        raise FormError(f"{prefix}-{i}-{j}", number_message(e, where)) from None
     return np.array(values, dtype=np.float64).reshape(rows, cols)
 
 

@@ -19,6 +19,7 @@ from functools import lru_cache
 import numpy as np
 
 from app.config import settings
+from app.i18n import gettext as _
 from app.lesson.goals import (
     GOALS,
     WHY_SCALE_LEARNING_RATE,
@@ -205,8 +206,8 @@ def check_steps(sc: Scenario, learning: Learning, steps: int) -> None:
     per_step = (cost.total_macs + cost.total_elementwise) * (2 if learning.companion else 1)
     if steps * per_step > settings.max_train_operations:
         most = max(settings.max_train_operations // per_step, 0)
-        raise FormError("learn_goal", f"learn: {steps} steps of this size are more than one request may "
-                                      f"compute; at most {most} steps at a time here")
+        raise FormError("learn_goal", _("learn: {steps} steps of this size are more than one request may compute; "
+                                        "at most {most} steps at a time here").format(steps=steps, most=most))
 
 
 def train_page(sc: Scenario, learning: Learning, steps: int) -> tuple[Scenario, Learning]:
@@ -214,16 +215,16 @@ def train_page(sc: Scenario, learning: Learning, steps: int) -> tuple[Scenario, 
     the scenario's edits; the curve grows by ``steps`` losses. Adam's moment estimates start afresh
     with every press of a button (the form carries weights, not optimizer state)."""
     if sc.attention == "linear" and learning.goal == "attention":
-        raise FormError("learn_goal", "learn: linear attention has no softmax weights to match; "
-                                      "choose the output goal or softmax attention")
+        raise FormError("learn_goal", _("learn: linear attention has no softmax weights to match; "
+                                        "choose the output goal or softmax attention"))
     check_steps(sc, learning, steps)
     with np.errstate(over="ignore", invalid="ignore"):
         result = train_scenarios(_scenarios(sc, learning), steps=steps, optimizer=learning.optimizer,
                                  learning_rate=learning.learning_rate, train=learning.train)
     trained = {name: getattr(result.weights, name) for name in ALL_WEIGHT_NAMES}
     if not all(np.isfinite(v).all() for v in trained.values()) or not all(map(math.isfinite, result.losses)):
-        raise FormError("learn_rate", "learning rate: training diverged (a weight or the loss overflowed); "
-                                      "lower the learning rate")
+        raise FormError("learn_rate", _("learning rate: training diverged (a weight or the loss overflowed); "
+                                        "lower the learning rate"))
     weights = sc.weights()
     weights.update(trained)
     trained_sc = replace(sc, edits=diff_edits(weights, sc.base_weights()))

@@ -10,6 +10,8 @@ from dataclasses import dataclass, replace
 from urllib.parse import urlencode
 
 from app.config import settings
+from app.i18n import N_
+from app.i18n import gettext as _
 from app.maths.bert import Tokenized, tokenize
 from app.maths.model_files import MINILM_L6, ModelFiles
 from app.state.form import FormError
@@ -21,19 +23,22 @@ DEFAULT_QUERY_WORD = "it"  # the query compared by default, when the first sente
 LAYERS, HEADS = MINILM_L6.layers, MINILM_L6.heads  # the model's sizes, stated once in app.maths.model_files
 ALLOWED_CONTROLS = "\n\t"
 TOKEN_POSITIONS = ("q", "matrix", "row", "col", "x_row")  # fields that count the first sentence's tokens
-INSPECTABLE = {"scores": "scores Q·Kᵀ", "scaled": "scaled ÷√d_k", "softmax": "weights A", "output": "output A·V"}
+# Shown as _(label) where the page shows them.
+INSPECTABLE = {"scores": N_("scores Q·Kᵀ"), "scaled": N_("scaled ÷√d_k"), "softmax": N_("weights A"),
+               "output": N_("output A·V")}
 
 
 def check_sentence(text: str) -> str:
     """A sentence the model may read: not empty, at most model_max_chars characters, no control
     characters but newlines and tabs (the tokens' rule, app.state.tokens). ValueError says why."""
     if not text.strip():
-        raise ValueError("enter a sentence: the text is empty")
+        raise ValueError(_("enter a sentence: the text is empty"))
     if len(text) > settings.model_max_chars:
-        raise ValueError(f"a text has at most {settings.model_max_chars} characters; this one has {len(text)}")
+        raise ValueError(_("a text has at most {most} characters; this one has {n}").format(
+            most=settings.model_max_chars, n=len(text)))
     hidden = hidden_character(text.translate({ord(c): " " for c in ALLOWED_CONTROLS}))
     if hidden is not None:
-        raise ValueError(f"remove {hidden} from the text")
+        raise ValueError(_("remove {hidden} from the text").format(hidden=hidden))
     return text
 
 
@@ -42,7 +47,8 @@ def read_wordpieces(model: ModelFiles, text: str) -> Tokenized:
     tokens = tokenize(model, text)
     limit = settings.model_max_tokens
     if len(tokens.ids) > limit:
-        raise ValueError(f"the text is {len(tokens.ids)} WordPiece tokens with [CLS] and [SEP]; the limit is {limit}")
+        raise ValueError(_("the text is {n} WordPiece tokens with [CLS] and [SEP]; the limit is {limit}").format(
+            n=len(tokens.ids), limit=limit))
     return tokens
 
 
@@ -87,10 +93,11 @@ class ModelRead:
 def whole_field(name: str, text: str, low: int, high: int) -> int:
     """A count from 1 in [low, high], returned from 0."""
     if not text.strip().isdigit() or not text.strip().isascii():
-        raise FormError(name, f"{name}: enter a whole number from {low} to {high}")
+        raise FormError(name, _("{field}: enter a whole number from {lo} to {hi}").format(field=name, lo=low, hi=high))
     value = int(text)
     if not low <= value <= high:
-        raise FormError(name, f"{name}: {value} is outside {low}–{high}")
+        raise FormError(name, _("{field}: {value} is outside {lo}–{hi}").format(field=name, value=value, lo=low,
+                                                                                  hi=high))
     return value - 1
 
 
@@ -98,7 +105,7 @@ def head_ref(name: str, text: str, layers: int = LAYERS, heads: int = HEADS) -> 
     """"5.3" → layer 5, head 3, from 0 (a model of ``layers`` × ``heads``)."""
     layer, dot, head = text.partition(".")
     if not dot:
-        raise FormError(name, f"{name}: write a head as layer.head, such as 5.3")
+        raise FormError(name, _("{field}: write a head as layer.head, such as 5.3").format(field=name))
     return whole_field(name, layer, 1, layers), whole_field(name, head, 1, heads)
 
 
@@ -122,20 +129,21 @@ def read_model_page(model: ModelFiles, pairs: Iterable[tuple[str, str]]) -> Mode
         try:
             tokens[name] = read_wordpieces(model, check_sentence(text))
         except ValueError as e:
-            label = "first sentence" if name == "text" else "second sentence"
-            raise FormError(name, f"{label}: {e}") from None
+            message = _("first sentence: {problem}") if name == "text" else _("second sentence: {problem}")
+            raise FormError(name, message.format(problem=e)) from None
     t = len(tokens["text"].ids)
     layer = whole_field("layer", given["layer"], 1, LAYERS) if given.get("layer") else None
     head = whole_field("head", given["head"], 1, HEADS) if given.get("head") else None
     if (layer is None) != (head is None):
         missing = "head" if head is None else "layer"
-        raise FormError(missing, f"{missing}: choose a layer and a head together")
+        raise FormError(missing, _("{field}: choose a layer and a head together").format(field=missing))
     query = whole_field("q", given["q"], 1, t) if given.get("q") else None
     cell = None
     if given.get("matrix"):
         matrix = given["matrix"]
         if matrix not in INSPECTABLE:
-            raise FormError("matrix", f"matrix: choose one of {', '.join(INSPECTABLE)}")
+            raise FormError("matrix", _("{field}: choose one of {options}").format(field="matrix",
+                                                                                    options=", ".join(INSPECTABLE)))
         cols = t if matrix != "output" else model.config.d_k
         cell = Cell(matrix, whole_field("row", given.get("row", "1"), 1, t),
                     whole_field("col", given.get("col", "1"), 1, cols))

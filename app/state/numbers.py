@@ -10,6 +10,7 @@ from typing import Annotated
 from pydantic import Field, TypeAdapter, ValidationError
 
 from app.config import settings
+from app.i18n import gettext as _
 
 # A number as a student types it and as the page prints it: ASCII digits, a sign (the minus sign "−" the
 # page prints too), a decimal point, an exponent, spaces or tabs around. float() reads more: "1_0", "١٢",
@@ -80,8 +81,8 @@ def is_number(text: str) -> bool:
 
 def number_message(e: NumberError, label: str) -> str:
     if e.kind == "empty":
-        return f"{label}: enter a number"
+        return _("{label}: enter a number").format(label=label)
     if e.kind == "syntax":
-        return f"{label}: “{e.text.strip()[:20]}” is not a number"
+        return _("{label}: “{text}” is not a number").format(label=label, text=e.text.strip()[:20])
     limit = settings.max_abs_value
-    return f"{label}: enter a finite number between −{limit:g} and {limit:g}"
+    return _("{label}: enter a finite number between −{limit} and {limit}").format(label=label, limit=f"{limit:g}")

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from app.config import settings
+from app.i18n import gettext as _
 from app.lesson.presets import DEFAULT_PRESET, PRESETS
 from app.state.form import FormError, is_index
 from app.state.grids import expand_grids
@@ -58,7 +59,8 @@ def reset(learning: Learning) -> tuple[Scenario, Learning]:
     try:
         sc = decode_pin(learning.before)
     except FormError:
-        raise FormError("learn_before", "learn: the state before training cannot be read; reload the preset") from None
+        raise FormError("learn_before",
+                        _("learn: the state before training cannot be read; reload the preset")) from None
     return sc, replace(learning, losses=(), first_step=0, before="")
 
 
@@ -82,7 +84,7 @@ def lenient_read(fields: dict[str, str]) -> tuple[Scenario, View]:
     patched = expand_grids(fields)
     patched.pop("action", None)
     set_aside: set[str] = set()
-    for _ in range(50):
+    for _attempt in range(50):
         try:
             sc, view = read_page(patched)
             sc.run()

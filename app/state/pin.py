@@ -14,6 +14,8 @@ import zlib
 from urllib.parse import parse_qsl
 
 from app.config import settings
+from app.i18n import gettext as _
+from app.i18n import ngettext
 from app.lesson.presets import PRESETS
 from app.state.form import FormError
 from app.state.permalink import query_string, state_query
@@ -46,13 +48,15 @@ def pin_fields(text: str) -> dict[str, str]:
         # parse_qsl counts the separators first and refuses before building anything
         return dict(parse_qsl(raw.decode("utf-8"), keep_blank_values=True, max_num_fields=MAX_PIN_FIELDS))
     except (ValueError, UnicodeError, binascii.Error, zlib.error):
-        raise FormError("pin", "pin: the pinned state cannot be read; unpin it") from None
+        raise FormError("pin", _("pin: the pinned state cannot be read; unpin it")) from None
 
 
 def describe_pin(sc: Scenario) -> str:
     """A one-line reminder of what was pinned."""
     p = PRESETS.get(sc.preset)
-    name = f"“{p.title}”" if p is not None else "a custom state"
+    name = _("“{title}”").format(title=_(p.title)) if p is not None else _("a custom state")
     t, h = len(sc.tokens), sc.num_heads
-    return (f"{name}: {' · '.join(sc.tokens)} ({t} token{'s' if t != 1 else ''}, embeddings of {sc.d_model}, "
-            f"{h} head{'s' if h != 1 else ''})")
+    return _("{name}: {tokens} ({token_count}, embeddings of {d_model}, {head_count})").format(
+        name=name, tokens=" · ".join(sc.tokens), d_model=sc.d_model,
+        token_count=ngettext("{n} token", "{n} tokens", t).format(n=t),
+        head_count=ngettext("{n} head", "{n} heads", h).format(n=h))

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.i18n import N_
+from app.i18n import gettext as _
 from app.maths.arithmetic import BLOCK_CELLS, CellRef, cell_matrix, parse_ref
 from app.maths.backward import Gradients
 from app.maths.gradient_arithmetic import GRADIENT_CELLS, gradient_matrix, parse_gradient_ref
@@ -39,10 +41,12 @@ STAGE_RESULTS: dict[str, tuple[str, ...]] = {
     "grad_v": ("g_v",),
     "grad_w": ("g_w_q", "g_w_k", "g_w_v", "g_w_o"),
 }
+# Each matrix as the page names it (a word translated where it is shown: cell_label, _(label) in templates).
 LABELS = {
-    "q": "Q", "k": "K", "v": "V", "scores": "scores", "scaled": "scaled scores", "softmax": "weights A",
-    "output": "output", "final": "final output", "residual1": "X + MultiHead", "ln1": "LayerNorm₁",
-    "ffn_hidden": "FFN hidden", "ffn_act": "FFN activation", "ffn_out": "FFN output", "residual2": "H + FFN",
+    "q": "Q", "k": "K", "v": "V", "scores": N_("scores"), "scaled": N_("scaled scores"), "softmax": N_("weights A"),
+    "output": N_("output"), "final": N_("final output"), "residual1": "X + MultiHead", "ln1": "LayerNorm₁",
+    "ffn_hidden": N_("FFN hidden"), "ffn_act": N_("FFN activation"), "ffn_out": N_("FFN output"),
+    "residual2": "H + FFN",
     "ln2": "LayerNorm₂", "g_softmax": "∂L/∂A", "g_scaled": "∂L/∂Scaled", "g_scores": "∂L/∂Scores", "g_q": "∂L/∂Q",
     "g_k": "∂L/∂K", "g_v": "∂L/∂V", "g_w_q": "∂L/∂W_Q", "g_w_k": "∂L/∂W_K", "g_w_v": "∂L/∂W_V", "g_w_o": "∂L/∂W_O",
     "g_final": "∂L/∂MultiHead", "g_output": "∂L/∂Output",
@@ -50,6 +54,11 @@ LABELS = {
 WEIGHT_TOLERANCE = 0.05  # attention weights live in [0, 1]: within 0.05 is a good prediction
 RELATIVE_TOLERANCE = 0.05  # other matrices: within 5 % of the matrix's largest |value|
 NEAR = 3.0  # within three tolerances is "near"
+
+
+def cell_label(name: str, row: int, col: int) -> str:
+    """A cell as the page names it, counted from 1 (``row`` and ``col`` from 0): "weights A row 2, column 3"."""
+    return _("{matrix} row {row}, column {col}").format(matrix=_(LABELS.get(name, name)), row=row + 1, col=col + 1)
 
 
 def stage_results(stage: str, stack: TransformerRun | None, block: int) -> tuple[str, ...]:
@@ -101,9 +110,9 @@ class Feedback:
     @property
     def message(self) -> str:
         if self.verdict == "nan":
-            return f"Type a number to predict {self.label}."
-        return {"close": "Close: within the tolerance.", "near": "Near: within three times the tolerance.",
-                "off": "Off: more than three times the tolerance away."}[self.verdict]
+            return _("Type a number to predict {label}.").format(label=self.label)
+        return {"close": _("Close: within the tolerance."), "near": _("Near: within three times the tolerance."),
+                "off": _("Off: more than three times the tolerance away.")}[self.verdict]
 
 
 def check(guess: str, ref_text: str, run: AttentionRun, stack: TransformerRun | None,
@@ -117,7 +126,7 @@ def check(guess: str, ref_text: str, run: AttentionRun, stack: TransformerRun | 
         return None
     m = gradient_matrix(grads, ref.matrix, ref.head) if ref.matrix in GRADIENT_CELLS else cell_matrix(run, ref, stack)
     value = float(m[ref.row, ref.col])
-    label = f"{LABELS.get(ref.matrix, ref.matrix)} row {ref.row + 1}, column {ref.col + 1}"
+    label = cell_label(ref.matrix, ref.row, ref.col)
     tol = tolerance(ref.matrix, m, decimals)
     try:
         typed = read_number(guess)

@@ -17,6 +17,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from app.i18n import gettext as _
 from app.lesson.stages import read_goto
 from app.maths.arithmetic import BLOCK_CELLS
 from app.maths.backward import OPTIMIZERS
@@ -60,10 +61,11 @@ def read_form(form: Mapping[str, str]) -> tuple[Scenario, View]:
     for name, spec in WEIGHTS.items():
         rows, cols = spec.grid(sizes)
         if name != "w_o" and rows and cols and has_grid(form, name):  # W_O: this head's rows, below
-            label = f"{spec.label} (head {r_head + 1})" if spec.per_head else spec.label
+            label = (_("{matrix} (head {head})").format(matrix=spec.label, head=r_head + 1) if spec.per_head
+                     else spec.label)
             shown.append((name, r_head if spec.per_head else 0, 0, read_matrix(form, name, rows, cols, label)))
     if has_grid(form, "w_o"):
-        m = read_matrix(form, "w_o", r_d_v, r_d_model, f"W_O rows of head {r_head + 1},")
+        m = read_matrix(form, "w_o", r_d_v, r_d_model, _("W_O rows of head {head},").format(head=r_head + 1))
         shown.append(("w_o", 0, r_head * r_d_v, m))  # W_O is one matrix: this head's rows of it
 
     d_model = f.d_model or r_d_model
@@ -183,7 +185,7 @@ def with_shown(edits: Mapping[tuple[str, int, int, int], float], shown: list[tup
         region = regions.get(key[:2])
         if region is None or not (region[0] <= key[2] < region[1] and key[3] < region[2]):
             out[key] = value
-    for (name, head), (row0, _, _, m, b) in regions.items():
+    for (name, head), (row0, _end, _width, m, b) in regions.items():
         rows, cols = np.nonzero(m != b)  # m, b: (rows, cols)
         out.update(zip(((name, head, row0 + r, c) for r, c in zip(rows.tolist(), cols.tolist(), strict=True)),
                        m[rows, cols].tolist(), strict=True))
@@ -201,7 +203,8 @@ def _number(form: Mapping[str, str], name: str, label: str, lo: float, hi: float
     except ValueError:
         value = math.nan
     if not (lo < value <= hi):  # also refuses nan
-        raise FormError(name, f"{label}: enter a number above {lo:g} and at most {hi:g}")
+        raise FormError(name, _("{field}: enter a number above {lo} and at most {hi}").format(
+            field=label, lo=f"{lo:g}", hi=f"{hi:g}"))
     return value
 
 
@@ -210,20 +213,20 @@ def _form_whole(form: Mapping[str, str], name: str, label: str, lo: int, hi: int
     if not raw:
         return default
     if not (raw.isascii() and raw.isdigit() and len(raw) <= 9 and lo <= int(raw) <= hi):
-        raise FormError(name, f"{label}: enter a whole number from {lo} to {hi}")
+        raise FormError(name, _("{field}: enter a whole number from {lo} to {hi}").format(field=label, lo=lo, hi=hi))
     return int(raw)
 
 
 def _losses(form: Mapping[str, str]) -> tuple[float, ...]:
     parts = (form.get("learn_losses") or "").split()
     if len(parts) > MAX_CURVE:
-        raise FormError("learn_losses", f"learn_losses: at most {MAX_CURVE} values")
+        raise FormError("learn_losses", _("learn_losses: at most {most} values").format(most=MAX_CURVE))
     try:
         values = tuple(read_numbers([p for p in parts if len(p) <= 32], bounded=False))
     except ValueError:
-        raise FormError("learn_losses", "learn_losses: the loss curve cannot be read; reset the training") from None
+        raise FormError("learn_losses", _("learn_losses: the loss curve cannot be read; reset the training")) from None
     if len(values) != len(parts) or not all(math.isfinite(v) and v >= 0 for v in values):
-        raise FormError("learn_losses", "learn_losses: the loss curve cannot be read; reset the training")
+        raise FormError("learn_losses", _("learn_losses: the loss curve cannot be read; reset the training"))
     return values
 
 
@@ -234,14 +237,17 @@ def check_target(target: np.ndarray, sc: Scenario, goal: str, mask: np.ndarray |
         return target
     for (i, j), v in np.ndenumerate(target):
         if v < 0:
-            raise FormError(f"target-{i}-{j}", f"target row {i + 1}, column {j + 1}: a weight cannot be negative")
+            raise FormError(f"target-{i}-{j}", _("target row {row}, column {col}: a weight cannot be negative").format(
+                row=i + 1, col=j + 1))
         if v > 0 and mask is not None and mask[i, j]:
-            raise FormError(f"target-{i}-{j}", f"target row {i + 1}, column {j + 1}: key {j + 1} "
-                                               f"({sc.key_tokens[j]}) is hidden from this query by the mask")
+            raise FormError(f"target-{i}-{j}", _("target row {row}, column {col}: key {col} ({token}) is hidden from "
+                                                 "this query by the mask").format(row=i + 1, col=j + 1,
+                                                                                   token=sc.key_tokens[j]))
     sums = target.sum(axis=1)  # (T,)
     for i, total in enumerate(sums):
         if total <= 0:
-            raise FormError(f"target-{i}-0", f"target row {i + 1}: put some weight on at least one key")
+            raise FormError(f"target-{i}-0",
+                            _("target row {row}: put some weight on at least one key").format(row=i + 1))
     return target / sums[:, None]  # (T, S)
 
 
@@ -252,7 +258,8 @@ def read_learning(form: Mapping[str, str], sc: Scenario) -> Learning | None:
     if goal == "":
         return None
     if goal not in GOAL_KINDS:
-        raise FormError("learn_goal", f"learn_goal: choose one of {', '.join(GOAL_KINDS)}")
+        raise FormError("learn_goal", _("{field}: choose one of {options}").format(field="learn_goal",
+                                                                                   options=", ".join(GOAL_KINDS)))
     if sc.blocks:  # gradients cover attention without blocks: the Learn panel says so, and keeps no goal
         return None
     if goal == "attention" and sc.attention == "linear":  # no softmax weights to match: the output goal
@@ -263,7 +270,7 @@ def read_learning(form: Mapping[str, str], sc: Scenario) -> Learning | None:
     shape = (form.get("learn_shape") or "").strip()
     target = None
     if shape == f"{goal},{t},{cols}" and has_grid(form, "target"):
-        target = check_target(read_matrix(form, "target", t, cols, "target"), sc, goal, sc.mask_array())
+        target = check_target(read_matrix(form, "target", t, cols, _("target")), sc, goal, sc.mask_array())
     fresh = target is None
     preset = preset_learning(sc)
     if fresh:
@@ -273,7 +280,7 @@ def read_learning(form: Mapping[str, str], sc: Scenario) -> Learning | None:
     if shown:
         train = tuple(name for name in PAGE_TRAINABLE if form.get(f"learn_{name}") in ("on", "1", "true"))
         if not train:
-            raise FormError("learn_w_q", "learn: tick at least one weight to train")
+            raise FormError("learn_w_q", _("learn: tick at least one weight to train"))
     else:
         train = tuple(w for w in (form.get("learn_train") or "").split() if w in PAGE_TRAINABLE) or (
             preset.train if preset is not None else ("w_q", "w_k"))
@@ -282,7 +289,7 @@ def read_learning(form: Mapping[str, str], sc: Scenario) -> Learning | None:
         if shown:
             rows = tuple(i for i in range(t) if f"learn_row-{i}" in form)
             if not rows:
-                raise FormError("learn_row-0", "learn: tick at least one query row for the loss to count")
+                raise FormError("learn_row-0", _("learn: tick at least one query row for the loss to count"))
             rows = () if len(rows) == t else rows
         else:
             rows = tuple(int(r) for r in (form.get("learn_rows") or "").split() if r.isdigit() and int(r) < t)
@@ -290,8 +297,9 @@ def read_learning(form: Mapping[str, str], sc: Scenario) -> Learning | None:
         rows = preset.rows
     optimizer = form.get("learn_optimizer") or (preset.optimizer if preset else "adam")
     if optimizer not in OPTIMIZERS:
-        raise FormError("learn_optimizer", f"learn_optimizer: choose one of {', '.join(sorted(OPTIMIZERS))}")
-    learning_rate = _number(form, "learn_rate", "learning rate", 0.0, MAX_LEARNING_RATE,
+        raise FormError("learn_optimizer", _("{field}: choose one of {options}").format(
+            field="learn_optimizer", options=", ".join(sorted(OPTIMIZERS))))
+    learning_rate = _number(form, "learn_rate", _("learning rate"), 0.0, MAX_LEARNING_RATE,
                             preset.learning_rate if preset else 0.1)
     losses = () if fresh else _losses(form)
     first = _form_whole(form, "learn_first", "learn_first", 0, 10**9, 0) if losses else 0
@@ -325,7 +333,8 @@ def _decode_cached(text: str) -> Scenario:
 def _decode(text: str) -> Scenario:
     fields = pin_fields(text)
     try:
-        sc, _ = read_form(fields)
+        sc, _view = read_form(fields)
     except FormError as e:
-        raise FormError("pin", f"pin: the pinned state is not valid ({e.message}); unpin it") from None
+        raise FormError("pin", _("pin: the pinned state is not valid ({problem}); unpin it").format(
+            problem=e.message)) from None
     return sc

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from app.config import settings
+from app.i18n import gettext as _
 from app.lesson.presets import DEFAULT_PRESET, PRESETS, Preset
 from app.maths.attention import run_attention, seeded_weights
 from app.maths.blocks import run_transformer, seeded_block_weights
@@ -122,8 +123,8 @@ class Scenario:
         mask = self.mask_array()
         if mask is not None and mask.all(axis=1).any():
             row = int(np.argmax(mask.all(axis=1)))
-            raise FormError("mask", f"mask: query {row + 1} ({self.tokens[row]}) would see no key at all; "
-                                    "unhide at least one key in its row, or widen the window")
+            raise FormError("mask", _("mask: query {n} ({token}) would see no key at all; unhide at least one key in "
+                                      "its row, or widen the window").format(n=row + 1, token=self.tokens[row]))
         w = self.weights()
         options = self.run_options(mask, w)
         if not self.blocks:
@@ -353,7 +354,7 @@ def add_token(sc: Scenario, source: bool = False) -> Scenario:
     tokens, x = (sc.context_tokens, sc.context_x) if source else (sc.tokens, sc.x)
     field_name = "ctoken-0" if source else "token-0"
     if len(tokens) >= settings.max_tokens:
-        raise FormError(field_name, f"tokens: at most {settings.max_tokens}")
+        raise FormError(field_name, _("tokens: at most {most}").format(most=settings.max_tokens))
     row = filler_values(len(tokens) + 1, sc.d_model, sc.seed)[-1:]
     new_tokens, new_x = (*tokens, "new"), np.vstack([x, row])
     changed = replace(sc, context_tokens=new_tokens, context_x=new_x) if source else (
@@ -366,9 +367,9 @@ def remove_token(sc: Scenario, index: int, source: bool = False) -> Scenario:
     tokens, x = (sc.context_tokens, sc.context_x) if source else (sc.tokens, sc.x)
     field_name = "ctoken-0" if source else "token-0"
     if len(tokens) <= 1:
-        raise FormError(field_name, "tokens: at least one token is needed")
+        raise FormError(field_name, _("tokens: at least one token is needed"))
     if not 0 <= index < len(tokens):
-        raise FormError(field_name, "tokens: no such token")
+        raise FormError(field_name, _("tokens: no such token"))
     new_tokens, new_x = tokens[:index] + tokens[index + 1 :], np.delete(x, index, axis=0)
     changed = replace(sc, context_tokens=new_tokens, context_x=new_x) if source else (
         replace(sc, tokens=new_tokens, x=new_x))

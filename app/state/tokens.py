@@ -7,6 +7,8 @@ import functools
 import sys
 import unicodedata
 
+from app.i18n import gettext as _
+
 # Characters no token may hold: controls (Cc: NUL, ESC, newline), invisible formatting (Cf: the
 # right-to-left override, a zero width space, a byte order mark) and line breaks (Zl, Zp). Escaped,
 # they still reorder, hide or break the text around them on the page and in what is copied from it.
@@ -29,10 +31,13 @@ def hidden_character(text: str) -> str | None:
                               and not _hidden(text[k + 1])):
             continue
         category, name = unicodedata.category(c), unicodedata.name(c, "").lower()
+        code = f"U+{ord(c):04X}"
         if category == "Cc":
-            return f"the control character U+{ord(c):04X}"
-        what = "line break" if category in ("Zl", "Zp") else "invisible character"
-        return f"the {what} U+{ord(c):04X}" + (f" ({name})" if name else "")
+            return _("the control character {code}").format(code=code)
+        code += f" ({name})" if name else ""  # the character's Unicode name stays as Unicode writes it
+        if category in ("Zl", "Zp"):
+            return _("the line break {code}").format(code=code)
+        return _("the invisible character {code}").format(code=code)
     return None
 
 

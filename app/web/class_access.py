@@ -14,6 +14,8 @@ from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 
 from app.classroom.store import Room, normal_code
+from app.i18n import N_
+from app.i18n import gettext as _
 from app.web.class_hooks import STUDENT_COOKIE, client_address, client_id, conf, rooms, set_client, teacher_key
 from app.web.respond import page_response
 
@@ -27,13 +29,14 @@ def notice(request: Request, status: int, title: str, message: str, code: str = 
 
 
 def feedback(request: Request, status: int, message: str, sent: bool = False, back: str | None = None, *,
-             slot: str = "quiz-feedback", title: str = "Your prediction", field: str = "") -> HTMLResponse:
+             slot: str = "quiz-feedback", title: str = N_("Your prediction"), field: str = "") -> HTMLResponse:
     """The answer to a student's prediction or guess: for htmx its message alone, in the page's ``slot`` (with
-    the ``field`` it names, if any); without JavaScript a page, with the way back to the class."""
+    the ``field`` it names, if any); without JavaScript a page, with the way back to the class. ``title`` is
+    English, marked with N_: translated here."""
     if request.headers.get("HX-Request") != "true":
         code = normal_code(request.path_params.get("code", ""))
         back = back if back is not None else (request.url_for("class_page", code=code).path if code else "")
-        return page_response(request, "class_notice.html", {"title": title if sent else "Not sent",
+        return page_response(request, "class_notice.html", {"title": _(title) if sent else _("Not sent"),
                                                             "message": message, "back": back}, status=status)
     return page_response(request, "partials/class_feedback.html",
                          {"message": message, "sent": sent, "slot": slot, "field": field}, status=status)
@@ -95,9 +98,10 @@ async def failed_join(request: Request, code: str) -> HTMLResponse:
 
 def too_many(request: Request) -> HTMLResponse:
     c = conf(request)
-    return notice(request, 429, "Too many tries",
-                  f"More than {c.class_failures_per_client} codes without a class this minute from this browser "
-                  f"(or {c.class_failures_per_address} from this network): wait a minute, then type the code again.")
+    return notice(request, 429, _("Too many tries"),
+                  _("More than {per_browser} codes without a class this minute from this browser (or {per_network} "
+                    "from this network): wait a minute, then type the code again.").format(
+                      per_browser=c.class_failures_per_client, per_network=c.class_failures_per_address))
 
 
 async def open_room(request: Request, code: str) -> Room | int:
@@ -121,15 +125,16 @@ async def open_room(request: Request, code: str) -> Room | int:
 
 
 def not_teacher(request: Request) -> HTMLResponse:
-    return notice(request, 403, "This teacher link does not open a class",
-                  f"The class has ended (rooms close after {conf(request).class_idle_minutes} minutes unused), or "
-                  "the link is not whole. Start a new class from the page.")
+    return notice(request, 403, _("This teacher link does not open a class"),
+                  _("The class has ended (rooms close after {minutes} minutes unused), or the link is not whole. "
+                    "Start a new class from the page.").format(minutes=conf(request).class_idle_minutes))
 
 
 async def notice_failed(request: Request, code: str) -> HTMLResponse:
     """The 404 for a code naming no class (the failure already counted)."""
-    response = notice(request, 404, "No class with this code",
-                      "Check the code on the teacher's screen and type it again (letters and digits, as KQ7M-4PXR).",
+    response = notice(request, 404, _("No class with this code"),
+                      _("Check the code on the teacher's screen and type it again (letters and digits, as "
+                        "KQ7M-4PXR)."),
                       code)
     set_client(request, response)
     return response

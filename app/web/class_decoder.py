@@ -33,6 +33,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from app.classroom.lesson import Lesson, check_state
 from app.classroom.next_word import ClassGuesses, NextWord, next_word, read_guess, tally
 from app.classroom.store import Room
+from app.i18n import N_
+from app.i18n import gettext as _
 from app.lesson.presets import PRESETS
 from app.maths.decoder_files import load_decoder_files
 from app.maths.llama import decoder_operations
@@ -227,10 +229,10 @@ async def class_question(request: Request, teacher: TeacherOf) -> Response:
 async def class_guesses(request: Request, teacher: TeacherOf) -> Response:
     """The teacher's live view of the class's guesses (the teacher's cookie), refreshed as they come."""
     if teacher is None:
-        return Response("not this class's teacher", status_code=403, media_type="text/plain")
+        return Response(_("not this class's teacher"), status_code=403, media_type="text/plain")
     room = await rooms(request).get(teacher.code)
     if room is None:
-        return Response("this class has ended", status_code=404, media_type="text/plain")
+        return Response(_("this class has ended"), status_code=404, media_type="text/plain")
     question = next_word(room.state)
     if question is None:  # a page left open on "Next word" while the class moved on
         return Response(status_code=204)
@@ -244,32 +246,34 @@ async def class_guess(request: Request, room: OpenRoom) -> Response:
     teacher reveals the answer. Limited per student and per browser, as the predictions of a cell are."""
 
     def answer(status: int, message: str, sent: bool = False, field: str = "", back: str | None = None) -> Response:
-        return feedback(request, status, message, sent, back, slot="guess-feedback", title="Your guess", field=field)
+        return feedback(request, status, message, sent, back, slot="guess-feedback", title=N_("Your guess"),
+                        field=field)
 
     if room == 429:
-        return answer(429, "Too many codes without a class this minute: wait a minute.")
+        return answer(429, _("Too many codes without a class this minute: wait a minute."))
     if not isinstance(room, Room):
-        return answer(404, "This class has ended.", back="")
+        return answer(404, _("This class has ended."), back="")
     store = rooms(request)
     student = request.cookies.get(STUDENT_COOKIE, "")
     if not student or not await store.is_student(room.code, student):
-        return answer(403, "Open the class's page again to join it, then send your guess.")
+        return answer(403, _("Open the class's page again to join it, then send your guess."))
     limit = conf(request).class_predictions_per_minute
     if not await store.allow(f"predict:{room.code}:{client_id(request) or student}", limit):
-        return answer(429, f"More than {limit} guesses this minute: wait a moment, then send it again.")
+        return answer(429, _("More than {limit} guesses this minute: wait a moment, then send it again.").format(
+            limit=limit))
     question = next_word(room.state)
     if question is None:
-        return answer(422, "The teacher is not showing the language model: there is no next word to guess now.")
+        return answer(422, _("The teacher is not showing the language model: there is no next word to guess now."))
     if question.revealed:
-        return answer(422, "The teacher has revealed the model's answer for this text: wait for the next one.")
+        return answer(422, _("The teacher has revealed the model's answer for this text: wait for the next one."))
     fields = await posted_fields(request)
     if fields.get("about", question.ref) != question.ref:
-        return answer(422, "The teacher has changed the text since: read it again, then send your guess.")
+        return answer(422, _("The teacher has changed the text since: read it again, then send your guess."))
     try:
         word = read_guess(fields.get("guess", ""))
     except FormError as e:
         return answer(422, e.message, field=e.field)
     count = await store.guess(room.code, student, question.ref, word)
-    return answer(200, f"Sent: your guess “{word}”. The class has sent {count} so far; you can change yours until "
-                       "the teacher reveals the model's answer.", sent=True)
+    return answer(200, _("Sent: your guess “{word}”. The class has sent {count} so far; you can change yours until "
+                         "the teacher reveals the model's answer.").format(word=word, count=count), sent=True)
 

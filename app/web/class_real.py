@@ -20,6 +20,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from app.classroom.lesson import Lesson, real_page, rendered
 from app.classroom.store import Room
 from app.config import settings
+from app.i18n import gettext as _
+from app.i18n import language
 from app.web.class_access import Teacher, not_teacher, notice, notice_failed, too_many
 from app.web.class_hooks import STUDENT_COOKIE, app_root, conf, lesson_for, rooms
 from app.web.page_work import PageRequest, Rendered
@@ -61,7 +63,8 @@ async def following_html(request: Request, room: Room, page: str, part: str,
     lesson = await lesson_for(request, room, "student", quiz=False)
     lesson = real_lesson(lesson, page, **{name: getattr(lesson.urls, url) for name, url in urls.items()})
     asked = page_request(request)
-    return await rendered((room.code, room.version, room.state, f"{page}-{part}", app_root(request), *key),
+    # Once per language too: the page is rendered in the reader's.
+    return await rendered((room.code, room.version, room.state, f"{page}-{part}", app_root(request), language(), *key),
                           lambda: html_of(work(asked, lesson)))
 
 
@@ -93,7 +96,7 @@ async def teachers_room(request: Request, teacher: Teacher | None) -> Room | Res
         return not_teacher(request)
     room = await rooms(request).get(teacher.code)
     if room is None:
-        return notice(request, 403, "This class has ended", "Start a new class from the page.")
+        return notice(request, 403, _("This class has ended"), _("Start a new class from the page."))
     return room
 
 

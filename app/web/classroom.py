@@ -53,6 +53,8 @@ from app.classroom.lesson import (
     shown,
 )
 from app.classroom.store import Room, Rooms, RoomsFull, ShareUsed, normal_code
+from app.i18n import gettext as _
+from app.i18n import language
 from app.lesson.presets import PRESETS
 from app.state.form import FormError
 from app.state.page import preset_page
@@ -116,10 +118,11 @@ async def start_class(request: Request, store: Store) -> Response:
     try:
         code, key = await store.create(state, fingerprint(state), owner=client_address(request))
     except ShareUsed as e:
-        return notice(request, 429, "No more classes from this network", f"{e}: they close after "
-                      f"{conf(request).class_idle_minutes} minutes unused.")
+        return notice(request, 429, _("No more classes from this network"), _(
+            "{problem}: they close after {minutes} minutes unused.").format(
+                problem=e, minutes=conf(request).class_idle_minutes))
     except RoomsFull as e:
-        return notice(request, 503, "No room for another class", f"{e}: try again later.")
+        return notice(request, 503, _("No room for another class"), _("{problem}: try again later.").format(problem=e))
     url = f"{request.url_for('teach_page', code=code).path}?{urlencode({'key': key})}"
     if request.headers.get("HX-Request") == "true":
         return Response(status_code=204, headers={"HX-Redirect": url})
@@ -155,7 +158,7 @@ async def teach_page(request: Request, store: Store, code: str, key: str = "") -
         return response
     room = await store.get(normal)
     if room is None:
-        return notice(request, 403, "This class has ended", "Start a new class from the page.")
+        return notice(request, 403, _("This class has ended"), _("Start a new class from the page."))
     if real_page(room.state) is not None:  # the class is on a real model: the teacher's page for it
         return RedirectResponse(teacher_url(request, room), status_code=303)
     sh = await shown(room)
@@ -177,7 +180,7 @@ async def teach_preset(request: Request, store: Store, teacher: TeacherOf) -> Re
     normal, key = teacher.code, teacher.key
     preset = (await posted_fields(request)).get("preset", "")
     if preset not in PRESETS:
-        return notice(request, 422, "No such scenario", "preset: choose one of the menu's scenarios.",
+        return notice(request, 422, _("No such scenario"), _("preset: choose one of the menu's scenarios."),
                       back=request.url_for("teach_page", code=normal).path)
     sc, view = preset_page(preset)
     state = room_state(sc, view)
@@ -201,11 +204,12 @@ async def teacher_link(request: Request, teacher: TeacherOf) -> Response:
     headers = {"Cache-Control": "no-store"}
     if request.headers.get("HX-Request") == "true":
         return page_response(request, "partials/class_teacher_link.html", {"teacher_url": url}, headers=headers)
-    response = notice(request, 200, "Teacher link", "To teach this class from another device, open this link there. "
-                      "It holds the class's key: do not project or share it.",
+    response = notice(request, 200, _("Teacher link"),
+                      _("To teach this class from another device, open this link there. It holds the class's key: "
+                        "do not project or share it."),
                       back=request.url_for("teach_page", code=normal).path, extra=Markup(
-                          '<p><input type="text" readonly value="{}" aria-label="Teacher link" class="teacher-url">'
-                          "</p>").format(url))
+                          '<p><input type="text" readonly value="{url}" aria-label="{label}" class="teacher-url">'
+                          "</p>").format(url=url, label=_("Teacher link")))
     response.headers.update(headers)
     return response
 
@@ -218,10 +222,11 @@ async def _student(request: Request, store: Rooms, code: str) -> tuple[str, Resp
     try:
         new = await store.join(code, client_address(request))
     except ShareUsed as e:
-        return "", notice(request, 429, "No more seats from this network",
-                          f"{e}. Ask the teacher to start another class for the others.")
+        return "", notice(request, 429, _("No more seats from this network"),
+                          _("{problem}. Ask the teacher to start another class for the others.").format(problem=e))
     except RoomsFull as e:
-        return "", notice(request, 503, "This class is full", f"{e}. Ask the teacher to start another.")
+        return "", notice(request, 503, _("This class is full"),
+                          _("{problem}. Ask the teacher to start another.").format(problem=e))
     if new is None:
         return "", await failed_join(request, code)
     return new, None
@@ -255,7 +260,7 @@ async def _toy_page(request: Request, room: Room) -> str:
         ctx["classroom"] = finish(lesson, sh.sc, sh.view, sh)
         return page_response(request, "index.html", ctx).body.decode()
 
-    return await rendered((room.code, room.version, room.state, "page", app_root(request)), render)
+    return await rendered((room.code, room.version, room.state, "page", app_root(request), language()), render)
 
 
 def _set_student(request: Request, response: Response, code: str, student: str) -> None:
@@ -320,7 +325,7 @@ async def class_workspace(request: Request, room: OpenRoom) -> Response:
     if room == 429:
         return too_many(request)
     if not isinstance(room, Room):
-        return notice(request, 404, "This class has ended", "The teacher's room is closed.")
+        return notice(request, 404, _("This class has ended"), _("The teacher's room is closed."))
     real = real_page(room.state)
     if (real[0] if real else "") != request.query_params.get("page", ""):  # the class moved to another page
         return other_page(request, room.code)
@@ -337,7 +342,7 @@ async def class_workspace(request: Request, room: OpenRoom) -> Response:
         ctx["urls"] = urls
         return templates.get_template("partials/workspace.html").render({**ctx, "request": request})
 
-    html = await rendered((room.code, room.version, room.state, "workspace", urls.index), render)
+    html = await rendered((room.code, room.version, room.state, "workspace", urls.index, language()), render)
     return HTMLResponse(html, headers={"Cache-Control": "no-store", "Vary": "HX-Request"})
 
 
@@ -347,19 +352,20 @@ async def class_predict(request: Request, store: Store, room: OpenRoom) -> Respo
     changeable until the teacher reveals it. Limited per student and per browser (a browser that
     joins again keeps its count)."""
     if room == 429:
-        return feedback(request, 429, "Too many codes without a class this minute: wait a minute.")
+        return feedback(request, 429, _("Too many codes without a class this minute: wait a minute."))
     if not isinstance(room, Room):
-        return feedback(request, 404, "This class has ended.", back="")
+        return feedback(request, 404, _("This class has ended."), back="")
     normal = room.code
     student = request.cookies.get(STUDENT_COOKIE, "")
     if not student or not await store.is_student(normal, student):
-        return feedback(request, 403, "Open the class's page again to join it, then send your prediction.")
+        return feedback(request, 403, _("Open the class's page again to join it, then send your prediction."))
     limit = conf(request).class_predictions_per_minute
     who = client_id(request) or student
     if not await store.allow(f"predict:{normal}:{who}", limit):
-        return feedback(request, 429, f"More than {limit} predictions this minute: wait a moment, then send it again.")
+        return feedback(request, 429, _("More than {limit} predictions this minute: wait a moment, then send it "
+                                        "again.").format(limit=limit))
     if real_page(room.state) is not None:
-        return feedback(request, 422, "The teacher is showing a real model: there is no cell to predict now.")
+        return feedback(request, 422, _("The teacher is showing a real model: there is no cell to predict now."))
     fields = await posted_fields(request)
     sh = await shown(room)
     try:
@@ -367,9 +373,9 @@ async def class_predict(request: Request, store: Store, room: OpenRoom) -> Respo
     except FormError as e:
         return feedback(request, 422, e.message)
     count = await store.predict(normal, student, ref, value)
-    return feedback(request, 200, f"Sent: your prediction {fields.get('guess', '').strip()} for {label}. "
-                                   f"The class has sent {count} so far; you can change yours until the teacher "
-                                   "reveals the answer.", sent=True)
+    return feedback(request, 200, _("Sent: your prediction {guess} for {label}. The class has sent {count} so far; "
+                                    "you can change yours until the teacher reveals the answer.").format(
+                                        guess=fields.get("guess", "").strip(), label=label, count=count), sent=True)
 
 
 @router.post("/class/{code}/results", name="class_results", response_class=HTMLResponse, include_in_schema=False)
@@ -377,10 +383,10 @@ async def class_results(request: Request, store: Store, teacher: TeacherOf) -> R
     """The teacher's live view of the predictions (the teacher's cookie): how many answered, a
     histogram per predicted cell against its value, and *Reveal to the class*."""
     if teacher is None:
-        return Response("not this class's teacher", status_code=403, media_type="text/plain")
+        return Response(_("not this class's teacher"), status_code=403, media_type="text/plain")
     room = await store.get(teacher.code)
     if room is None:
-        return Response("this class has ended", status_code=404, media_type="text/plain")
+        return Response(_("this class has ended"), status_code=404, media_type="text/plain")
     if real_page(room.state) is not None:  # a page left open on a scenario: no predictions on a real model
         return Response(status_code=204)
     sh = await shown(room)
@@ -393,12 +399,12 @@ async def class_figure(request: Request, fmt: str, store: Store, teacher: Teache
     """Save figure for the teacher: one predicted cell's histogram (``cell``, as the quiz names it: softmax.0.2.1),
     as the teacher's page draws it, in an SVG document or a PNG."""
     if fmt not in ("svg", "png"):
-        return Response("no such figure format: svg or png", status_code=404, media_type="text/plain")
+        return Response(_("no such figure format: svg or png"), status_code=404, media_type="text/plain")
     if teacher is None:
-        return Response("not this class's teacher", status_code=403, media_type="text/plain")
+        return Response(_("not this class's teacher"), status_code=403, media_type="text/plain")
     room = await store.get(teacher.code)
     if room is None:
-        return Response("this class has ended", status_code=404, media_type="text/plain")
+        return Response(_("this class has ended"), status_code=404, media_type="text/plain")
     sh = await shown(room) if real_page(room.state) is None else None
     lesson = None if sh is None else finish(await lesson_for(request, room, "teacher", key=teacher.key),
                                             sh.sc, sh.view, sh)
@@ -407,7 +413,7 @@ async def class_figure(request: Request, fmt: str, store: Store, teacher: Teache
         return JSONResponse({"detail": [{"loc": ["query", "cell"], "type": "value_error",
                                          "msg": f"cell: no predictions of {cell!r} on the class's stage"}]},
                             status_code=422)
-    svg = predictions_figure(question.chart, f"The class's predictions: {question.label}")
+    svg = predictions_figure(question.chart, _("The class's predictions: {label}").format(label=question.label))
     body: str | bytes = svg if fmt == "svg" else await heavy(lambda: png_of(svg))
     return Response(body, media_type="image/svg+xml" if fmt == "svg" else "image/png", headers={
         "Content-Disposition": f'attachment; filename="class-predictions-{cell.replace(".", "-")}.{fmt}"'})
@@ -420,7 +426,7 @@ async def class_mine(request: Request, store: Store, room: OpenRoom) -> Response
     if room == 429:
         return too_many(request)
     if not isinstance(room, Room):
-        return Response("no class with this code", status_code=404, media_type="text/plain")
+        return Response(_("no class with this code"), status_code=404, media_type="text/plain")
     student = request.cookies.get(STUDENT_COOKIE, "")
     verdicts, view = [], None
     if student and real_page(room.state) is None and await store.is_student(room.code, student):

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
+from app.i18n import gettext as _
 from app.maths.decoder_files import load_decoder_files
 from app.maths.llama import decoder_operations, generate
 from app.state.decoder_state import DEFAULT_DECODER_TEXT, read_decoder_page
@@ -51,7 +52,7 @@ def generated_pairs(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
     model = load_decoder_files()
     read = read_decoder_page(model, [(k, v) for k, v in pairs if k != "generate"])
     if not raw.isdigit() or not 1 <= int(raw) <= 32:
-        raise FormError("generate", "generate must be a whole number from 1 to 32")
+        raise FormError("generate", _("generate must be a whole number from 1 to 32"))
     p = read.page
     greedy = given.get("sample") != "on"
     steps = generate(model, read.ids, int(raw), 0.0 if greedy else p.temperature, p.top_k, p.top_p, seed=len(read.ids),

@@ -23,6 +23,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from app.classroom.lesson import Lesson
+from app.i18n import gettext as _
 from app.lesson.presets import DEFAULT_PRESET
 from app.maths.bert import bert_operations
 from app.maths.decoder_files import load_decoder_files
@@ -72,13 +73,15 @@ def embed_view(sc: Scenario, view: View, figure: str) -> View:
     """The view an embed shows: one stage, forward only (its form keeps no Learn panel, no presenter mode). A
     stage it cannot show, or a figure it does not know, is a FormError naming the field."""
     if figure not in ("", *FIGURES):
-        raise FormError("figure", f"figure: no figure {figure!r} to embed; the one there is: lines")
+        raise FormError("figure", _("figure: no figure {figure} to embed; the one there is: lines").format(
+            figure=repr(figure)))
     view = replace(view, show_all=False, present=False, learning=None)
     if figure == "lines" and view.stage not in LINE_STAGES:
         view = replace(view, stage=LINE_STAGES[0])
     keys = [s.key for s in page_stages(sc, view)]
     if view.stage not in keys:
-        raise FormError("stage", f"stage: no stage {view.stage!r} in this scenario; one of: {', '.join(keys)}")
+        raise FormError("stage", _("stage: no stage {stage} in this scenario; one of: {stages}").format(
+            stage=repr(view.stage), stages=", ".join(keys)))
     return view
 
 

@@ -23,6 +23,7 @@ import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from app.i18n import gettext as _
 from app.state.form import FormError
 from app.state.page import link_fields
 from app.state.reading import read_form, read_page
@@ -105,13 +106,13 @@ def export_target(fields: dict[str, str]) -> tuple[str, str]:
     """(ref, format) from the pressed button (``export=ref|format``) or from ``export_ref`` and
     ``export_format``. Raises FormError for a missing or unknown format or an overlong ref."""
     if "export" in fields:
-        ref, _, fmt = fields["export"].rpartition("|")
+        ref, _bar, fmt = fields["export"].rpartition("|")
     else:
         ref, fmt = fields.get("export_ref", ""), fields.get("export_format", "")
     if fmt not in FORMATS:
-        raise FormError("export_format", "export_format: choose csv, json, latex or run")
+        raise FormError("export_format", _("export_format: choose csv, json, latex or run"))
     if fmt != "run" and not 0 < len(ref) <= MAX_REF:
-        raise FormError("export_ref", "export_ref: name the matrix to export, e.g. softmax.0")
+        raise FormError("export_ref", _("export_ref: name the matrix to export, e.g. softmax.0"))
     return ref, fmt
 
 
@@ -181,7 +182,7 @@ def export_file(fields: dict[str, str], read: tuple[Scenario, View] | None = Non
             return _attachment(body, f"{RUN_FILENAME}.{ext}", media_type)
         found = panel_matrix(sc, view, ref)
         if found is None:
-            raise FormError("export_ref", "export_ref: no panel shows that matrix for this scenario")
+            raise FormError("export_ref", _("export_ref: no panel shows that matrix for this scenario"))
     except FormError as e:
         return _unprocessable(e)
     m, rows, cols, title = found

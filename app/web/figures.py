@@ -24,6 +24,7 @@ import resvg_py
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from app.i18n import gettext as _
 from app.maths.bert import bert_operations
 from app.maths.decoder_files import load_decoder_files
 from app.maths.llama import decoder_operations
@@ -171,7 +172,7 @@ async def model_figure_png(request: Request) -> Response:
 
 def _loading() -> Response:
     """While the language model is still being read at start: come back in a few seconds, as its page says."""
-    return Response("The language model is still being read: try again in a few seconds.", status_code=503,
+    return Response(_("The language model is still being read: try again in a few seconds."), status_code=503,
                     media_type="text/plain", headers={"Retry-After": "5"})
 
 

@@ -17,6 +17,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 from markupsafe import Markup
 
+from app.i18n import gettext as _
 from app.state.form import FormError
 from app.state.page import link_fields
 from app.state.permalink import fits_in_url, permalink
@@ -80,7 +81,7 @@ def handout_page(index_url: str, link: str, query: str, page: PageRequest, field
     QR code holds ``link``, or when that is "" the state's permalink on the page at ``index_url``."""
     try:
         sc, view = read or read_page(fields)
-        _, stack = sc.compute()  # a mask that hides every key of a query is a FormError here too
+        _first, stack = sc.compute()  # a mask that hides every key of a query is a FormError here too
     except FormError as e:
         return _error(page, e, query)
     shown = printed_view(view)
@@ -88,7 +89,7 @@ def handout_page(index_url: str, link: str, query: str, page: PageRequest, field
     parts = []
     for b in range(max(blocks, 1)):
         block = page_context(sc, replace(shown, block=b), shell=False)
-        block["block_note"] = f"block {b + 1} of {blocks}" if blocks > 1 else ""
+        block["block_note"] = _("block {n} of {blocks}").format(n=b + 1, blocks=blocks) if blocks > 1 else ""
         block["urls"] = page.urls
         parts.append(Markup(templates.get_template("handout/stages.html").render(block)))
     link = link or permalink(index_url, sc, view)
@@ -118,6 +119,6 @@ def qr_svg(url: str) -> Markup | None:
         except segno.DataOverflowError:
             return None
     size = next(f"qr-{v}" for v in QR_SIZES if qr.version <= v)
-    svg = qr.svg_inline(scale=4, border=4, dark="#000", light="#fff", title="QR code of this state's link",
+    svg = qr.svg_inline(scale=4, border=4, dark="#000", light="#fff", title=_("QR code of this state's link"),
                         svgclass=f"handout-qr {size}", lineclass=None, omitsize=True)
     return Markup(svg.replace("<svg ", '<svg role="img" ', 1))

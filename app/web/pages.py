@@ -19,6 +19,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from app.classroom.lesson import Lesson, finish
 from app.config import settings
+from app.i18n import gettext as _
 from app.lesson.presets import DEFAULT_PRESET, PRESETS
 from app.state.form import FormError
 from app.state.page import apply_action, link_fields, preset_page
@@ -209,7 +210,7 @@ def _read_file(raw: bytes) -> tuple[Scenario, View]:
             raise ValueError
         fields = {str(k): str(v) for k, v in data["fields"]}
     except (ValueError, KeyError, TypeError, RecursionError):  # UnicodeDecodeError is a ValueError
-        raise FormError("scenario", "scenario: this file is not a scenario saved by this page") from None
+        raise FormError("scenario", _("scenario: this file is not a scenario saved by this page")) from None
     return read_page(fields)
 
 

@@ -108,7 +108,8 @@ async def posted_fields(request: Request) -> dict[str, str]:
         try:  # a large form is parsed in a thread, off the event loop
             pairs = await run_in_threadpool(parse) if large else parse()
         except ValueError:
-            raise HTTPException(400, f"more than {settings.max_form_fields} form fields") from None
+            raise HTTPException(400, gettext("more than {most} form fields").format(
+                most=settings.max_form_fields)) from None
         return dict(pairs)
     form = await request.form(max_fields=settings.max_form_fields)
     return {k: v for k, v in form.items() if isinstance(v, str)}
@@ -246,7 +247,7 @@ async def run_heavy(request: Request, page: PageRequest, fields: dict[str, str],
         error = FormError("busy", busy_message(request, e))  # shown beside the stage, where the student looks
     if page.htmx:
         return error_page(page, fields, error, status=503, headers={"Retry-After": "5"})
-    return render(page, "busy.html", {"title": "The server is busy", "message": error.message}, status=503,
+    return render(page, "busy.html", {"title": gettext("The server is busy"), "message": error.message}, status=503,
                    headers={"Retry-After": "5"})
 
 
@@ -266,9 +267,9 @@ def encoded(accept_encoding: str, work: Callable[..., Rendered], *args: object) 
 
 def busy_message(request: Request, e: LaneBusy | LaneTimeout) -> str:
     if isinstance(e, LaneBusy):
-        return "The server is busy with other large pages: try again in a moment."
-    return (f"This page needs more than {request.app.state.lanes.heavy_seconds:g} s of work: make it smaller "
-            "(fewer tokens, heads or blocks).")
+        return gettext("The server is busy with other large pages: try again in a moment.")
+    return gettext("This page needs more than {seconds} s of work: make it smaller (fewer tokens, heads or "
+                   "blocks).").format(seconds=f"{request.app.state.lanes.heavy_seconds:g}")
 
 
 def error_response(request: Request, fields: dict[str, str], error: FormError,

@@ -22,6 +22,8 @@ from fastapi.responses import HTMLResponse
 from markupsafe import escape
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.i18n import N_, gettext
+
 SWAGGER_UI = "vendor/swagger-ui-5.35.0"  # from the npm package swagger-ui-dist, unchanged
 
 _SOURCES = ("default-src 'self'", "script-src 'self'", "img-src 'self' data:", "font-src 'self'", "connect-src 'self'",
@@ -99,7 +101,7 @@ def is_embed(scope: Scope) -> bool:
 
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-CROSS_SITE = "A request from another site cannot change anything here: open the page itself and try again."
+CROSS_SITE = N_("A request from another site cannot change anything here: open the page itself and try again.")
 
 
 class SameOriginMiddleware:
@@ -116,7 +118,7 @@ class SameOriginMiddleware:
         if scope["type"] != "http" or scope["method"] in SAFE_METHODS or same_origin(scope):
             await self.app(scope, receive, send)
             return
-        body = CROSS_SITE.encode()
+        body = gettext(CROSS_SITE).encode()
         await send({"type": "http.response.start", "status": 403,
                     "headers": [(b"content-type", b"text/plain; charset=utf-8"),
                                 (b"content-length", str(len(body)).encode())]})
