@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.i18n import N_
 from app.maths.blocks import LAYER_NORM_EPS
+from app.maths.phrases import Phrase
 from app.maths.records import AttentionRun, TransformerRun
 
 ATTENTION_CELLS = ("q", "k", "v", "scores", "scaled", "softmax", "output", "final")
@@ -209,10 +211,34 @@ def _dot(ref: CellRef, title: str, left_name: str, right_name: str, a: np.ndarra
     return DotProduct(ref, title, left_name, right_name, terms, total, bias)
 
 
+def _of_head(title: str, run: AttentionRun, head: int) -> str:
+    """A title naming its head when the run has several."""
+    return Phrase(N_("{title} (head {n})"), title=title, n=head + 1) if run.num_heads > 1 else title
+
+
+def _of_block(title: str, stack: TransformerRun, block: int) -> str:
+    """A title naming its block when the stack has several."""
+    return Phrase(N_("{title} (block {n})"), title=title, n=block + 1) if len(stack.blocks) > 1 else title
+
+
+# A cell's title (English, a Phrase: the page says it in the reader's language); tokens and names are values.
+_CELL = N_("{name}, row {row} ({token}), column {col}")
+_CELL_DIM = N_("{name}, row {row} ({token}), column {col} ({dim})")
+
+
+def divisor_text(run: AttentionRun) -> str:
+    """What the scores are divided by, in words where it is 1 (English; a Phrase the page says in its language)."""
+    text = f"√{run.d_k} ≈ {math.sqrt(run.d_k):.3f}" if run.scales else Phrase(
+        N_("1 (additive scores are not scaled)") if run.score == "additive" else N_("1 (÷√d_k is off)"))
+    if run.temperature != 1.0:
+        text = Phrase("{divisor} × τ {tau} = {value}", divisor=text, tau=f"{run.temperature:g}",
+                      value=f"{run.scale_factor:.3f}")
+    return text
+
+
 def _explain_block(stack: TransformerRun, ref: CellRef, tokens: list[str], dim_labels: list[str]) -> Explanation:
     block = stack.blocks[ref.head]
     i, j = ref.row, ref.col
-    bn = f" (block {ref.head + 1})" if len(stack.blocks) > 1 else ""
     post = block.norm == "post"
     if ref.matrix in ("ln1", "ln2"):
         ln = getattr(block, ref.matrix)
@@ -221,18 +247,22 @@ def _explain_block(stack: TransformerRun, ref: CellRef, tokens: list[str], dim_l
         beta = getattr(block.weights, f"ln{n}_beta")[j]
         source = {"ln1": "X + MultiHead" if post else "X", "ln2": "H + FFN" if post else "H"}[ref.matrix]
         return LayerNormCell(
-            ref, f"LayerNorm{'₁' if n == '1' else '₂'}, row {i + 1} ({tokens[i]}), "
-                 f"column {j + 1} ({dim_labels[j]}){bn}",
+            ref, _of_block(Phrase(_CELL_DIM, name=f"LayerNorm{'₁' if n == '1' else '₂'}", row=i + 1, token=tokens[i],
+                                  col=j + 1, dim=dim_labels[j]), stack, ref.head),
             source,
             tuple(ln.input[i].tolist()), float(ln.mean[i]), float(ln.var[i]), LAYER_NORM_EPS,
             float(ln.input[i, j]), float(ln.normalized[i, j]), float(gamma), float(beta), float(ln.output[i, j]),
         )
     if ref.matrix == "ffn_hidden":
-        return _dot(ref, f"FFN hidden layer, row {i + 1} ({tokens[i]}), unit f{j + 1}{bn}", "ffn_in", "W₁",
+        title = Phrase(N_("FFN hidden layer, row {row} ({token}), unit f{unit}"), row=i + 1, token=tokens[i],
+                       unit=j + 1)
+        return _dot(ref, _of_block(title, stack, ref.head), "ffn_in", "W₁",
                     block.ffn_in[i], block.weights.ffn_w1[:, j], dim_labels, float(block.weights.ffn_b1[j]))
     if ref.matrix == "ffn_out":
         hidden = [f"f{m + 1}" for m in range(block.d_ff)]
-        return _dot(ref, f"FFN output, row {i + 1} ({tokens[i]}), column {j + 1} ({dim_labels[j]}){bn}", "act", "W₂",
+        title = Phrase(N_("FFN output, row {row} ({token}), column {col} ({dim})"), row=i + 1, token=tokens[i],
+                       col=j + 1, dim=dim_labels[j])
+        return _dot(ref, _of_block(title, stack, ref.head), "act", "W₂",
                     block.ffn_act[i], block.weights.ffn_w2[:, j], hidden, float(block.weights.ffn_b2[j]))
     if ref.matrix == "ffn_act":
         z = float(block.ffn_hidden[i, j])
@@ -245,15 +275,20 @@ def _explain_block(stack: TransformerRun, ref: CellRef, tokens: list[str], dim_l
             "gelu_tanh": rf"\text{{GELU}}_{{\tanh}}({zt}) = \tfrac{{1}}{{2}} \cdot {zt} \cdot \big(1 + \tanh\big("
                          rf"\sqrt{{2/\pi}} \cdot ({zt} + 0.044715 \cdot {zb}^3)\big)\big)",
         }[block.activation]
-        return Elementwise(ref, f"FFN activation, row {i + 1} ({tokens[i]}), unit f{j + 1}{bn}", formula, a)
+        title = Phrase(N_("FFN activation, row {row} ({token}), unit f{unit}"), row=i + 1, token=tokens[i], unit=j + 1)
+        return Elementwise(ref, _of_block(title, stack, ref.head), formula, a)
     # residual1, residual2
     if ref.matrix == "residual1":
         left, right, names = block.x[i, j], block.attention.output[i, j], ("X", "MultiHead")
     else:
         left, right, names = block.h[i, j], block.ffn_out[i, j], ("H", "FFN")
     value = float(getattr(block, ref.matrix)[i, j])
-    return Elementwise(ref, f"{names[0]} + {names[1]}, row {i + 1} ({tokens[i]}), column {j + 1}{bn}",
+    title = Phrase(_CELL, name=f"{names[0]} + {names[1]}", row=i + 1, token=tokens[i], col=j + 1)
+    return Elementwise(ref, _of_block(title, stack, ref.head),
                        f"{_tex_number(float(left))} + {_tex_number(float(right), bracket=True)}", value)
+
+
+_SCORE = N_("Score of query {query} ({token}) for key {key} ({key_token})")
 
 
 def explain(run: AttentionRun, ref: CellRef, tokens: list[str], dim_labels: list[str],
@@ -270,17 +305,22 @@ def explain(run: AttentionRun, ref: CellRef, tokens: list[str], dim_labels: list
         a = run.concat[i]
         b = run.weights.w_o[:, j]
         labels = [f"concat col {r}" for r in range(a.size)]
-        return _dot(ref, f"Final output, row {i + 1} ({tokens[i]}), column {j + 1} ({dim_labels[j]})", "concat", "W_O",
+        title = Phrase(N_("Final output, row {row} ({token}), column {col} ({dim})"), row=i + 1, token=tokens[i],
+                       col=j + 1, dim=dim_labels[j])
+        return _dot(ref, title, "concat", "W_O",
                     a, b, labels)
 
     head = run.heads[ref.head]
-    hn = f" (head {ref.head + 1})" if run.num_heads > 1 else ""
+    def pair() -> dict:  # the query's and key's numbers and tokens, for a score's title (j is a key there)
+        return {"query": i + 1, "token": tokens[i], "key": j + 1, "key_token": keys[j]}
+
     if ref.matrix in ("q", "k", "v"):
         w = getattr(run.weights, f"w_{ref.matrix}")[ref.head]  # (d_model, d)
         name = ref.matrix.upper()
         source, src = (run.x, "X") if ref.matrix == "q" or run.context is None else (run.context, "C")
         row_tokens = tokens if src == "X" else keys
-        return _dot(ref, f"{name}, row {i + 1} ({row_tokens[i]}), column {j + 1}{hn}", src, f"W_{name}",
+        title = Phrase(_CELL, name=name, row=i + 1, token=row_tokens[i], col=j + 1)
+        return _dot(ref, _of_head(title, run, ref.head), src, f"W_{name}",
                     source[i], w[:, j], dim_labels)
     if ref.matrix == "scores":
         rope = head.q_rot is not None
@@ -288,7 +328,7 @@ def explain(run: AttentionRun, ref: CellRef, tokens: list[str], dim_labels: list
         k = head.k if head.k_rot is None else head.k_rot
         qn, kn = ("Q_rot", "K_rot") if rope else ("Q", "K")
         if run.score == "general":
-            return _dot(ref, f"Score of query {i + 1} ({tokens[i]}) for key {j + 1} ({keys[j]}){hn}", f"{qn}·W_a", kn,
+            return _dot(ref, _of_head(Phrase(_SCORE, **pair()), run, ref.head), f"{qn}·W_a", kn,
                         head.q_w[i], k[j], [f"k={k}" for k in range(q.shape[1])])
         if run.score == "additive":
             v_a = run.weights.v_a[ref.head]
@@ -297,18 +337,16 @@ def explain(run: AttentionRun, ref: CellRef, tokens: list[str], dim_labels: list
                 AdditiveTerm(float(va), float(a), float(b), float(t), float(va * t))
                 for va, a, b, t in zip(v_a, head.q_1[i], head.k_2[j], np.tanh(pre), strict=True)
             )
-            return AdditiveScore(ref, f"Additive score of query {i + 1} ({tokens[i]}) for key {j + 1} ({keys[j]}){hn}",
-                                 terms, float(sum(t.product for t in terms)))
-        return _dot(ref, f"Score of query {i + 1} ({tokens[i]}) for key {j + 1} ({keys[j]}){hn}", qn, kn,
+            title = Phrase(N_("Additive score of query {query} ({token}) for key {key} ({key_token})"), **pair())
+            return AdditiveScore(ref, _of_head(title, run, ref.head), terms, float(sum(t.product for t in terms)))
+        return _dot(ref, _of_head(Phrase(_SCORE, **pair()), run, ref.head), qn, kn,
                     q[i], k[j], [f"k={k}" for k in range(q.shape[1])])
     if ref.matrix == "scaled":
         divisor = run.scale_factor
-        text = f"√{run.d_k} ≈ {math.sqrt(run.d_k):.3f}" if run.scales else (
-            "1 (additive scores are not scaled)" if run.score == "additive" else "1 (÷√d_k is off)")
-        if run.temperature != 1.0:
-            text += f" × τ {run.temperature:g} = {divisor:.3f}"
+        text = divisor_text(run)
         bias = None if head.bias is None else float(head.bias[i, j])
-        return Division(ref, f"Scaled score of query {i + 1} ({tokens[i]}) for key {j + 1} ({keys[j]}){hn}",
+        title = Phrase(N_("Scaled score of query {query} ({token}) for key {key} ({key_token})"), **pair())
+        return Division(ref, _of_head(title, run, ref.head),
                         float(head.scores[i, j]), divisor, text, float(head.scaled[i, j]), bias)
     if ref.matrix == "softmax":
         row = head.masked[i]
@@ -323,8 +361,10 @@ def explain(run: AttentionRun, ref: CellRef, tokens: list[str], dim_labels: list
             for jj, (tok, s, x) in enumerate(zip(keys, row.tolist(), e.tolist(), strict=True))
         )
         masked = run.mask is not None
-        return SoftmaxRow(ref, f"Attention weights of query {i + 1} ({tokens[i]}), softmax of its "
-                          f"{'masked ' if masked else ''}row{hn}", entries, shift, total, masked)
+        title = Phrase(N_("Attention weights of query {query} ({token}), softmax of its masked row") if masked
+                       else N_("Attention weights of query {query} ({token}), softmax of its row"),
+                       query=i + 1, token=tokens[i])
+        return SoftmaxRow(ref, _of_head(title, run, ref.head), entries, shift, total, masked)
     # output: a weighted sum of value rows (linear attention's implied weights in its mode)
     weights = head.softmax[i] if head.linear is None else head.linear.weights[i]
     rows = tuple(
@@ -333,5 +373,7 @@ def explain(run: AttentionRun, ref: CellRef, tokens: list[str], dim_labels: list
     )
     result = tuple(float(s) for s in (weights @ head.v))
     name = "A" if head.linear is None else "A_linear"
-    what = "linear attention's weights" if name == "A_linear" else "its weights"
-    return WeightedSum(ref, f"Output of query {i + 1} ({tokens[i]}): the value rows mixed by {what}{hn}", rows, result)
+    mixed = (N_("Output of query {query} ({token}): the value rows mixed by linear attention's weights")
+             if name == "A_linear" else N_("Output of query {query} ({token}): the value rows mixed by its weights"))
+    title = Phrase(mixed, query=i + 1, token=tokens[i])
+    return WeightedSum(ref, _of_head(title, run, ref.head), rows, result)

@@ -22,6 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from app.i18n import N_
+
 SCORES = ("dot", "general", "additive")
 ATTENTIONS = ("softmax", "linear")
 
@@ -30,7 +32,7 @@ ATTENTIONS = ("softmax", "linear")
 class StageCost:
     """One stage of one layer: its MACs and elementwise operations, with the formula for each."""
 
-    name: str
+    name: str  # English (marked N_): the page says it in the reader's language, the API as it is
     macs_formula: str  # "" when the stage has no matrix product
     macs: int
     elementwise_formula: str  # "" when the stage is only matrix products
@@ -143,20 +145,21 @@ def _softmax_stages(
     """2) scores, 3) scaling (dot and general scores; never additive), 4) softmax, 5) A·V."""
     rows: list[StageCost] = []
     if score == "dot":
-        rows.append(StageCost("Scores Q·Kᵀ", "h·T·S·d_k", h * t * s * d_k, "", 0, "T·S"))
+        rows.append(StageCost(N_("Scores Q·Kᵀ"), "h·T·S·d_k", h * t * s * d_k, "", 0, "T·S"))
     elif score == "general":
-        rows.append(StageCost("General: Q·W", "h·T·d_k²", h * t * d_k * d_k, "", 0, "T"))
-        rows.append(StageCost("Scores (Q·W)·Kᵀ", "h·T·S·d_k", h * t * s * d_k, "", 0, "T·S"))
+        rows.append(StageCost(N_("General: Q·W"), "h·T·d_k²", h * t * d_k * d_k, "", 0, "T"))
+        rows.append(StageCost(N_("Scores (Q·W)·Kᵀ"), "h·T·S·d_k", h * t * s * d_k, "", 0, "T·S"))
     else:
-        rows.append(StageCost("Additive: W₁·q", "h·T·d_k·d_a", h * t * d_k * d_a, "", 0, "T"))
-        rows.append(StageCost("Additive: W₂·k", "h·S·d_k·d_a", h * s * d_k * d_a, "", 0, "S"))
+        rows.append(StageCost(N_("Additive: W₁·q"), "h·T·d_k·d_a", h * t * d_k * d_a, "", 0, "T"))
+        rows.append(StageCost(N_("Additive: W₂·k"), "h·S·d_k·d_a", h * s * d_k * d_a, "", 0, "S"))
         # For every (query, key) pair: add the two d_a vectors, tanh, then a dot product with v.
         rows.append(StageCost(
-            "Scores v_a·tanh(q_i·W₁ + k_j·W₂)", "h·T·S·d_a", h * t * s * d_a, "2·h·T·S·d_a", 2 * h * t * s * d_a, "T·S",
+            N_("Scores v_a·tanh(q_i·W₁ + k_j·W₂)"), "h·T·S·d_a", h * t * s * d_a, "2·h·T·S·d_a", 2 * h * t * s * d_a,
+            "T·S",
         ))
     if scale and score != "additive":
-        rows.append(StageCost("Scaling ÷ √d_k", "", 0, "h·T·S", h * t * s, "T·S"))
-    rows.append(StageCost("Softmax (exp, sum, divide)", "", 0, "h·T·(3·S − 1)", h * t * (3 * s - 1), "T·S"))
+        rows.append(StageCost(N_("Scaling ÷ √d_k"), "", 0, "h·T·S", h * t * s, "T·S"))
+    rows.append(StageCost(N_("Softmax (exp, sum, divide)"), "", 0, "h·T·(3·S − 1)", h * t * (3 * s - 1), "T·S"))
     rows.append(StageCost("A·V", "h·T·S·d_v", h * t * s * d_v, "", 0, "T·S"))
     return rows
 
@@ -166,10 +169,10 @@ def _linear_stages(t: int, s: int, h: int, d_k: int, d_v: int) -> list[StageCost
     return [
         StageCost("φ(Q), φ(K) = elu + 1", "", 0, "2·h·(T + S)·d_k", 2 * h * (t + s) * d_k, "T + S"),
         StageCost("φ(K)ᵀ·V", "h·S·d_k·d_v", h * s * d_k * d_v, "", 0, "S"),
-        StageCost("Normaliser Σⱼ φ(kⱼ)", "", 0, "h·(S − 1)·d_k", h * (s - 1) * d_k, "S"),
-        StageCost("Numerators φ(Q)·(φ(K)ᵀ·V)", "h·T·d_k·d_v", h * t * d_k * d_v, "", 0, "T"),
-        StageCost("Denominators φ(Q)·Σφ(k)", "h·T·d_k", h * t * d_k, "", 0, "T"),
-        StageCost("Divide", "", 0, "h·T·d_v", h * t * d_v, "T"),
+        StageCost(N_("Normaliser Σⱼ φ(kⱼ)"), "", 0, "h·(S − 1)·d_k", h * (s - 1) * d_k, "S"),
+        StageCost(N_("Numerators φ(Q)·(φ(K)ᵀ·V)"), "h·T·d_k·d_v", h * t * d_k * d_v, "", 0, "T"),
+        StageCost(N_("Denominators φ(Q)·Σφ(k)"), "h·T·d_k", h * t * d_k, "", 0, "T"),
+        StageCost(N_("Divide"), "", 0, "h·T·d_v", h * t * d_v, "T"),
     ]
 
 
@@ -182,10 +185,12 @@ def _block_stages(t: int, d_model: int, d_ff: int) -> tuple[StageCost, list[Stag
     """
 
     def add_norm(n: int) -> StageCost:
-        return StageCost(f"Add & Norm {n}", "", 0, "T·(8·d_model + 2)", t * (8 * d_model + 2), "T")
+        name = N_("Add & Norm 1") if n == 1 else N_("Add & Norm 2")
+        return StageCost(name, "", 0, "T·(8·d_model + 2)", t * (8 * d_model + 2), "T")
 
     ffn = [
-        StageCost("FFN: X·W₁ + b₁, activation", "T·d_model·d_ff", t * d_model * d_ff, "2·T·d_ff", 2 * t * d_ff, "T"),
+        StageCost(N_("FFN: X·W₁ + b₁, activation"), "T·d_model·d_ff", t * d_model * d_ff, "2·T·d_ff", 2 * t * d_ff,
+                  "T"),
         StageCost("FFN: ·W₂ + b₂", "T·d_ff·d_model", t * d_ff * d_model, "T·d_model", t * d_model, "T"),
     ]
     return add_norm(1), ffn, add_norm(2)
@@ -201,11 +206,11 @@ def _params(
         ParamCount("W_O", "h·d_v × d_model", "h·d_v·d_model", h * d_v * d_model),
     ]
     if attention == "softmax" and score == "general":
-        rows.append(ParamCount("W (general score)", "h × d_k × d_k", "h·d_k²", h * d_k * d_k))
+        rows.append(ParamCount(N_("W (general score)"), "h × d_k × d_k", "h·d_k²", h * d_k * d_k))
     elif attention == "softmax" and score == "additive":
-        rows.append(ParamCount("W₁ (additive score)", "h × d_k × d_a", "h·d_k·d_a", h * d_k * d_a))
-        rows.append(ParamCount("W₂ (additive score)", "h × d_k × d_a", "h·d_k·d_a", h * d_k * d_a))
-        rows.append(ParamCount("v (additive score)", "h × d_a", "h·d_a", h * d_a))
+        rows.append(ParamCount(N_("W₁ (additive score)"), "h × d_k × d_a", "h·d_k·d_a", h * d_k * d_a))
+        rows.append(ParamCount(N_("W₂ (additive score)"), "h × d_k × d_a", "h·d_k·d_a", h * d_k * d_a))
+        rows.append(ParamCount(N_("v (additive score)"), "h × d_a", "h·d_a", h * d_a))
     if blocks >= 1:
         rows += [
             ParamCount("LayerNorm 1 γ, β", "2 × d_model", "2·d_model", 2 * d_model),
@@ -247,9 +252,9 @@ def attention_cost(
     a = d_k if d_a is None else d_a
     # 1) Projections: queries from the T query tokens, keys and values from the S source tokens.
     stages = [
-        StageCost("Q projection X·W_Q", "h·T·d_model·d_k", h * t * d_model * d_k, "", 0, "T"),
-        StageCost("K projection C·W_K", "h·S·d_model·d_k", h * s * d_model * d_k, "", 0, "S"),
-        StageCost("V projection C·W_V", "h·S·d_model·d_v", h * s * d_model * d_v, "", 0, "S"),
+        StageCost(N_("Q projection X·W_Q"), "h·T·d_model·d_k", h * t * d_model * d_k, "", 0, "T"),
+        StageCost(N_("K projection C·W_K"), "h·S·d_model·d_k", h * s * d_model * d_k, "", 0, "S"),
+        StageCost(N_("V projection C·W_V"), "h·S·d_model·d_v", h * s * d_model * d_v, "", 0, "S"),
     ]
     # 2)–5) The scores, softmax and weighted sum, or their linear-attention replacement.
     if attention == "softmax":

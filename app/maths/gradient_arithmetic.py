@@ -27,8 +27,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.maths.arithmetic import CellRef, Term
+from app.i18n import N_
+from app.maths.arithmetic import CellRef, Term, divisor_text
 from app.maths.backward import Gradients
+from app.maths.phrases import Phrase
 from app.maths.positions import rope_theta, rotates
 from app.maths.records import AttentionRun
 
@@ -267,11 +269,7 @@ def _hidden(run: AttentionRun, i: int, j: int) -> bool:
 
 
 def _divisor_text(run: AttentionRun) -> str:
-    text = f"√{run.d_k} ≈ {math.sqrt(run.d_k):.3f}" if run.scales else (
-        "1 (additive scores are not scaled)" if run.score == "additive" else "1 (÷√d_k is off)")
-    if run.temperature != 1.0:
-        text += f" × τ {run.temperature:g} = {run.scale_factor:.3f}"
-    return text
+    return divisor_text(run)  # the forward's words: the gradient is divided as the score was
 
 
 def _score_gradient(run: AttentionRun, grads: Gradients, ref: CellRef, title: str, which: str, row: int, col: int,
@@ -300,8 +298,8 @@ def _score_gradient(run: AttentionRun, grads: Gradients, ref: CellRef, title: st
         qw = f"{qn}W_a"
         if which == "q":  # scores = (Q̃·W_a)·K̃ᵀ: ∂L/∂Q̃_id = Σ_e ∂L/∂(Q̃W_a)_ie · (W_a)_de
             d_q_w = d_scores @ k_s  # (T, d_k) ∂L/∂(Q̃·W_a) = ∂L/∂Scores·K̃
-            note = (rf"$\partial L / \partial ({q_tex} W_a) = \partial L / \partial \text{{Scores}} \cdot {k_tex}$, "
-                    r"as $\partial L / \partial Q$ would be for the dot score.")
+            note = Phrase(N_(r"$\partial L / \partial ({q} W_a) = \partial L / \partial \text{{Scores}} \cdot {k}$, "
+                             r"as $\partial L / \partial Q$ would be for the dot score."), q=q_tex, k=k_tex)
             return _sum(ref, title, of, "e", Indexed(f"∂{qw}", str(row + 1), "e"), Indexed("W_a", str(col + 1), "e"),
                         d_q_w[row], w_a[col], dims, note=note)
         # ∂L/∂K̃_jd = Σ_i ∂L/∂Scores_ij · (Q̃W_a)_id
@@ -311,13 +309,14 @@ def _score_gradient(run: AttentionRun, grads: Gradients, ref: CellRef, title: st
     hidden = np.tanh(head.q_1[:, None, :] + head.k_2[None, :, :])  # (T, S, d_a)
     d_pre = d_scores[..., None] * run.weights.v_a[h] * (1.0 - hidden**2)  # (T, S, d_a)
     units = [f"a{a + 1}" for a in range(run.d_a)]
-    tanh = r" \, (v_a)_a \, (1 - \tanh^2(\ldots))$, as $\tanh' = 1 - \tanh^2$."
     if which == "q":  # ∂L/∂Q̃_id = Σ_a ∂L/∂(Q̃W₁)_ia · (W₁)_da
-        note = (rf"$\partial L / \partial ({q_tex} W_1)_{{i,a}} = \sum_j \partial L / \partial \text{{Scores}}_{{i,j}}"
-                + tanh)
+        note = Phrase(N_(r"$\partial L / \partial ({q} W_1)_{{i,a}} = \sum_j \partial L / \partial "
+                         r"\text{{Scores}}_{{i,j}} \, (v_a)_a \, (1 - \tanh^2(\ldots))$, as $\tanh' = 1 - \tanh^2$."),
+                      q=q_tex)
         return _sum(ref, title, of, "a", Indexed(f"∂{qn}W_1", str(row + 1), "a"), Indexed("W_1", str(col + 1), "a"),
                     d_pre[row].sum(axis=0), run.weights.w_1[h][col], units, note=note)
-    note = rf"$\partial L / \partial ({k_tex} W_2)_{{j,a}} = \sum_i \partial L / \partial \text{{Scores}}_{{i,j}}{tanh}"
+    note = Phrase(N_(r"$\partial L / \partial ({k} W_2)_{{j,a}} = \sum_i \partial L / \partial \text{{Scores}}_{{i,j}}"
+                     r" \, (v_a)_a \, (1 - \tanh^2(\ldots))$, as $\tanh' = 1 - \tanh^2$."), k=k_tex)
     return _sum(ref, title, of, "a", Indexed(f"∂{kn}W_2", str(row + 1), "a"), Indexed("W_2", str(col + 1), "a"),
                 d_pre[:, row].sum(axis=0), run.weights.w_2[h][col], units, note=note)
 
@@ -329,11 +328,16 @@ def _query_or_key_gradient(run: AttentionRun, grads: Gradients, ref: CellRef, ti
     if run.attention == "linear":
         value = float(getattr(grads.heads[ref.head], which)[i, d])
         name = "Q" if which == "q" else "K"
-        rope = ", then RoPE's rotation back" if rotates(run.positional_encoding) else ""
-        return GradientNote(ref, title, rf"Linear attention: ${name}$ reaches the output only through "
-                            rf"$\varphi({name}) = \text{{elu}}({name}) + 1$, the summary $\varphi(K)^\top V$ and the "
-                            rf"normaliser $z$, so $\partial L / \partial {name} = \varphi'({name}) \odot \partial L / "
-                            rf"\partial \varphi({name})${rope}: not one sum of products.", value)
+        reason = N_(r"Linear attention: ${name}$ reaches the output only through "
+                    r"$\varphi({name}) = \text{{elu}}({name}) + 1$, the summary $\varphi(K)^\top V$ and the "
+                    r"normaliser $z$, so $\partial L / \partial {name} = \varphi'({name}) \odot \partial L / "
+                    r"\partial \varphi({name})$, then RoPE's rotation back: not one sum of products."
+                    ) if rotates(run.positional_encoding) else N_(
+                    r"Linear attention: ${name}$ reaches the output only through "
+                    r"$\varphi({name}) = \text{{elu}}({name}) + 1$, the summary $\varphi(K)^\top V$ and the "
+                    r"normaliser $z$, so $\partial L / \partial {name} = \varphi'({name}) \odot \partial L / "
+                    r"\partial \varphi({name})$: not one sum of products.")
+        return GradientNote(ref, title, Phrase(reason, name=name), value)
     if not rotates(run.positional_encoding):
         return _score_gradient(run, grads, ref, title, which, i, d, tokens, keys)
     d_k = run.d_k
@@ -361,11 +365,14 @@ def explain_gradient(run: AttentionRun, grads: Gradients, loss_spec: Mapping, re
     """
     keys = tokens if key_tokens is None else key_tokens
     i, j, h = ref.row, ref.col, ref.head
-    hn = f" (head {h + 1})" if run.num_heads > 1 else ""
     d_v = run.d_v
 
+    def of_head(title: str) -> str:  # a title naming its head when the run has several (English, a Phrase)
+        return Phrase(N_("{title} (head {n})"), title=title, n=h + 1) if run.num_heads > 1 else title
+
     if ref.matrix == "g_final":
-        title = f"∂L/∂MultiHead, row {i + 1} ({tokens[i]}), column {j + 1} ({dims[j]})"
+        title = Phrase(N_("{name}, row {row} ({token}), column {col} ({dim})"), name="∂L/∂MultiHead", row=i + 1,
+                       token=tokens[i], col=j + 1, dim=dims[j])
         count = run.output.size
         if loss_spec.get("kind") == "mse":
             output, target = float(run.output[i, j]), float(np.asarray(loss_spec["target"], dtype=np.float64)[i, j])
@@ -374,7 +381,8 @@ def explain_gradient(run: AttentionRun, grads: Gradients, loss_spec: Mapping, re
 
     if ref.matrix == "g_w_o":
         owner, v_col = divmod(i, d_v)
-        title = f"∂L/∂W_O, row {i + 1} (head {owner + 1}, v{v_col + 1}), column {j + 1} ({dims[j]})"
+        title = Phrase(N_("∂L/∂W_O, row {row} (head {head}, v{v}), column {col} ({dim})"), row=i + 1, head=owner + 1,
+                       v=v_col + 1, col=j + 1, dim=dims[j])
         return _sum(ref, title, Indexed("∂W_O", str(i + 1), str(j + 1)), "i", Indexed("Concat", "i", str(i + 1)),
                     Indexed("∂MultiHead", "i", str(j + 1)), run.concat[:, i], grads.output[:, j], tokens)
 
@@ -384,40 +392,48 @@ def explain_gradient(run: AttentionRun, grads: Gradients, loss_spec: Mapping, re
         source, src = (run.x, "X") if name == "q" or run.context is None else (run.context, "C")
         row_tokens = tokens if name == "q" else keys
         letter = "i" if name == "q" else "j"
-        title = f"∂L/∂W_{big}, row {i + 1} ({dims[i]}), column {j + 1} ({name}{j + 1}){hn}"
+        title = of_head(Phrase(N_("{name}, row {row} ({token}), column {col} ({dim})"), name=f"∂L/∂W_{big}",
+                               row=i + 1, token=dims[i], col=j + 1, dim=f"{name}{j + 1}"))
         rope = name != "v" and rotates(run.positional_encoding)
-        note = (rf"$\partial L / \partial {big}$ is on ${big}$ as projected, before RoPE turned it: the rotated "
-                "gradient turned back." if rope else "")
+        note = Phrase(N_(r"$\partial L / \partial {name}$ is on ${name}$ as projected, before RoPE turned it: the "
+                         "rotated gradient turned back."), name=big) if rope else ""
         return _sum(ref, title, Indexed(f"∂W_{big}", str(i + 1), str(j + 1)), letter,
                     Indexed(src, letter, str(i + 1)), Indexed(f"∂{big}", letter, str(j + 1)),
                     source[:, i], getattr(grads.heads[h], name)[:, j], row_tokens, note=note)
 
     head, g = run.heads[h], grads.heads[h]
     if ref.matrix == "g_output":
-        title = f"∂L/∂Output of query {i + 1} ({tokens[i]}), column {j + 1} (v{j + 1}){hn}"
+        title = of_head(Phrase(N_("∂L/∂Output of query {query} ({token}), column {col} (v{col})"), query=i + 1,
+                               token=tokens[i], col=j + 1))
         r = h * d_v + j  # this head's column j is row r of W_O
         return _sum(ref, title, Indexed("∂Output", str(i + 1), str(j + 1)), "c",
                     Indexed("∂MultiHead", str(i + 1), "c"), Indexed("W_O", str(r + 1), "c"),
                     grads.output[i], run.weights.w_o[r], dims)
 
     if ref.matrix == "g_v":
-        title = f"∂L/∂V, key {i + 1} ({keys[i]}), column {j + 1} (v{j + 1}){hn}"
+        title = of_head(Phrase(N_("∂L/∂V, key {key} ({key_token}), column {col} (v{col})"), key=i + 1,
+                               key_token=keys[i], col=j + 1))
         linear = head.linear is not None
         a = head.linear.weights if linear else head.softmax  # (T, S)
-        note = (r"$A^{\text{lin}}_{i,j} = \varphi(q_i) \cdot \varphi(k_j) / z_i$: the weights linear attention "
-                "implies." if linear else "")
+        note = Phrase(N_(r"$A^{{\text{{lin}}}}_{{i,j}} = \varphi(q_i) \cdot \varphi(k_j) / z_i$: the weights linear "
+                         "attention implies.")) if linear else ""
         return _sum(ref, title, Indexed("∂V", str(i + 1), str(j + 1)), "i", Indexed("A_lin" if linear else "A", "i",
                     str(i + 1)), Indexed("∂Output", "i", str(j + 1)), a[:, i], g.output[:, j], tokens, note=note)
 
     if ref.matrix in ("g_q", "g_k"):
-        row = tokens[i] if ref.matrix == "g_q" else keys[i]
-        what = "query" if ref.matrix == "g_q" else "key"
-        title = f"∂L/∂{ref.matrix[-1].upper()}, {what} {i + 1} ({row}), column {j + 1} ({ref.matrix[-1]}{j + 1}){hn}"
+        if ref.matrix == "g_q":
+            title = Phrase(N_("∂L/∂Q, query {query} ({token}), column {col} (q{col})"), query=i + 1, token=tokens[i],
+                           col=j + 1)
+        else:
+            title = Phrase(N_("∂L/∂K, key {key} ({key_token}), column {col} (k{col})"), key=i + 1, key_token=keys[i],
+                           col=j + 1)
+        title = of_head(title)
         return _query_or_key_gradient(run, grads, ref, title, tokens, keys)
 
     # g_softmax, g_scaled, g_scores: softmax attention only (parse_gradient_ref refuses them otherwise)
     name = {"g_softmax": "A", "g_scaled": "Scaled", "g_scores": "Scores"}[ref.matrix]
-    title = f"∂L/∂{name} of query {i + 1} ({tokens[i]}) for key {j + 1} ({keys[j]}){hn}"
+    title = of_head(Phrase(N_("{name} of query {query} ({token}) for key {key} ({key_token})"), name=f"∂L/∂{name}",
+                           query=i + 1, token=tokens[i], key=j + 1, key_token=keys[j]))
     if _hidden(run, i, j):
         return HiddenKey(ref, title, f"{HIDDEN_KEY[0].upper()}{HIDDEN_KEY[1:]}. Key {j + 1} ({keys[j]}) is hidden "
                          f"from query {i + 1} ({tokens[i]}), so its weight is exp(−∞) = 0 whatever the score: "

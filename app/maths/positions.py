@@ -9,22 +9,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.i18n import N_
+
 
 @dataclass(frozen=True)
 class PositionalEncoding:
     """How one kind of position information enters attention: the one table every layer reads."""
 
     value: str  # as the form, the API and a scenario file spell it
-    label: str  # as the page names it
+    label: str  # as the page names it (English, marked N_: translated where it is shown)
     adds_to_x: bool = False  # a (T, d_model) table added to the embeddings (sinusoidal, learned)
     rotates_qk: bool = False  # q and k turned by their position before the scores (RoPE)
     biases_scores: bool = False  # a bias added to each head's scaled scores (ALiBi)
 
 
 ENCODINGS: dict[str, PositionalEncoding] = {e.value: e for e in (
-    PositionalEncoding("none", "none"),
-    PositionalEncoding("sinusoidal", "sinusoidal PE", adds_to_x=True),
-    PositionalEncoding("learned", "learned PE", adds_to_x=True),
+    PositionalEncoding("none", N_("none")),
+    PositionalEncoding("sinusoidal", N_("sinusoidal PE"), adds_to_x=True),
+    PositionalEncoding("learned", N_("learned PE"), adds_to_x=True),
     PositionalEncoding("rope", "RoPE", rotates_qk=True),
     PositionalEncoding("alibi", "ALiBi", biases_scores=True),
 )}

@@ -24,6 +24,7 @@ from app.maths.gradient_arithmetic import (
     RopeGradient,
     SoftmaxBackward,
 )
+from app.maths.phrases import say
 from app.view.typeset import (
     MINUS,
     frac,
@@ -128,7 +129,7 @@ def _grad_sum(e: GradientSum, d: int) -> Worked:
     if e.direct is not None and e.direct.target == 0:
         lines.append(_prose_hint(_("The target puts no weight on this key ($t = 0$), so the loss adds nothing here.")))
     if e.note:
-        lines.append(_prose_hint(_(e.note)))
+        lines.append(_prose_hint(say(e.note)))
     lines.append(_result(e.total, d))
     return Worked(_heading(symbolic), lines)
 
@@ -219,7 +220,7 @@ def _division(e: GradientDivision, d: int) -> Worked:
                 rf"\frac{{\partial L}}{{\partial \text{{Scaled}}_{{{i},{j}}}}} \cdot \frac{{1}}{{{divisor}}}")
     lines = [
         math_block(f"<mo>=</mo>{frac(number(e.grad, d), _mn(e.divisor, max(d, 3)))}", _("the numbers")),
-        _hint(_("divisor: {divisor}").format(divisor=e.divisor_text)),
+        _hint(_("divisor: {divisor}").format(divisor=say(e.divisor_text))),
     ]
     if e.bias:
         lines.append(_prose_hint(_(r"ALiBi's bias $-m \cdot |i - j|$ is a constant added after the division: it "
@@ -238,7 +239,7 @@ def _rope(e: RopeGradient, d: int) -> Worked:
         for s in e.rotated
     ]
     if e.rotated[0].note:
-        lines.append(_prose_hint(_(e.rotated[0].note)))
+        lines.append(_prose_hint(say(e.rotated[0].note)))
     if not e.paired:
         lines.append(_hint(_("RoPE turns the dimensions in pairs; an odd last dimension is left as it is, "
                              "so its gradient passes on unchanged.")))
@@ -278,7 +279,7 @@ def _hidden(e: HiddenKey, d: int) -> Worked:
 
 def _note(e: GradientNote, d: int) -> Worked:
     of = Indexed(f"∂{OF[e.ref.matrix]}", str(e.ref.row + 1), str(e.ref.col + 1))
-    return Worked(_heading(entry(of)), [_prose_hint(_(e.reason)), _result(e.result, d)])
+    return Worked(_heading(entry(of)), [_prose_hint(say(e.reason)), _result(e.result, d)])
 
 
 def gradient_worked(e: GradientExplanation, decimals: int) -> Worked:

@@ -26,6 +26,7 @@ from markupsafe import Markup, escape
 
 from app.i18n import gettext as _
 from app.i18n import language, local_number
+from app.maths.phrases import say
 
 MINUS = "\u2212"
 _MATH_OPEN = re.compile(r'^<math xmlns="http://www.w3.org/1998/Math/MathML" display="(inline|block)">')
@@ -272,6 +273,7 @@ _LEADING_WEIGHT = re.compile(r"^(∂L/∂)?W_([A-Za-z0-9])(?![A-Za-z0-9])")
 def title_text(title: str) -> Markup:
     """A title written by the maths layer, which may quote tokens ("∂L/∂W_Q, row 1 (bank), …"): only its
     leading weight's name (W_Q, ∂L/∂W_Q) is typeset, everything else escaped as text."""
+    title = say(title)  # in the reader's language (app.maths.phrases)
     m = _LEADING_WEIGHT.match(title)
     if m is None:
         return escape(title)

@@ -24,6 +24,7 @@ from app.maths.arithmetic import (
     SoftmaxRow,
     WeightedSum,
 )
+from app.maths.phrases import say
 from app.view.typeset import MINUS, fenced_list, frac, fragment, math_block, number, product, signed_sum, sqrt, sum_of
 
 # A matrix's symbol in the inspector's formulas (LaTeX), and how its operands are indexed.
@@ -110,7 +111,7 @@ def _division(e: Division, d: int) -> Worked:
     numbers = frac(number(e.score, d), f"<mn>{local_number(f'{e.divisor:.{max(d, 3)}f}')}</mn>")
     lines = [
         math_block(f"<mo>=</mo>{numbers}{b}<mo>=</mo>{number(e.result, d)}", _("the numbers")),
-        Markup('<span class="hint">{}</span>').format(_("divisor: {divisor}").format(divisor=e.divisor_text)),
+        Markup('<span class="hint">{}</span>').format(_("divisor: {divisor}").format(divisor=say(e.divisor_text))),
     ]
     return Worked(math_block(fragment(symbolic, True), symbolic, display=True), lines)
 
