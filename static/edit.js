@@ -99,7 +99,11 @@
   }
 
   // A typed number: "−" (the page's minus sign) read as "-"; anything else that is not a number is NaN.
-  const asNumber = (text) => (/^\s*$/.test(text) ? NaN : Number(String(text).replace(/\u2212/g, "-")));
+  // A decimal comma (0,5, as French, German and Spanish classes write it) reads as a point, as the server reads it.
+  const asNumber = (text) => {
+    const s = String(text).replace(/\u2212/g, "-");
+    return /^\s*$/.test(s) ? NaN : Number(/^[^,.]*,[^,.]*$/.test(s) ? s.replace(",", ".") : s);
+  };
 
   // Commit (or cancel) the cell's edit; false when the text is not a number and the box stays open (the
   // server checks the range and names the cell when it is out of it).

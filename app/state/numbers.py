@@ -1,5 +1,6 @@
 """Every number the page's form holds, read by one grammar: ASCII digits, a sign (or the minus sign
-"−" the page prints), a point, an exponent; not the underscores, other scripts' digits, nan or inf that
+"−" the page prints), a point or a decimal comma (0,5: as French, German and Spanish classes write it, in
+every language), an exponent; not the underscores, other scripts' digits, nan or inf that
 float() also takes. A list of texts is checked in one pass over their characters and parsed in one call
 of pydantic's number parser, about 3× faster than a Python loop."""
 
@@ -18,7 +19,8 @@ from app.i18n import gettext as _
 # reads exactly the grammar above (tests/state/test_form.py checks it against a regular expression), so a
 # grid's cells are checked in one pass over their text and parsed in one call.
 MINUS = "\u2212"
-NUMBER_CHARS = b"0123456789+-.eE \t"
+NUMBER_CHARS = b"0123456789+-.,eE \t"
+COMMA = ","  # the decimal comma of French, German and Spanish textbooks: 0,5 reads as 0.5 in every language
 _FLOAT = Annotated[float, Field(strict=False, allow_inf_nan=False)]  # lax: text must be parsed
 _BOUNDED = TypeAdapter(list[Annotated[_FLOAT, Field(ge=-settings.max_abs_value, le=settings.max_abs_value)]])
 _FINITE = TypeAdapter(list[_FLOAT])
@@ -33,6 +35,11 @@ class NumberError(ValueError):
         self.index, self.text, self.kind = index, text, kind
 
 
+def _point(text: str) -> str:
+    """0,5 as 0.5; a text with a point too, or two commas (1,000.5, 1,2,3), keeps its comma and is no number."""
+    return text.replace(COMMA, ".") if text.count(COMMA) == 1 and "." not in text else text
+
+
 def _only_number_chars(text: str) -> bool:
     return text.isascii() and not text.encode().translate(None, NUMBER_CHARS)
 
@@ -45,6 +52,9 @@ def read_numbers(texts: list[str], bounded: bool = True) -> list[float]:
     plain = texts
     if MINUS in joined:
         joined, plain = joined.replace(MINUS, "-"), [text.replace(MINUS, "-") for text in texts]
+    if COMMA in joined:  # a decimal comma (0,5): never a list separator, since a grid's cells are apart by spaces
+        plain = [_point(text) for text in plain]
+        joined = "".join(plain)
     if _only_number_chars(joined):
         try:
             return adapter.validate_python(plain)

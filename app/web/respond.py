@@ -6,18 +6,34 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from functools import cache
 from pathlib import Path
 from types import SimpleNamespace
 from urllib.parse import parse_qsl
 
 import nbformat
+from babel.messages.extract import extract_javascript
 from fastapi import HTTPException, Request
 from fastapi.responses import Response
 from fastapi.templating import Jinja2Templates
+from jinja2.utils import htmlsafe_json_dumps
+from markupsafe import Markup
 from starlette.concurrency import run_in_threadpool
 
 from app.classroom.lesson import Lesson, finish
 from app.config import settings
+from app.i18n import (
+    DEFAULT,
+    HTML_LANG,
+    LANGUAGES,
+    decimal_sign,
+    gettext,
+    language,
+    local_decimals,
+    ngettext,
+    pgettext,
+    speaking,
+)
 from app.maths.decoder_files import SMOLLM2_135M
 from app.maths.model_files import MINILM_L6
 from app.state.form import DECIMALS, EDITABLE, FormError
@@ -30,6 +46,7 @@ from app.view.charts.learn import short_number
 from app.view.context import page_context
 from app.view.editor import editor_grids
 from app.view.map_drawing import draw_map
+from app.view.reads_english import splits
 from app.view.typeset import (
     equations,
     formula_text,
@@ -47,21 +64,55 @@ from app.web.lanes import LaneBusy, LaneTimeout
 from app.web.page_work import INLINE_OPERATIONS, PageRequest, Rendered, is_large_form, page_operations
 
 TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
+STATIC_DIR = Path(__file__).resolve().parents[2] / "static"
+
+
+@cache
+def _script_message_ids() -> tuple[str, ...]:
+    """Every t("…") message of the page's own scripts (static/*.js), read once with Babel's extractor, the
+    same that writes them into the catalogue."""
+    found: set[str] = set()
+    for path in sorted(STATIC_DIR.glob("*.js")):
+        with path.open("rb") as f:
+            for _line, _func, message, _comments in extract_javascript(f, {"t": None}, [], {}):
+                if isinstance(message, str):
+                    found.add(message)
+    return tuple(sorted(found))
+
+
+@cache
+def script_messages(lang: str) -> Markup:
+    """The scripts' messages in ``lang`` as the JSON static/i18n.js reads (empty in English: t() returns its
+    English text), escaped for a <script type="application/json"> element."""
+    if lang == DEFAULT:
+        return Markup("{}")
+    with speaking(lang):
+        pairs = {m: gettext(m) for m in _script_message_ids() if gettext(m) != m}
+    return htmlsafe_json_dumps(pairs, dumps=json.dumps, ensure_ascii=False)
 templates = Jinja2Templates(directory=TEMPLATES_DIR)
 templates.env.auto_reload = False  # compiled once: no stat of every template file on every render
 # Every template kept in a plain dict: Jinja's default LRU cache takes a lock and walks its queue on each
 # {% include %} (tens of microseconds with this many templates, nine times an edit).
 templates.env.cache = {}
+# Every sentence is a message of the request's language (app.i18n): _("…"), ngettext, {% trans %}…{% endtrans %}.
+templates.env.add_extension("jinja2.ext.i18n")
+templates.env.policies["ext.i18n.trimmed"] = True  # a block's line breaks and indentation are not the message's
+templates.env.install_gettext_callables(gettext, ngettext, newstyle=False, pgettext=pgettext)
 templates.env.globals.update(settings=settings, equations=equations, decimals_choices=DECIMALS, draw_map=draw_map,
                              tex=tex, prose=prose, lead_sentence=lead_sentence,
                              number_math=number_math, vector_math=vector_math, fraction_math=fraction_math,
                              formula_text=formula_text, label_text=label_text, title_text=title_text,
                              weight_tex={"w_q": "W_Q", "w_k": "W_K", "w_v": "W_V", "w_o": "W_O"},
                              short_number=short_number, max_url_chars=MAX_URL_CHARS,
-                             encoder=MINILM_L6, decoder=SMOLLM2_135M)  # the real models' sizes, stated once
+                             encoder=MINILM_L6, decoder=SMOLLM2_135M,  # the real models' sizes, stated once
+                             languages=LANGUAGES, language=language, html_lang=HTML_LANG, decimal_sign=decimal_sign,
+                             script_messages=lambda: script_messages(language()),
+                             reads_english=lambda model: splits(model, language()))
 templates.env.filters["edits"] = encode_edits
 # {% filter prose %}text with $maths${% endfilter %}: LaTeX as template text, free of string escapes.
 templates.env.filters.update(tex=tex, prose=prose)
+# {{ head.score | num }}: a number the view wrote in English (0.25, 1,234) as the reader's language writes it.
+templates.env.filters["num"] = lambda text: local_decimals(str(text))
 
 
 # Which error slot on the page shows a field's message.

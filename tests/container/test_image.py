@@ -115,6 +115,17 @@ def test_the_page_and_healthz_answer(server: Running) -> None:
     assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
 
 
+def test_the_page_speaks_each_language_from_catalogues_compiled_in_the_image(server: Running) -> None:
+    """The image compiles each catalogue (its messages.mo are not in the build context): a French page and a
+    German heatmap read as they do here."""
+    with server.client() as client:
+        fr = client.get("/?preset=bank-river&stage=qkv", headers={"Accept-Language": "fr-FR,fr;q=0.9"})
+        de = client.get("/?preset=bank-river&stage=qkv&lang=de")
+    assert '<html lang="fr"' in fr.text and '<html lang="de"' in de.text
+    assert "Suivant" in fr.text and "Weiter" in de.text  # the stepper's Next
+    assert re.fullmatch(r"−?\d,\d{3}", heatmap(de.text, "q.0")[0][0])
+
+
 def test_the_healthcheck_reports_healthy(engine: Engine, server: Running) -> None:
     assert engine.healthcheck(server.name)
     if engine.name == "podman":  # `podman healthcheck run` records its result; docker probes on its interval

@@ -130,7 +130,7 @@ def test_braces_and_markup_in_a_message_stay_as_typed() -> None:
     ("", "W row 1, column 2: enter a number"),
     ("   ", "W row 1, column 2: enter a number"),
     ("abc", "W row 1, column 2: “abc” is not a number"),
-    ("1,5", "W row 1, column 2: “1,5” is not a number"),
+    ("1,5,2", "W row 1, column 2: “1,5,2” is not a number"),
     ("nan", "W row 1, column 2: “nan” is not a number"),
     ("-Infinity", "W row 1, column 2: “-Infinity” is not a number"),
     ("1e999", "W row 1, column 2: enter a finite number between −1000 and 1000"),
@@ -215,8 +215,12 @@ def test_numbers_are_ascii_digits_and_odd_text_gets_our_message(name: str, value
 # --- numbers: one grammar everywhere the form reads one ---------------------------------------------
 
 # The page's grammar for a number, written out here on its own: ASCII digits, a sign (the minus sign the
-# page prints too), a decimal point, an exponent, spaces or tabs around.
-STRICT_NUMBER = re.compile(r"[ \t]*[+\-−]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+\-−]?[0-9]+)?[ \t]*")
+# page prints too), a decimal point or comma (0,5 as a French class writes it), an exponent, spaces or tabs around.
+STRICT_NUMBER = re.compile(r"[ \t]*[+\-−]?(?:[0-9]+[.,]?[0-9]*|[.,][0-9]+)(?:[eE][+\-−]?[0-9]+)?[ \t]*")
+
+
+def as_float(text: str) -> float:
+    return float(text.replace("−", "-").replace(",", "."))
 # What Python's float() reads besides: underscores, other scripts' digits, nan and inf, other spaces.
 FLOAT_ONLY = ["1_0", "1_000.5", "1e1_0", "\u0661\u0662", "\u06f1\u06f2", "\uff11\uff12", "\u0967", "nan", "NaN",
               "-inf", "Infinity", "1\u00a0", "\u20031", "1\r", "\x0c1", "1\n"]
@@ -263,6 +267,15 @@ def test_the_minus_sign_the_page_prints_reads_as_minus() -> None:
     assert is_number("−0.25")
 
 
+def test_a_decimal_comma_reads_as_a_point_in_every_cell_and_a_list_never_does() -> None:
+    assert read_number("0,5") == 0.5 and read_number("−0,25") == -0.25 and read_number(",5") == 0.5
+    assert read_matrix({"grid-w": "0,5 −1,25;3 0.5"}, "w", 2, 2, "W").tolist() == [[0.5, -1.25], [3.0, 0.5]]
+    sc, _ = read_form({**BASE, "x-0-0": "−0,25", "edits": "w_q.0.0.0=0,5"})
+    assert sc.x[0, 0] == -0.25 and sc.edits[("w_q", 0, 0, 0)] == 0.5
+    for text in ("1,2,3", "1,000.5", "0.5,", ",", "1,,5"):  # a list, or both signs: not a number
+        assert not is_number(text), text
+
+
 NUMBER_TEXT = st.from_regex(STRICT_NUMBER, fullmatch=True)
 ANY_TEXT = st.text(st.sampled_from("0123456789+-−.eE _\t\n\r\u00a0\u0661\uff11naifINFxy,"), max_size=12) | st.text()
 
@@ -270,7 +283,7 @@ ANY_TEXT = st.text(st.sampled_from("0123456789+-−.eE _\t\n\r\u00a0\u0661\uff11
 @hsettings(max_examples=500, deadline=None)
 @given(NUMBER_TEXT)
 def test_the_reader_agrees_with_float_on_the_grammar(text: str) -> None:
-    want = float(text.replace("−", "-"))
+    want = as_float(text)
     if abs(want) == float("inf"):  # past float's range: not a finite number
         with pytest.raises(ValueError):
             read_number(text)
@@ -288,7 +301,7 @@ def test_the_reader_takes_the_grammar_and_nothing_else(text: str) -> None:
     if STRICT_NUMBER.fullmatch(text) is None:
         assert got is None
     elif got is not None:
-        assert got == float(text.replace("−", "-"))
+        assert got == as_float(text)
     # A grid reads each cell as read_number does, one by one or joined (a cell's text never holds " " or ";"
     # when joined: those split it).
     bounded = got is not None and abs(got) <= settings.max_abs_value
@@ -405,13 +418,13 @@ def _outcome(form: dict[str, str]) -> object:
         return e.field, e.message
 
 
-@pytest.mark.parametrize("text", ["", "abc", "1,5", "nan", "-Infinity", "1e999", "1000.5", "١٢", "0x10", "1_000",
+@pytest.mark.parametrize("text", ["", "abc", "1,5,2", "nan", "-Infinity", "1e999", "1000.5", "١٢", "0x10", "1_000",
                                   "+.5", "5.", "-0"])
 def test_a_cell_of_a_joined_grid_is_refused_or_read_exactly_as_alone(text: str) -> None:
     cells = {**W, "w-1-0": text}
     one_by_one = _outcome(cells)
     assert _outcome(join_grids(cells)) == one_by_one
-    if text in ("", "abc", "1,5", "nan", "-Infinity", "1e999", "1000.5", "١٢", "0x10", "1_000"):
+    if text in ("", "abc", "1,5,2", "nan", "-Infinity", "1e999", "1000.5", "١٢", "0x10", "1_000"):
         assert one_by_one[0] == "w-1-0"  # refused, naming the cell
 
 
