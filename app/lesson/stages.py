@@ -176,7 +176,7 @@ VARIANTS: dict[tuple[str, str], tuple[str, str, str]] = {
     ("scores", "general"): (
         N_(r"Scores: general $q_i W_a\, k_j^{\top}$ (Luong)"),
         r"\text{Scores}_{ij} = (Q W_a)_i \cdot K_j = \sum_{a} \sum_{b} Q_{ia}\, (W_a)_{ab}\, K_{jb}",
-        N_(r"Luong's \"general\" score puts a learned $d_k \times d_k$ matrix between each query and key, so the "
+        N_(r"Luong's “general” score puts a learned $d_k \times d_k$ matrix between each query and key, so the "
         r"model learns which query features should match which key features. With $W_a = I$ it is the plain "
         r"dot product."),
     ),

@@ -218,6 +218,7 @@ def attention_lines(
     ) if part)
     title = ngettext("Attention weights as lines, {n} head", "Attention weights as lines, {n} heads",
                      h_count).format(n=h_count)
+    queries_heading, keys_heading = _("queries"), _("keys (source)") if cross else _("keys")
     parts = [
         f'<svg xmlns="{SVG_NS}" viewBox="0 0 {width} {height}" width="{round(width * DRAWN_SCALE)}" '
         f'height="{round(height * DRAWN_SCALE)}" '
@@ -225,9 +226,8 @@ def attention_lines(
         f'aria-labelledby="{fid}-t" aria-describedby="{fid}-d">'
         f'<title id="{fid}-t">{escape(title)}</title>'
         f'<desc id="{fid}-d">{escape(desc)}</desc>'
-        f'<text class="colh" x="{_num(q_w - 2)}" y="{TOP - 12}" text-anchor="end">{escape(_("queries"))}</text>'
-        f'<text class="colh" x="{_num(x1 + GAP + 2)}" y="{TOP - 12}">'
-        f'{escape(_("keys (source)") if cross else _("keys"))}</text>',
+        f'<text class="colh" x="{_num(q_w - 2)}" y="{TOP - 12}" text-anchor="end">{escape(queries_heading)}</text>'
+        f'<text class="colh" x="{_num(x1 + GAP + 2)}" y="{TOP - 12}">{escape(keys_heading)}</text>',
         '<g class="qs">',
     ]
     for i in range(t):

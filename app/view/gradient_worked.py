@@ -166,23 +166,26 @@ def _table(e: SoftmaxBackward, d: int) -> Markup:
     i = e.ref.row + 1
     weight, grad = tex(f"A_{{{i},k}}"), tex(rf"\frac{{\partial L}}{{\partial A_{{{i},k}}}}")
     row_sum = tex(rf"\sum_k A_{{{i},k}} \frac{{\partial L}}{{\partial A_{{{i},k}}}}")
-    head = (f'<thead><tr><th scope="col">{escape(_("key"))}</th>'
-            f'<th scope="col">{escape(_("weight {symbol}")).format(symbol=weight)}</th>'
-            f'<th scope="col">{escape(_("gradient {symbol}")).format(symbol=grad)}</th>'
-            f'<th scope="col">{escape(_("product"))}</th></tr></thead>')
+    key, weight_of, grad_of, product = _("key"), _("weight {symbol}"), _("gradient {symbol}"), _("product")
+    head = (f'<thead><tr><th scope="col">{escape(key)}</th>'
+            f'<th scope="col">{escape(weight_of).format(symbol=weight)}</th>'
+            f'<th scope="col">{escape(grad_of).format(symbol=grad)}</th>'
+            f'<th scope="col">{escape(product)}</th></tr></thead>')
+    hidden = _("0 (hidden)")
     rows = []
     for k, en in enumerate(e.entries):
         label = Markup(f"{k + 1} ") + escape(en.token)
         cls = ' class="sel"' if en.selected else ""
         if en.hidden:
-            cells = f"<td>{escape(_('0 (hidden)'))}</td><td>0</td><td>0</td>"
+            cells = f"<td>{escape(hidden)}</td><td>0</td><td>0</td>"
         else:
             cells = (f"<td>{number_math(en.weight, d)}</td><td>{number_math(en.grad, d)}</td>"
                      f"<td>{number_math(en.product, d)}</td>")
         rows.append(f'<tr{cls}><th scope="row">{label}</th>{cells}</tr>')
-    foot = (f'<tfoot><tr><th scope="row" colspan="3">{escape(_("sum {symbol}")).format(symbol=row_sum)}</th>'
+    sum_of, what = _("sum {symbol}"), _("softmax backward: one key per row")
+    foot = (f'<tfoot><tr><th scope="row" colspan="3">{escape(sum_of).format(symbol=row_sum)}</th>'
             f"<td><strong>{number_math(e.row_sum, d)}</strong></td></tr></tfoot>")
-    caption = f'<caption class="visually-hidden">{escape(_("softmax backward: one key per row"))}</caption>'
+    caption = f'<caption class="visually-hidden">{escape(what)}</caption>'
     return Markup(f'<table class="arith-table">{caption}{head}<tbody>{"".join(rows)}</tbody>{foot}</table>')
 
 

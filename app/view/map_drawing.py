@@ -18,6 +18,7 @@ import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from unicodedata import east_asian_width
 
 from markupsafe import Markup, escape
 
@@ -48,8 +49,10 @@ _EM = {
 
 
 def text_width(text: str, px: float) -> float:
-    """About how wide ``text`` is at ``px``: other uppercase letters count 0.72 em, the rest 0.62 em."""
-    return px * sum(_EM.get(ch, 0.72 if ch.isupper() else 0.62) for ch in text)
+    """About how wide ``text`` is at ``px``: other uppercase letters count 0.72 em, a wide character (Chinese,
+    full-width punctuation) a whole em, the rest 0.62 em."""
+    return px * sum(_EM.get(ch, 0.72 if ch.isupper() else 1.0 if east_asian_width(ch) in "WF" else 0.62)
+                    for ch in text)
 
 
 def split_label(label: str) -> tuple[str, str, str]:

@@ -34,6 +34,7 @@ from app.i18n import (
     pgettext,
     speaking,
 )
+from app.lesson.articles import source_line
 from app.maths.decoder_files import SMOLLM2_135M
 from app.maths.model_files import MINILM_L6
 from app.state.form import DECIMALS, EDITABLE, FormError
@@ -107,7 +108,7 @@ templates.env.globals.update(settings=settings, equations=equations, decimals_ch
                              encoder=MINILM_L6, decoder=SMOLLM2_135M,  # the real models' sizes, stated once
                              languages=LANGUAGES, language=language, html_lang=HTML_LANG, decimal_sign=decimal_sign,
                              script_messages=lambda: script_messages(language()),
-                             reads_english=lambda model: splits(model, language()))
+                             reads_english=lambda model: splits(model, language()), source_line=source_line)
 templates.env.filters["edits"] = encode_edits
 # {% filter prose %}text with $maths${% endfilter %}: LaTeX as template text, free of string escapes.
 templates.env.filters.update(tex=tex, prose=prose)

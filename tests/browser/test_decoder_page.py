@@ -41,6 +41,10 @@ LOAD_S = 90.0  # the model is read in ~5 s; a slow CI machine gets a generous bo
 
 @pytest.fixture(scope="module", autouse=True)
 def decoder_loaded(browser: Browser, base_url: str) -> None:
+    wait_for_decoder(base_url)
+
+
+def wait_for_decoder(base_url: str) -> None:
     """Wait until the language model is read: /decoder answers 200 instead of its 503 "loading" page."""
     deadline = time.monotonic() + LOAD_S
     status: object = None

@@ -6,6 +6,7 @@ template, the app or a script without running `make messages` fails as surely as
 
 from __future__ import annotations
 
+import ast
 import re
 from functools import cache
 from pathlib import Path
@@ -47,6 +48,22 @@ def test_the_sources_have_messages_to_translate() -> None:
     assert len(messages) > 500
     for english in ("Next", "Language", "Save figure"):
         assert any(m == english for _c, m in messages), english
+
+
+GETTEXT = {"_", "gettext", "ngettext", "pgettext", "N_"}
+
+
+def test_no_message_hides_inside_an_f_string() -> None:
+    """Babel reads Python 3.11's f-string as one token: a _("…") inside its braces is never extracted, so the
+    page would show English in every language. Such a message is named outside the f-string."""
+    hidden = []
+    for path in sorted((ROOT / "app").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.JoinedStr):
+                hidden += [f"{path.relative_to(ROOT)}:{call.lineno} {ast.unparse(call)}" for call in ast.walk(node)
+                           if isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                           and call.func.id in GETTEXT and any(isinstance(a, ast.Constant) for a in call.args)]
+    assert not hidden, hidden
 
 
 @pytest.mark.parametrize("lang", TRANSLATED)

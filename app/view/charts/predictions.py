@@ -91,10 +91,11 @@ def predictions_svg(values: Sequence[float], truth: float, *, label: str, chart_
     anchor = "end" if tx > LEFT + plot_w * 0.7 else "start"
     dx = -4 if anchor == "end" else 4
     parts.append(f'<line class="truth" x1="{tx:.2f}" y1="{TOP - 8}" x2="{tx:.2f}" y2="{base}"/>')
+    value = _("value")
+    axis = ngettext("predicted value · {n} answer", "predicted value · {n} answers", n).format(n=n)
     parts.append(f'<text class="truth-label" x="{tx + dx:.2f}" y="{TOP - 12}" text-anchor="{anchor}">'
-                 f'{escape(_("value"))} {escape(short_number(truth).replace("-", "−"))}</text>')
+                 f'{escape(value)} {escape(short_number(truth).replace("-", "−"))}</text>')
     parts.append(f'<text class="axis-label" x="{LEFT + plot_w / 2}" y="{HEIGHT - 2}" text-anchor="middle">'
-                 f'{escape(ngettext("predicted value · {n} answer", "predicted value · {n} answers", n).format(n=n))}'
-                 '</text>')
+                 f'{escape(axis)}</text>')
     parts.append("</svg>")
     return Markup("".join(parts))
