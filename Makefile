@@ -66,11 +66,13 @@ messages: $(VENV)/.installed-test
 	$(BIN)/pybabel extract -F babel.cfg -k t -k N_ --no-wrap --sort-by-file -o $(LOCALES)/messages.pot .
 	$(BIN)/pybabel update -i $(LOCALES)/messages.pot -d $(LOCALES) --no-wrap --ignore-obsolete
 
-# Browser tests drive Debian's Chromium (Playwright cannot download its own browser offline).
+# Browser tests drive Debian's Chromium (Playwright cannot download its own browser offline), with a font for the
+# Chinese page (a student's computer in a Chinese class has one; this machine needs one to see it).
 browser:
-	@if command -v chromium >/dev/null 2>&1; then :; \
+	@if command -v chromium >/dev/null 2>&1 && [ -n "$$(fc-list :lang=zh 2>/dev/null)" ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver fonts-dejavu-core >/dev/null; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver fonts-dejavu-core \
+			fonts-wqy-microhei >/dev/null; \
 	else echo "chromium not found and not root: browser tests will be skipped"; fi
 
 # Live classes with REDIS_URL keep their rooms in Redis: the tests start Debian's redis-server on a

@@ -45,7 +45,8 @@ from app.web.respond import busy_message, encoded, field_error, posted_fields, r
 router = APIRouter()
 
 FONTS = Path(__file__).resolve().parents[2] / "static" / "fonts"
-FONT_FILES = [str(FONTS / "DejaVuSans.ttf"), str(FONTS / "DejaVuSans-Bold.ttf")]
+# DejaVu for Latin, Greek and maths; WenQuanYi Micro Hei (cut to the Chinese page's characters) for a Chinese figure.
+FONT_FILES = [str(FONTS / name) for name in ("DejaVuSans.ttf", "DejaVuSans-Bold.ttf", "WenQuanYiMicroHei-subset.ttf")]
 PNG_ZOOM = 2  # pixels per SVG unit: sharp on a projector and on a high-density screen
 MAX_PNG_PIXELS = 16_000_000  # past this (a 64-token FFN's 256 columns), a PNG is drawn at a lower density
 _SIZE = re.compile(r'<svg [^>]*?width="([\d.]+)" height="([\d.]+)"')

@@ -72,7 +72,7 @@ def base_url() -> Iterator[str]:
     port = free_port()
     ARTIFACTS.mkdir(exist_ok=True)
     for stale in ARTIFACTS.glob("FAILED-*.png"):  # from an earlier run
-        stale.unlink()
+        stale.unlink(missing_ok=True)  # the other worker may have taken it first
     log = ARTIFACTS / f"uvicorn{os.environ.get('PYTEST_XDIST_WORKER', '')}.log"  # one per worker of make test
     with log.open("wb") as out, running(uvicorn_args(port), port=port, stdout=out,
                                         log=lambda: f"see {log}:\n{log.read_text()[-2000:]}"):
