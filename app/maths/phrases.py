@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.i18n import gettext
+
 
 def _rebuild(msgid: str, values: dict[str, Any]) -> Phrase:
     return Phrase(msgid, **values)
@@ -35,8 +37,6 @@ class Phrase(str):
 def say(text: str) -> str:
     """``text`` in the request's language: a Phrase's message translated, then filled with its values (themselves
     said); any other text looked up as it is. Display time only: never inside a cached computation."""
-    from app.i18n import gettext
-
     if isinstance(text, Phrase):
         return gettext(text.msgid).format(**{k: say(v) if isinstance(v, Phrase) else v
                                             for k, v in text.values.items()})

@@ -37,7 +37,7 @@ from typing import Annotated
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from markupsafe import Markup
 
 from app.classroom.lesson import (
@@ -60,7 +60,6 @@ from app.state.form import FormError
 from app.state.page import preset_page
 from app.state.quiz import check
 from app.state.reading import read_page
-from app.view.figure.drawings import predictions_figure
 from app.web.class_access import (
     OpenRoom,
     TeacherOf,
@@ -90,7 +89,6 @@ from app.web.class_hooks import (
 )
 from app.web.class_model import model_page_html, model_workspace
 from app.web.class_real import other_page, teacher_url
-from app.web.figures import png_of
 from app.web.respond import error_response, link, page_response, page_urls, posted_fields, templates, workspace_context
 
 router = APIRouter()
@@ -392,31 +390,6 @@ async def class_results(request: Request, store: Store, teacher: TeacherOf) -> R
     sh = await shown(room)
     lesson = finish(await lesson_for(request, room, "teacher", key=teacher.key), sh.sc, sh.view, sh)
     return page_response(request, "partials/class_results.html", {"classroom": lesson, "view": sh.view})
-
-
-@router.get("/class/{code}/figure.{fmt}", name="class_figure", include_in_schema=False)
-async def class_figure(request: Request, fmt: str, store: Store, teacher: TeacherOf, cell: str = "") -> Response:
-    """Save figure for the teacher: one predicted cell's histogram (``cell``, as the quiz names it: softmax.0.2.1),
-    as the teacher's page draws it, in an SVG document or a PNG."""
-    if fmt not in ("svg", "png"):
-        return Response(_("no such figure format: svg or png"), status_code=404, media_type="text/plain")
-    if teacher is None:
-        return Response(_("not this class's teacher"), status_code=403, media_type="text/plain")
-    room = await store.get(teacher.code)
-    if room is None:
-        return Response(_("this class has ended"), status_code=404, media_type="text/plain")
-    sh = await shown(room) if real_page(room.state) is None else None
-    lesson = None if sh is None else finish(await lesson_for(request, room, "teacher", key=teacher.key),
-                                            sh.sc, sh.view, sh)
-    question = next((q for q in (lesson.questions if lesson else ()) if q.ref == cell), None)
-    if question is None:
-        return JSONResponse({"detail": [{"loc": ["query", "cell"], "type": "value_error",
-                                         "msg": f"cell: no predictions of {cell!r} on the class's stage"}]},
-                            status_code=422)
-    svg = predictions_figure(question.chart, _("The class's predictions: {label}").format(label=question.label))
-    body: str | bytes = svg if fmt == "svg" else await heavy(lambda: png_of(svg))
-    return Response(body, media_type="image/svg+xml" if fmt == "svg" else "image/png", headers={
-        "Content-Disposition": f'attachment; filename="class-predictions-{cell.replace(".", "-")}.{fmt}"'})
 
 
 @router.get("/class/{code}/mine", name="class_mine", response_class=HTMLResponse, include_in_schema=False)

@@ -19,11 +19,14 @@ import math
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Annotated
 
 import resvg_py
-from fastapi import APIRouter, Request
-from fastapi.responses import Response
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, Response
 
+from app.classroom.lesson import finish, heavy, real_page, shown
+from app.classroom.store import Rooms
 from app.i18n import gettext as _
 from app.maths.bert import bert_operations
 from app.maths.decoder_files import load_decoder_files
@@ -36,8 +39,11 @@ from app.state.page import link_fields
 from app.state.reading import read_page
 from app.state.scenario import Scenario, View
 from app.view.decoder_view import decoder_page_ready
+from app.view.figure.drawings import predictions_figure
 from app.view.figure.model_figures import decoder_figure, model_figure
 from app.view.figure.stage_figures import SavedFigure, page_figure
+from app.web.class_access import TeacherOf
+from app.web.class_hooks import lesson_for, rooms
 from app.web.lanes import LaneBusy, LaneTimeout
 from app.web.page_work import INLINE_OPERATIONS, Rendered, is_large_form, page_operations
 from app.web.respond import busy_message, encoded, field_error, posted_fields, respond
@@ -191,3 +197,30 @@ async def decoder_figure_svg(request: Request) -> Response:
 @router.get("/decoder/figure.png", include_in_schema=False, name="decoder_figure_png")
 async def decoder_figure_png(request: Request) -> Response:
     return await _decoder_answer(request, "png")
+
+
+# The teacher's figure of a live class: the class's predictions of one cell (app.web.classroom's results).
+@router.get("/class/{code}/figure.{fmt}", name="class_figure", include_in_schema=False)
+async def class_figure(request: Request, fmt: str, store: Annotated[Rooms, Depends(rooms)], teacher: TeacherOf,
+                       cell: str = "") -> Response:
+    """Save figure for the teacher: one predicted cell's histogram (``cell``, as the quiz names it: softmax.0.2.1),
+    as the teacher's page draws it, in an SVG document or a PNG."""
+    if fmt not in ("svg", "png"):
+        return Response(_("no such figure format: svg or png"), status_code=404, media_type="text/plain")
+    if teacher is None:
+        return Response(_("not this class's teacher"), status_code=403, media_type="text/plain")
+    room = await store.get(teacher.code)
+    if room is None:
+        return Response(_("this class has ended"), status_code=404, media_type="text/plain")
+    sh = await shown(room) if real_page(room.state) is None else None
+    lesson = None if sh is None else finish(await lesson_for(request, room, "teacher", key=teacher.key),
+                                            sh.sc, sh.view, sh)
+    question = next((q for q in (lesson.questions if lesson else ()) if q.ref == cell), None)
+    if question is None:
+        return JSONResponse({"detail": [{"loc": ["query", "cell"], "type": "value_error",
+                                         "msg": f"cell: no predictions of {cell!r} on the class's stage"}]},
+                            status_code=422)
+    svg = predictions_figure(question.chart, _("The class's predictions: {label}").format(label=question.label))
+    body: str | bytes = svg if fmt == "svg" else await heavy(lambda: png_of(svg))
+    return Response(body, media_type="image/svg+xml" if fmt == "svg" else "image/png", headers={
+        "Content-Disposition": f'attachment; filename="class-predictions-{cell.replace(".", "-")}.{fmt}"'})
