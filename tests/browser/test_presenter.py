@@ -53,7 +53,7 @@ def test_presenter_mode_shows_one_large_stage_and_steps_with_the_arrow_keys(
 
     enter_presenter_mode(page)
     expect(page.locator("#editor")).to_be_hidden()
-    expect(page.locator("header.top form")).to_have_count(5)  # scenario, your sentence, join a class, open a file, language
+    expect(page.locator("header.top form")).to_have_count(5)  # scenario, sentence, join, open a file, language
     for form in page.locator("header.top form").all():
         expect(form).to_be_hidden()
     box = page.locator("header.top").bounding_box()  # the h1 stays for screen readers, out of sight
