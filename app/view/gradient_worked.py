@@ -12,7 +12,7 @@ from markupsafe import Markup, escape
 
 from app.i18n import gettext as _
 from app.i18n import local_number
-from app.maths.gradient_arithmetic import (
+from app.maths.gradient_records import (
     GradientDivision,
     GradientExplanation,
     GradientNote,
