@@ -34,6 +34,8 @@ class FollowResult:
     client_cpu: float | None = None  # this process's CPU over the steps' wall time (1.0 = one core)
     load_average: float | None = None
     pause_s: float = PAUSE_S  # between a step's last workspace and the next step
+    servers: int = 1  # app servers the students were shared among (more than one: sharing Redis)
+    carried: int = 0  # student-steps whose workspace came in the event (the rest fetched it)
 
     @staticmethod
     def pct(values: list[float], q: float) -> float:

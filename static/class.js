@@ -1,6 +1,8 @@
-// A page in a live class (app.web.classroom). A student's page follows the teacher: on each "state"
-// event it fetches the room's workspace, unless the student explores on their own. The teacher's
-// page refreshes the class's predictions as they arrive. Events come from the server as
+// A page in a live class (app.web.classroom). A student's page follows the teacher: each "state"
+// event carries the room's workspace, rendered and gzip-compressed once for the whole class
+// (app.web.class_stream), which the page inflates and swaps in, unless the student explores on their
+// own; an event without one (or a browser without DecompressionStream) fetches the workspace. The
+// teacher's page refreshes the class's predictions as they arrive. Events come from the server as
 // server-sent events; the server keeps the latest event of each kind for a slow page, and a stream
 // that reconnects starts with the room's version, so a page never stays on an old step. When the
 // class cannot be reached (the server answers 5xx, or not at all) the page says so and tries again.
@@ -40,12 +42,42 @@
     if (on) fetchWorkspace();
   }
 
+  // A real model's page swaps its results (#model-work, #decoder-work); a toy scenario's page its workspace.
+  const workTarget = () => ["#model-work", "#decoder-work"].find(function (s) { return document.querySelector(s); }) ||
+    "#workspace";
+
   function fetchWorkspace() {
-    // A real model's page swaps its results (#model-work, #decoder-work); a toy scenario's page its workspace.
-    const target = ["#model-work", "#decoder-work"].find(function (s) { return document.querySelector(s); }) ||
-      "#workspace";
     kept = { stage: stageId(), drawers: openDrawers(), guess: guessTyped() };
-    window.htmx.ajax("GET", panel().dataset.workspace, { target: target, swap: "outerHTML" });
+    window.htmx.ajax("GET", panel().dataset.workspace, { target: workTarget(), swap: "outerHTML" });
+  }
+
+  // --- the workspace an event carries ---------------------------------------------------------------
+  let latest = 0; // the newest version an event brought: an older one still inflating is not swapped in
+
+  async function inflate(packed) {
+    const bytes = Uint8Array.from(atob(packed), function (c) { return c.charCodeAt(0); });
+    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+    return new Response(stream).text();
+  }
+
+  function swapCarried(v, packed) {
+    latest = v;
+    inflate(packed).then(function (html) {
+      if (v !== latest || !following) return;
+      const before = { stage: stageId(), drawers: openDrawers(), guess: guessTyped() };
+      window.htmx.swap(workTarget(), html, { swapStyle: "outerHTML" }, {
+        afterSwapCallback: function () {
+          keepDrawers(before.drawers);
+          keepGuess(before.guess);
+        },
+        afterSettleCallback: function () {
+          if (stageId() && stageId() !== before.stage) showStage();
+        },
+      });
+      // As the workspace's own answer does (HX-Replace-Url): a reload follows the teacher.
+      const page = panel().dataset.page;
+      if (page && window.location.pathname !== page) window.history.replaceState(null, "", page);
+    }).catch(fetchWorkspace);
   }
 
   // --- a guess being typed on "Next word" -------------------------------------------------------
@@ -144,16 +176,25 @@
     window.htmx.ajax("POST", panel().dataset.results, { target: "#class-results", swap: "outerHTML" });
   }
 
+  const carries = typeof DecompressionStream === "function";
+
   function connect(p) {
-    source = new EventSource(p.dataset.events);
+    // A following student's stream carries the workspace: from the version this page shows, which the
+    // server then need not send again.
+    const url = p.dataset.role === "student" && carries
+      ? p.dataset.events + "&v=" + encodeURIComponent(version === null ? p.dataset.version : version)
+      : p.dataset.role === "student" ? p.dataset.events.split("?")[0] : p.dataset.events;
+    source = new EventSource(url);
     source.addEventListener("state", function (ev) {
-      const v = parseInt(ev.data, 10);
-      const changed = version !== null && v !== version;
+      const data = ev.data.split(" ");
+      const v = parseInt(data[0], 10);
+      const shown = version === null ? parseInt(p.dataset.version, 10) : version;
       retryMs = 2000;
       alertText("");
       // The first event tells the version now: the page may have been rendered just before a change.
-      if (p.dataset.role === "student" && following && (changed || (version === null && String(v) !== p.dataset.version))) {
-        fetchWorkspace();
+      if (p.dataset.role === "student" && following && v !== shown) {
+        if (data[1] && carries) swapCarried(v, data[1]);
+        else fetchWorkspace();
       }
       version = v;
     });

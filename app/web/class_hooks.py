@@ -74,7 +74,9 @@ def class_urls(request: Request, code: str) -> SimpleNamespace:
     def path(name: str) -> str:
         return request.url_for(name, code=code).path
 
-    return SimpleNamespace(page=path("class_page"), teach=path("teach_page"), events=path("class_events"),
+    events = path("class_events")
+    return SimpleNamespace(page=path("class_page"), teach=path("teach_page"), events=events,
+                           following=f"{events}?workspace=",  # a toy scenario's following student's stream
                            workspace=path("class_workspace"), predict=path("class_predict"),
                            results=path("class_results"), mine=path("class_mine"), teacher_link=path("teacher_link"),
                            model=path("class_model"), decoder=path("class_decoder"), question=path("class_question"),

@@ -34,7 +34,8 @@ def real_lesson(lesson: Lesson, page: str, **urls: str) -> Lesson:
     """The class panel of a real model's page (``page``: "model", "decoder"): a student's page fetches that page's
     workspace when the teacher changes something; ``urls`` replace the panel's others (the class's results)."""
     lesson.page = page
-    lesson.urls = SimpleNamespace(**{**vars(lesson.urls), "workspace": f"{lesson.urls.workspace}?page={page}", **urls})
+    lesson.urls = SimpleNamespace(**{**vars(lesson.urls), "workspace": f"{lesson.urls.workspace}?page={page}",
+                                     "following": f"{lesson.urls.events}?workspace={page}", **urls})
     return lesson
 
 

@@ -7,9 +7,11 @@
 - POST /class/{code}/teacher-link  the teacher link with its key, shown when the teacher asks for it
 - GET  /class?code=…            the join form's answer: 303 to the class's page
 - GET  /class/{code}            a student's page, showing what the teacher shows
-- GET  /class/{code}/events     server-sent events: "state" when the teacher changes something,
-                                "predictions" when a student predicts
-- GET  /class/{code}/workspace  the room's workspace for a following student (rendered once per change)
+- GET  /class/{code}/events     server-sent events: "state" when the teacher changes something (carrying a
+                                following student's workspace: app.web.class_stream), "predictions" when a
+                                student predicts
+- GET  /class/{code}/workspace  the room's workspace for a following student (rendered once per change), for
+                                a browser that cannot inflate an event's
 - POST /class/{code}/predict    a student's prediction of a hidden quiz cell
 - POST /class/{code}/results    the teacher's live view of the class's predictions
 - GET  /class/{code}/figure.svg|.png?cell=…  Save figure: the histogram of one cell's predictions (the teacher's)
@@ -30,14 +32,13 @@ class route; seats, rooms and event streams per address are bounded by the store
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from markupsafe import Markup
 
 from app.classroom.lesson import (
@@ -74,8 +75,6 @@ from app.web.class_access import (
 )
 from app.web.class_decoder import decoder_page_html, decoder_workspace
 from app.web.class_hooks import (
-    KEEPALIVE_SECONDS,
-    RETRY_MS,
     STUDENT_COOKIE,
     TEACHER_COOKIE,
     app_root,
@@ -89,6 +88,7 @@ from app.web.class_hooks import (
 )
 from app.web.class_model import model_page_html, model_workspace
 from app.web.class_real import other_page, teacher_url
+from app.web.class_stream import event_stream
 from app.web.respond import error_response, link, page_response, page_urls, posted_fields, templates, workspace_context
 
 router = APIRouter()
@@ -269,52 +269,20 @@ def _set_student(request: Request, response: Response, code: str, student: str) 
 
 @router.get("/class/{code}/events", name="class_events", include_in_schema=False)
 async def class_events(request: Request, store: Store, room: OpenRoom) -> Response:
-    """The room's events as server-sent events. The first tells the current version at once (with
-    its ``id:``, so a reconnected stream starts from the room as it is); a comment every
-    KEEPALIVE_SECONDS keeps proxies from closing the stream, and a room that has gone says "closed"
-    and ends it. A store that stops answering says "unreachable" and ends it too."""
+    """The room's events as server-sent events (app.web.class_stream): a following student's carry the room's
+    workspace. Bounded per worker and per address."""
     if not isinstance(room, Room):
         text = "too many codes without a class: wait a minute" if room == 429 else "no class with this code"
         return Response(text, status_code=room, media_type="text/plain",
                         headers={"Retry-After": "60"} if room == 429 else None)
-    normal, address = room.code, client_address(request)
-    fanout = store.fanout
+    fanout, address = store.fanout, client_address(request)
     if fanout.open >= fanout.max_streams or fanout.by_address[address] >= fanout.per_address:
         share = fanout.by_address[address] >= fanout.per_address
         text = (f"this address has {fanout.per_address} event streams open on this worker" if share
                 else f"this worker has its {fanout.max_streams} event streams open")
         return Response(text, status_code=429 if share else 503, media_type="text/plain",
                         headers={"Retry-After": "10"})
-
-    async def events() -> AsyncIterator[bytes]:
-        # The stream is registered here, in the body, so it is always let go when the body ends:
-        # at a disconnect Starlette cancels this generator inside the ``async with``.
-        try:
-            async with store.listen(normal, address) as queue:
-                room = await store.get(normal)
-                if room is None:
-                    yield b"event: closed\ndata: 0\n\n"
-                    return
-                yield f"retry: {RETRY_MS}\nid: {room.version}\nevent: state\ndata: {room.version}\n\n".encode()
-                while True:
-                    try:
-                        event = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
-                    except TimeoutError:
-                        if await store.get(normal) is None:
-                            yield b"event: closed\ndata: 0\n\n"
-                            return
-                        yield b": keep-alive\n\n"
-                        continue
-                    if event.kind == "state":
-                        yield f"id: {event.version}\n".encode()
-                    yield f"event: {event.kind}\ndata: {event.version} {event.count}\n\n".encode()
-        except RoomsFull:  # another stream took the last place since the check above
-            yield b"event: closed\ndata: 0\n\n"
-        except store.errors:  # the store stopped answering: the page says so, and tries again later
-            yield b"event: unreachable\ndata: 0\n\n"
-
-    return StreamingResponse(events(), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+    return event_stream(request, store, room, following_workspace)
 
 
 @router.get("/class/{code}/workspace", name="class_workspace", response_class=HTMLResponse, include_in_schema=False)
@@ -327,6 +295,13 @@ async def class_workspace(request: Request, room: OpenRoom) -> Response:
     real = real_page(room.state)
     if (real[0] if real else "") != request.query_params.get("page", ""):  # the class moved to another page
         return other_page(request, room.code)
+    return await following_workspace(request, room)
+
+
+async def following_workspace(request: Request, room: Room) -> Response:
+    """The room's workspace for a following student, of the page it shows (the toy scenario's or a real model's):
+    rendered once per change per worker. The event stream (app.web.class_stream) carries it too."""
+    real = real_page(room.state)
     if real is not None:
         return await REAL_PAGES[real[0]][1](request, room)
     urls = page_urls(request)

@@ -2,8 +2,10 @@
 
 starlette-compress compresses every response over MINIMUM_SIZE bytes (the page, its fragments, the
 static files, errors): zstd for a client that accepts it, else Brotli, else gzip, at the levels
-below, chosen for the CPU they spend per byte they save (docs/performance.md, "Compression"). A streamed
-text/event-stream response is flushed message by message. The JSON API compresses its own answer in
+below, chosen for the CPU they spend per byte they save (docs/performance.md, "Compression"). A class's
+event stream (text/event-stream) is left as it is: the workspace its events carry is compressed once for
+the whole class (app.web.class_stream), where compressing each stream would cost that work per student
+(and a compressor's memory per open stream). The JSON API compresses its own answer in
 its worker thread (``compressed``) with the same choice, because compressing megabytes on the event
 loop would hold up every other request meanwhile; the middleware leaves an encoded response as it is.
 """
@@ -16,12 +18,15 @@ import zlib
 import brotli
 import zstandard
 from starlette.responses import Response
+from starlette_compress import remove_compress_type
 
 MINIMUM_SIZE = 1024  # bytes: below it, the headers would outweigh the saving
 ZSTD_LEVEL = 1
 BROTLI_QUALITY = 1
 GZIP_LEVEL = 1
 PREFERENCE = ("zstd", "br", "gzip")  # the server's order, whatever q-values the client gives (as the middleware)
+
+remove_compress_type("text/event-stream")  # its payloads come compressed (app.web.class_stream)
 
 MIDDLEWARE_OPTIONS = dict(minimum_size=MINIMUM_SIZE, zstd_level=ZSTD_LEVEL, brotli_quality=BROTLI_QUALITY,
                           gzip_level=GZIP_LEVEL)

@@ -8,7 +8,9 @@ the class's results. Screenshots of the teacher's histogram and a student's page
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -16,6 +18,8 @@ import pytest
 
 from tests.browser.conftest import VIEWPORT, open_class_menu, save_screenshot
 from tests.browser.test_figures import saved_svg
+from tests.redis_server import find_redis_server, redis_server
+from tests.servers import LOOPBACK, free_port, running, tail
 
 try:
     from playwright.sync_api import expect
@@ -100,6 +104,11 @@ def test_students_follow_the_teacher_explore_and_come_back(contexts: Callable[..
         expect(page.locator("#class-panel")).to_contain_text(f"Following the teacher · class {code}")
         students.append(page)
     expect(teacher.locator("#class-count")).to_have_text("3 students joined")  # counted live as they came
+    # A following student's page gets each change inside its event (rendered once for the class), never
+    # by a request of its own.
+    fetched: list[str] = []
+    for page in students[1:]:
+        page.on("request", lambda r: fetched.append(r.url) if "/workspace" in r.url else None)
     teacher.reload()
     expect(teacher.locator("#class-count")).to_have_text("3 students joined")  # and kept by a reload
 
@@ -140,6 +149,67 @@ def test_students_follow_the_teacher_explore_and_come_back(contexts: Callable[..
     expect(teacher.locator(f"#stages article#{before}")).to_have_count(0)
     wait_for_stage(explorer, stage_of(teacher).removeprefix("stage-"))
     assert not problems.seen, problems.seen
+    assert not fetched, fetched
+    for page in students[1:]:
+        assert re.search(r"/class/[A-Z0-9]{8}$", page.url), page.url  # a reload follows the teacher still
+
+
+@pytest.fixture
+def two_servers() -> Iterator[tuple[str, str]]:
+    """Two app servers sharing one Redis, as replicas behind a balancer: their URLs."""
+    binary = find_redis_server()
+    if binary is None:
+        pytest.skip("redis-server not found")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ATTENTION_") and k != "REDIS_URL"}
+    with redis_server(binary) as redis, tempfile.TemporaryFile() as log_a, tempfile.TemporaryFile() as log_b:
+        ports = free_port(), free_port()
+        common = dict(env, ATTENTION_HOST=LOOPBACK, ATTENTION_WORKERS="1", REDIS_URL=redis.url(),
+                      ATTENTION_PRELOAD_LANGUAGE_MODEL="false")
+        with running(["-m", "app.serve"], port=ports[0], stdout=log_a, log=lambda: tail(log_a),
+                     env=dict(common, ATTENTION_PORT=str(ports[0]))), \
+                running(["-m", "app.serve"], port=ports[1], stdout=log_b, log=lambda: tail(log_b),
+                        env=dict(common, ATTENTION_PORT=str(ports[1]))):
+            yield f"http://{LOOPBACK}:{ports[0]}", f"http://{LOOPBACK}:{ports[1]}"
+
+
+def test_students_on_two_servers_sharing_redis_follow_the_teacher(browser: Browser,
+                                                                   two_servers: tuple[str, str]) -> None:
+    """The teacher on one server, students on both: each step reaches every student inside its event (each server
+    renders it once for its own students), in each student's language."""
+    problems = Problems()
+    contexts = []
+    try:
+        def new(base: str, locale: str = "en-GB") -> Page:
+            ctx = browser.new_context(viewport={"width": 1366, "height": 768}, base_url=base, locale=locale)
+            ctx.set_default_timeout(10_000)
+            contexts.append(ctx)
+            return ctx.new_page()
+
+        teacher = problems.watch(new(two_servers[0]), "teacher")
+        code = start_class(teacher).replace("-", "")
+        a, b = two_servers
+        students = [problems.watch(new(base, locale), f"student on {base} ({locale})")
+                    for base, locale in ((a, "en-GB"), (b, "en-GB"), (b, "fr-FR"))]
+        fetched: list[str] = []
+        for page in students:
+            page.on("request", lambda r: fetched.append(r.url) if "/workspace" in r.url else None)
+            page.goto(f"/class/{code}")
+            expect(page.locator("#class-panel")).to_be_visible()
+        for stage in ("qkv", "scores", "scaled"):
+            teacher.locator("#next-stage").click()
+            wait_for_stage(teacher, stage)
+            for page in students:
+                wait_for_stage(page, stage)
+        # The French student's workspace is French, from the render of its own language.
+        expect(students[2].locator("html")).to_have_attribute("lang", "fr")
+        english = students[1].locator("#stages article.stage h3").first.inner_text()
+        expect(students[2].locator("#stages article.stage h3").first).not_to_have_text(english)
+        expect(students[2].locator("#class-panel")).to_contain_text("Vous suivez")
+        assert not fetched, fetched
+        assert not problems.seen, problems.seen
+    finally:
+        for ctx in contexts:
+            ctx.close()
 
 
 def predict(page: Page, row: int, col: int, value: str) -> None:

@@ -8,6 +8,8 @@ and tests/web/test_class_redis.py.
 
 from __future__ import annotations
 
+import base64
+import gzip
 import math
 import os
 import re
@@ -26,6 +28,7 @@ from app.main import create_app
 from app.state.page import preset_page
 from app.state.permalink import state_query
 from app.view.charts.predictions import bins, predictions_svg
+from tests.conftest import form_fields, join_grids
 
 PRESET = "three-token"
 HTMX = {"HX-Request": "true"}
@@ -500,6 +503,58 @@ def test_the_event_stream_tells_the_version_at_once(lesson: Class) -> None:
         assert missing.status_code == 404
 
 
+def _carried(lines: Iterator[str]) -> tuple[int, str]:
+    """The next "state" event of a stream: its version, and the workspace it carries inflated ("" for none)."""
+    for line in lines:
+        if line.startswith("data: "):
+            version, _, packed = line[6:].partition(" ")
+            return int(version), gzip.decompress(base64.b64decode(packed)).decode() if packed else ""
+    raise AssertionError("the stream ended")
+
+
+def test_a_following_students_stream_carries_the_workspace_made_once_for_the_class() -> None:
+    """One render and one compression per change, the same bytes to every following stream; the stream is not
+    compressed again, and a page that already shows the room's version is not sent it again."""
+    import httpx
+
+    from tests.servers import LOOPBACK, free_port, running, uvicorn_args
+
+    port = free_port()
+    with running(uvicorn_args(port), port=port, env=dict(os.environ)):
+        base = f"http://{LOOPBACK}:{port}"
+        teacher = httpx.Client(base_url=base, follow_redirects=True)
+        r = teacher.post("/class", data={**preset_fields(), "action": "start_class"})
+        code = re.search(r"/class/([A-Z0-9]{8})/teach", str(r.url))[1]
+        form = join_grids(form_fields(r.text))
+        url = f"{base}/class/{code}/events?workspace="
+        zstd = {"Accept-Encoding": "zstd, br, gzip"}
+        with httpx.stream("GET", url + "&v=0", headers=zstd, timeout=10) as one, \
+                httpx.stream("GET", url + "&v=1", headers=zstd, timeout=10) as two, \
+                httpx.stream("GET", f"{base}/class/{code}/events", timeout=10) as teachers:
+            assert "content-encoding" not in one.headers  # its payloads come compressed
+            first, second, plain = one.iter_lines(), two.iter_lines(), teachers.iter_lines()
+            version, html = _carried(first)
+            assert version == 1 and 'name="stage" value="x"' in html and html.startswith("<div id=\"workspace\"")
+            assert _carried(second) == (1, "")  # it shows version 1 already
+            assert _carried(plain) == (1, "")  # the teacher's page follows no one
+            raw = {}
+            for stage in ("qkv", "scores"):
+                teacher.post("/stages", data={**form, "goto": stage}, headers={"HX-Request": "true"})
+                for name, lines in (("one", first), ("two", second)):
+                    for line in lines:
+                        if line.startswith("data: "):
+                            raw[name] = line
+                            break
+                assert raw["one"] == raw["two"]  # the same bytes, made once
+                version, html = _carried(iter([raw["one"]]))
+                assert f'name="stage" value="{stage}"' in html
+                assert _carried(plain)[1] == ""
+            assert version == 3
+            # The workspace route answers the same page a browser without DecompressionStream fetches.
+            fetched = httpx.get(f"{base}/class/{code}/workspace", headers={"HX-Request": "true"}).text
+            assert fetched == html
+
+
 def test_a_class_request_while_redis_is_down_is_a_503() -> None:
     from tests.servers import LOOPBACK, free_port
 
@@ -518,3 +573,6 @@ def _no_cross_test_rooms() -> Iterator[None]:
 
     lesson._shown.clear()
     lesson._rendered.clear()
+    from app.web import class_stream
+
+    class_stream._carried.clear()
