@@ -14,7 +14,6 @@ from anyio import to_thread
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
-from fastapi.staticfiles import StaticFiles
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -45,6 +44,7 @@ from app.web.compression import MIDDLEWARE_OPTIONS
 from app.web.lanes import Lanes
 from app.web.language import LanguageMiddleware
 from app.web.security import SameOriginMiddleware, SecurityHeadersMiddleware, docs_router
+from app.web.static_files import PrecompressedStatic
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
 server_log = logging.getLogger("uvicorn.error")  # the server's own log, beside its access lines
@@ -166,6 +166,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # forward passes) waits for the first student to open /model: computed at start, it held the heavy
         # lane's first pages back by seconds.
         await app.state.lanes.start(pages.warm)
+        await to_thread.run_sync(app.state.static.warm)  # the static files at their smallest (a second or so)
         await to_thread.run_sync(load_model_files)
         # Then the language model: 98 MB of 4-bit weights de-quantised to 540 MB of float32, in about 4 s, and
         # what its heads do (about 2 s of forward passes in a thread, outside the lanes): the page's first
@@ -222,7 +223,8 @@ def create_app(config: Settings = settings) -> FastAPI:
     # Outside the body limit: its 413 gets them too. The embeddable views may be framed by embed_origins.
     app.add_middleware(SecurityHeadersMiddleware, embed_origins=config.frame_origins)
     app.add_middleware(LanguageMiddleware)  # the request's language (app.i18n), before any route runs
-    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    app.state.static = PrecompressedStatic(directory=STATIC_DIR)  # each file compressed once (app.web.static_files)
+    app.mount("/static", app.state.static, name="static")
     app.include_router(api.router)
     app.include_router(model_api.router)
     app.include_router(decoder_api.router)

@@ -7,9 +7,14 @@ a pinned state, the lab and cost panels: about 140 fields), the same as an expor
 clients post it in a loop for ``--seconds`` while one client makes default edits and another asks
 for /healthz. The figure is the edit's p95 under that load against its p95 alone, measured in the same
 run (a ratio: absolute times on a shared machine are noise), the longest /healthz wait, and how much
-the worker's resident memory grew. Goals (issue "Trust under abuse"): ratio ≤ 3×, /healthz ≤ 100 ms.
+the worker's resident memory grew. Goals: ratio ≤ 3×, /healthz ≤ 100 ms.
 
-    python -m bench.trust                 # about a minute
+Then the *mixed abuse*: ``--clients`` clients each loop on all of them in turn (a pin bomb, the costliest
+page, its export, a class's student requests), and the same measures are taken; and *bombs together*:
+five pin bombs sent at the same instant, round after round, each one's time to its refusal (goal ≤ 1 s),
+on a quiet server and again under the mixed abuse.
+
+    python -m bench.trust                 # about two minutes
     python -m bench.trust --quick         # a few seconds, to prove it runs
 """
 
@@ -188,25 +193,144 @@ class Memory:
     processes_end: list[float]
 
 
-def run(clients: int, seconds: float, edits: int) -> tuple[list[Row], Memory]:
-    rows = []
+GOAL_BOMB_S = 1.0
+BOMBS = 5  # sent at the same instant
+
+
+@dataclass(frozen=True)
+class Bombs:
+    """Pin bombs sent ``together`` at once, round after round: each one's seconds to its answer, and the statuses."""
+
+    together: int
+    seconds: list[float]
+    statuses: str
+    loaded: bool  # under the mixed abuse
+
+    @property
+    def worst(self) -> float:
+        return max(self.seconds, default=float("nan"))
+
+
+def bombs_together(url: str, page: dict[str, str], rounds: int, *, together: int = BOMBS,
+                   loaded: bool = False) -> Bombs:
+    """``together`` bombs at the same instant (a barrier: each thread holds its own open connection), ``rounds``
+    times."""
+    form = {**page, "pin": bomb(64 << 20)}
+    seconds: list[float] = []
+    statuses: list[int] = []
+    clients = [httpx.Client(timeout=120) for _ in range(together)]
+    try:
+        for c in clients:
+            c.get(url + "/healthz")  # connected before the round
+        for _ in range(rounds):
+            barrier = threading.Barrier(together)
+
+            def send(c: httpx.Client, barrier: threading.Barrier = barrier) -> None:
+                barrier.wait()
+                started = time.perf_counter()
+                r = c.post(url + "/stages", data=form, headers=HTMX)
+                seconds.append(time.perf_counter() - started)
+                statuses.append(r.status_code)
+
+            threads = [threading.Thread(target=send, args=(c,), daemon=True) for c in clients]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            time.sleep(0.2)
+    finally:
+        for c in clients:
+            c.close()
+    counts = {s: statuses.count(s) for s in sorted(set(statuses))}
+    return Bombs(together, seconds, ", ".join(f"{n}× {s}" for s, n in counts.items()), loaded)
+
+
+def class_requests(url: str) -> list[Heavy]:
+    """What a hostile student of a class can ask for again and again: the class's page (a new seat each time,
+    without a cookie), its workspace, and a prediction."""
+    with httpx.Client(timeout=60, follow_redirects=True) as teacher:
+        page = form_fields(teacher.get(url + "/").text)
+        r = teacher.post(url + "/class", data={**page, "action": "start_class"})
+        code = r.url.path.split("/")[2]
+    return [Heavy("a class's page", f"/class/{code}", {}), Heavy("its workspace", f"/class/{code}/workspace", {}),
+            Heavy("a prediction", f"/class/{code}/predict", {"ref": "softmax:1:1", "guess": "0.5"})]
+
+
+def measure_mixed(url: str, pid: int, mix: list[Heavy], page: dict[str, str], clients: int, seconds: float,
+                  edits: int, rounds: int) -> tuple[Row, Bombs]:
+    """``clients`` clients each looping on every request of ``mix`` in turn (each starting at another), while one
+    makes default edits, another asks for /healthz, and then five bombs arrive together, round after round."""
+    edit = {**page, "x-1-2": "0.75"}
+    with httpx.Client(timeout=120) as c:
+        def send_edit() -> httpx.Response:
+            return c.post(url + "/stages", data=edit, headers=HTMX)
+
+        alone = timed(c, send_edit, edits)
+        before = rss_mb(pid)
+        statuses: list[int] = []
+        stop = threading.Event()
+
+        def loop(first: int) -> None:
+            with httpx.Client(timeout=120) as h:
+                k = first
+                while not stop.is_set():
+                    heavy = mix[k % len(mix)]
+                    if heavy.form:
+                        statuses.append(h.post(url + heavy.path, data=heavy.form, headers=HTMX).status_code)
+                    else:
+                        statuses.append(h.get(url + heavy.path, headers=HTMX).status_code)
+                    k += 1
+
+        threads = [threading.Thread(target=loop, args=(k,), daemon=True) for k in range(clients)]
+        for t in threads:
+            t.start()
+        time.sleep(min(1.0, seconds / 4))
+        health: list[float] = []
+
+        def checks() -> None:
+            with httpx.Client(timeout=120) as h:
+                health.extend(timed(h, lambda: h.get(url + "/healthz"), edits))
+
+        checker = threading.Thread(target=checks, daemon=True)
+        checker.start()
+        loaded = timed(c, send_edit, edits)
+        checker.join()
+        together = bombs_together(url, page, rounds, loaded=True)
+        grown = rss_mb(pid) - before
+        stop.set()
+        for t in threads:
+            t.join()
+    counts = {s: statuses.count(s) for s in sorted(set(statuses))}
+    row = Row(f"mixed abuse: {clients} clients, each looping on all of the above and a class's requests",
+              len(statuses), ", ".join(f"{n}× {s}" for s, n in counts.items()), p95(alone), p95(loaded),
+              max(health) * 1000, grown)
+    return row, together
+
+
+def run(clients: int, seconds: float, edits: int, rounds: int = 6) -> tuple[list[Row], Memory, list[Bombs]]:
+    rows, bombs = [], []
     with server() as (url, pid):
         time.sleep(2)  # the heavy lane's first process starts beside /healthz
         start = rss_mb(pid), [rss_mb(p) for p in child_pids(pid)]
         with httpx.Client(timeout=60) as c:
             page = form_fields(c.get(url + "/").text)
             learn = form_fields(c.get(url + "/?preset=learn-bank").text)
-        for heavy in heavy_requests(page, learn):
+        bombs.append(bombs_together(url, page, rounds))
+        heavies = heavy_requests(page, learn)
+        for heavy in heavies:
             rows.append(measure(url, pid, heavy, page, clients, seconds, edits))
+        row, loaded = measure_mixed(url, pid, heavies + class_requests(url), page, clients, seconds, edits, rounds)
+        rows.append(row)
+        bombs.append(loaded)
         memory = Memory(*start, rss_mb(pid), [rss_mb(p) for p in child_pids(pid)])
-    return rows, memory
+    return rows, memory, bombs
 
 
 def megabytes(values: list[float]) -> str:
     return " + ".join(f"{v:.0f}" for v in values) or "none"
 
 
-def markdown(rows: list[Row], clients: int, memory: Memory) -> str:
+def markdown(rows: list[Row], clients: int, memory: Memory, bombs: list[Bombs] = ()) -> str:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     lines = [f"{clients} clients loop on each heavy request while one makes default edits "
              f"(load average {load:.1f}); goals: edit p95 ≤ {GOAL_RATIO:g}× alone, /healthz ≤ {GOAL_HEALTHZ_MS:g} ms.",
@@ -221,6 +345,14 @@ def markdown(rows: list[Row], clients: int, memory: Memory) -> str:
     lines += ["", f"Resident memory: the worker {memory.worker_start:.0f} MB at start, {memory.worker_end:.0f} MB "
                   f"after; its heavy lane's processes {megabytes(memory.processes_start)} MB at start, "
                   f"{megabytes(memory.processes_end)} MB after."]
+    if bombs:
+        lines += ["", f"Pin bombs (64 MB inflated) sent together; goal: each refused within {GOAL_BOMB_S:g} s.", "",
+                  "| bombs at once | server | answers | p50 | max | verdict |", "|---|---|---|---:|---:|---|"]
+        for b in bombs:
+            verdict = "met" if b.worst <= GOAL_BOMB_S else "NOT met"
+            lines.append(f"| {b.together} × {len(b.seconds) // max(b.together, 1)} rounds | "
+                         f"{'under the mixed abuse' if b.loaded else 'quiet'} | {b.statuses} | "
+                         f"{statistics.median(b.seconds) * 1000:.0f} ms | {b.worst * 1000:.0f} ms | **{verdict}** |")
     return "\n".join(lines)
 
 
@@ -233,8 +365,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.clients, args.seconds, args.edits = 1, 2.0, 10
-    rows, memory = run(args.clients, args.seconds, args.edits)
-    print(markdown(rows, args.clients, memory))
+    rows, memory, bombs = run(args.clients, args.seconds, args.edits, rounds=2 if args.quick else 6)
+    print(markdown(rows, args.clients, memory, bombs))
 
 
 if __name__ == "__main__":

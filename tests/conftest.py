@@ -4,12 +4,17 @@ it (one field per grid)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Iterator
 from html.parser import HTMLParser
+from types import SimpleNamespace
 
+import anyio
+import anyio.from_thread
 import pytest
+import starlette.testclient
 from fastapi.testclient import TestClient
 from hypothesis import settings
 
@@ -21,6 +26,23 @@ from tests.redis_server import RedisServer, find_redis_server, redis_server
 settings.register_profile("ci", max_examples=25, deadline=None, derandomize=True, database=None)
 settings.register_profile("explore", max_examples=500, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_event_loop() -> Iterator[None]:
+    """Every TestClient of a test process runs its app on one event loop (one blocking portal for the session)
+    instead of a loop of its own: the heavy lane's worker processes (anyio's, kept per loop) then start once
+    per test process, not once per test, where each start cost about a second."""
+    with anyio.from_thread.start_blocking_portal() as portal:
+        shared = SimpleNamespace(**{name: getattr(anyio.from_thread, name) for name in dir(anyio.from_thread)
+                                    if not name.startswith("__")})
+        shared.start_blocking_portal = lambda **_: contextlib.nullcontext(portal)
+        starlette.testclient.anyio = SimpleNamespace(**{name: getattr(anyio, name) for name in dir(anyio)
+                                                       if not name.startswith("__")}, from_thread=shared)
+        try:
+            yield
+        finally:
+            starlette.testclient.anyio = anyio
 
 
 @pytest.fixture

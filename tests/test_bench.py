@@ -151,20 +151,23 @@ def test_class_load_refuses_other_hosts() -> None:
     with pytest.raises(ValueError, match="loopback"):
         asyncio.run(class_load("http://192.0.2.1:8000", students=1, seconds=0.1))
     with pytest.raises(ValueError, match="loopback"):
-        asyncio.run(follow_class("http://192.0.2.1:8000", students=1, steps=1))
+        asyncio.run(follow_class(["http://192.0.2.1:8000"], students=1, steps=1))
 
 
 def test_the_trust_bench_runs_and_reports_every_heavy_request() -> None:
     proc = subprocess.run([sys.executable, "-m", "bench.trust", "--quick"], cwd=REPO_ROOT, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    (rows,) = tables(proc.stdout)
+    rows, bombs = tables(proc.stdout)
     assert rows[0][0] == "heavy request"
-    assert [r[0] for r in rows[1:]] == ["costliest page (POST /stages)", "export of the whole run (POST /export)",
-                                        "100 training steps (POST /, learn-bank)",
-                                        "a pin that inflates to 64 MB (POST /stages)"]
+    assert [r[0] for r in rows[1:-1]] == ["costliest page (POST /stages)", "export of the whole run (POST /export)",
+                                          "100 training steps (POST /, learn-bank)",
+                                          "a pin that inflates to 64 MB (POST /stages)"]
+    assert rows[-1][0].startswith("mixed abuse: 1 clients, each looping on all of the above")
     assert all(re.fullmatch(r"\*\*\d+\.\d\d×\*\* \((met|NOT met)\)", r[4]) for r in rows[1:])
-    assert "422" in rows[-1][1]  # the bomb is refused, every time
+    assert "422" in rows[-2][1] and "200" in rows[-1][1]  # the bomb is refused, every time
+    assert [b[1] for b in bombs[1:]] == ["quiet", "under the mixed abuse"]
+    assert all(b[2] == "10× 422" and re.fullmatch(r"\*\*(met|NOT met)\*\*", b[5]) for b in bombs[1:])
     assert re.search(r"Resident memory: the worker \d+ MB at start", proc.stdout)
 
 
