@@ -1,6 +1,9 @@
 # make run   — create .venv, install (requirements.lock), serve http://127.0.0.1:8000
+# make check — ruff and the tests that need no browser, server or kernel (about a minute and a half)
 # make test  — create .venv with the test extras (requirements-test.lock), install Chromium and redis-server if
-#              missing (as root), run every test (on TEST_WORKERS=2 processes)
+#              missing (as root), run every test (on TEST_WORKERS=2 processes), the sweeps over every preset on
+#              one preset and the slow tests left out (about eight minutes)
+# make test-all — every test: every preset in every sweep, the slow tests, Schemathesis's coverage phase (CI)
 # make lock  — write both lock files again from pyproject.toml (after changing a dependency)
 # make messages — extract every message (app, templates, scripts) into app/locales/messages.pot and merge it
 #              into each language's catalogue (docs/translating.md); the catalogues are compiled by run and test
@@ -14,7 +17,7 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: run test lint lock messages catalogues browser services container-engine test-container clean bench bench-quick bench-wrk
+.PHONY: run check test test-all lint lock messages catalogues browser services container-engine test-container clean bench bench-quick bench-wrk
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 is needed"'
@@ -87,10 +90,20 @@ lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 
 # The suite on TEST_WORKERS processes (pytest-xdist; a test file stays on one worker, with its own browser, app
-# server and Redis on free ports). TEST_WORKERS=0 runs it in this process.
+# server and Redis on free ports). TEST_WORKERS=0 runs it in this process. What each target leaves out is said in
+# tests/conftest.py: `test` runs a sweep over every preset on one of them and leaves the slow tests to `test-all`;
+# `check` leaves out every test that drives a browser, starts a server or runs a kernel too.
 TEST_WORKERS ?= 2
+PYTEST := OPENBLAS_NUM_THREADS=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+
+check: $(VENV)/.installed-test catalogues lint
+	$(PYTEST) -q -m "not browser and not server and not kernel"
+
 test: $(VENV)/.installed-test catalogues browser services lint
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(PYTEST)
+
+test-all: $(VENV)/.installed-test catalogues browser services lint
+	$(PYTEST) --full
 
 # The container test uses a Docker engine if one answers, else podman with runc (debootstrap makes a
 # stand-in base image where no registry is reachable); installed here when missing, as root. The

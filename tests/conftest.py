@@ -18,8 +18,76 @@ import starlette.testclient
 from fastapi.testclient import TestClient
 from hypothesis import settings
 
+from app.lesson.presets import PRESETS
 from app.main import create_app
 from tests.redis_server import RedisServer, find_redis_server, redis_server
+
+# --- what a run covers -----------------------------------------------------------------------------------
+# `make test` (pytest as it stands) runs every test, with two exceptions that `make test-all` (pytest --full, what
+# CI runs) adds: a sweep over every preset (a test parametrized over them all: every stage of every preset in every
+# language, on every screen, …) runs on SAMPLE_PRESETS only, and the tests marked slow (a benchmark's own run, fifty
+# concurrent clients, a proxy in front of the app) are left out. `make check` leaves out the browser, server and
+# kernel tests too. A full run also has Schemathesis's coverage phase (tests/web/test_schema.py).
+SAMPLE_PRESETS = frozenset({"bank-river"})  # two heads, a seed's worked example: the lesson's own scenario
+MARKERS = {
+    "server": "starts a process of its own: a uvicorn server, redis-server, nginx, a benchmark",
+    "kernel": "runs a notebook in a Jupyter kernel",
+    "slow": "tens of seconds, covered in part by faster tests: run by make test-all (pytest --full) and CI",
+}
+FULL_RUN = "ATTENTION_TESTS_FULL"  # "1" in a full run, for what a module decides as it is imported
+# Fixtures that start a process (the browser's, a server, Redis), by name across the test files.
+SERVER_FIXTURES = {"redis_service", "redis_db", "base_url", "browser", "page", "server", "servers", "launch",
+                   "quick_run", "redis_class_server", "two_servers"}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--full", action="store_true",
+                     help="every preset in every sweep, and the slow tests (make test-all; CI)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    os.environ[FULL_RUN] = "1" if config.getoption("--full") else "0"
+    for name, text in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {text}")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if config.getoption("--full"):
+        return "every test: every preset in every sweep, and the slow tests"
+    return (f"sweeps over {', '.join(sorted(SAMPLE_PRESETS))} of the {len(PRESETS)} presets, slow tests left out: "
+            "make test-all (pytest --full) runs every one")
+
+
+def _sweeps(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The items of a sweep over every preset whose preset is not a sample: a test function parametrized over
+    (nearly) every preset is a sweep; one parametrized over a few chosen presets is kept whole."""
+    by_function: dict[tuple[str, str], list[tuple[pytest.Item, set[str]]]] = {}
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        presets = {v for v in params.values() if isinstance(v, str) and v in PRESETS}
+        if presets:
+            by_function.setdefault((item.nodeid.split("::")[0], item.originalname), []).append((item, presets))
+    out = []
+    for entries in by_function.values():
+        if len(set().union(*(p for _, p in entries))) >= len(PRESETS) - 2:
+            out += [item for item, presets in entries if not presets & SAMPLE_PRESETS]
+    return out
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        on_redis = "redis" in params.values()  # a store's test run against redis-server as well as in memory
+        if (on_redis or SERVER_FIXTURES & set(getattr(item, "fixturenames", ()))) and not item.get_closest_marker(
+                "server"):
+            item.add_marker("server")
+    if config.getoption("--full"):
+        return
+    left = set(_sweeps(items)) | {item for item in items if item.get_closest_marker("slow")}
+    if left:
+        config.hook.pytest_deselected(items=[item for item in items if item in left])
+        items[:] = [item for item in items if item not in left]
+
 
 # Hypothesis: "ci" (the default) runs a bounded, fixed set of examples, the same on every run;
 # HYPOTHESIS_PROFILE=explore draws twenty times as many, at random, to look further.

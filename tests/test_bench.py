@@ -17,6 +17,8 @@ from bench.load import class_load
 from bench.report import DOCS_BEGIN, DOCS_END, Results, goals, table
 from bench.timing import fit_quadratic, quadratic_takes_over
 
+pytestmark = pytest.mark.server
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VERDICTS = {"**met**", "**NOT met**", "not measured"}
 
@@ -50,12 +52,14 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Comp
     return proc, out.read_text(), readme.read_text()
 
 
+@pytest.mark.slow
 def test_quick_bench_prints_what_it_writes(quick_run: tuple[subprocess.CompletedProcess[str], str, str]) -> None:
     proc, results, _ = quick_run
     assert results.startswith("# Benchmark results")
     assert results.strip() in proc.stdout
 
 
+@pytest.mark.slow
 def test_quick_bench_tables_are_well_formed(quick_run: tuple[subprocess.CompletedProcess[str], str, str]) -> None:
     _, results, _ = quick_run
     found = tables(results)
@@ -99,6 +103,7 @@ def test_quick_bench_tables_are_well_formed(quick_run: tuple[subprocess.Complete
         assert row[11] == "0"  # no errors, no student missed a step
 
 
+@pytest.mark.slow
 def test_quick_bench_rewrites_only_the_docs_block(quick_run: tuple[subprocess.CompletedProcess[str], str, str]) -> None:
     _, _, readme = quick_run
     assert readme.startswith("# Title\n\nbefore\n\n" + DOCS_BEGIN)
@@ -154,6 +159,7 @@ def test_class_load_refuses_other_hosts() -> None:
         asyncio.run(follow_class(["http://192.0.2.1:8000"], students=1, steps=1))
 
 
+@pytest.mark.slow
 def test_the_trust_bench_runs_and_reports_every_heavy_request() -> None:
     proc = subprocess.run([sys.executable, "-m", "bench.trust", "--quick"], cwd=REPO_ROOT, capture_output=True,
                           text=True, timeout=300)
@@ -171,6 +177,7 @@ def test_the_trust_bench_runs_and_reports_every_heavy_request() -> None:
     assert re.search(r"Resident memory: the worker \d+ MB at start", proc.stdout)
 
 
+@pytest.mark.slow
 def test_the_model_bench_runs_and_says_how_to_measure_hugging_face(tmp_path: Path) -> None:
     missing = tmp_path / "no-venv" / "python"  # the baseline's venv absent, as on a fresh machine
     proc = subprocess.run([sys.executable, "-m", "bench.model", "--quick", "--hf-python", str(missing)],
@@ -186,6 +193,7 @@ def test_the_model_bench_runs_and_says_how_to_measure_hugging_face(tmp_path: Pat
     assert f"{missing} is missing" in proc.stdout and "pip install torch" in proc.stdout
 
 
+@pytest.mark.slow
 def test_the_decoder_bench_runs_and_says_how_to_measure_hugging_face(tmp_path: Path) -> None:
     missing = tmp_path / "no-venv" / "python"  # the baseline's venv absent, as on a fresh machine
     proc = subprocess.run([sys.executable, "-m", "bench.decoder", "--quick", "--hf-python", str(missing)],

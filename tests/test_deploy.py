@@ -32,6 +32,8 @@ from tests.conftest import form_fields
 from tests.servers import LOOPBACK, free_port, start, stop
 from tests.web.test_pages import heatmap
 
+pytestmark = pytest.mark.server
+
 try:
     from playwright.sync_api import expect, sync_playwright
 except ImportError:  # the browser test is skipped, or fails under REQUIRE_BROWSER=1

@@ -28,6 +28,8 @@ from app.web.schemas import AttentionRequest
 from tests.conftest import form_fields
 from tests.servers import LOOPBACK, free_port, running, tail, uvicorn_args
 
+pytestmark = pytest.mark.server
+
 CLIENTS = 50
 ROUNDS = 2
 
@@ -105,6 +107,7 @@ def test_fifty_concurrent_api_clients_each_get_their_own_result(server: str) -> 
     assert run_concurrently(f"{server}/api/attention", [{"json": state} for state in states], expected) == []
 
 
+@pytest.mark.slow
 def test_fifty_concurrent_page_clients_each_get_their_own_stages(server: str) -> None:
     local = TestClient(create_app())
     base_forms = {key: form_fields(local.get("/", params={"preset": key}).text) for key in PRESETS}

@@ -19,6 +19,8 @@ from app.maths.llama import DecoderRun, run_decoder
 from app.view.notebook.decoder import decoder_notebook, q4_1_blocks
 from tests.view.test_notebook import execute
 
+pytestmark = pytest.mark.kernel
+
 TEXT = "Birds fly south in the winter."
 # Prints the largest difference between the notebook's matrices and the page's: 0 on the page's own machine.
 LARGEST_DIFFERENCE = new_code_cell(

@@ -25,6 +25,8 @@ from app.view.notebook import attention_notebook, notebook_text
 from app.view.notebook.model import model_notebook
 from app.view.panels import page_stages
 
+pytestmark = pytest.mark.kernel
+
 CHECKED = "matrices agree with the page's"
 
 

@@ -368,6 +368,7 @@ def test_the_class_follows_the_teacher_back_to_a_scenario(lesson: Class) -> None
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 async def test_two_servers_sharing_redis_run_the_next_word(redis_db: RedisServer, anyio_backend: str) -> None:
     """The teacher on one server, a student on the other: the page's state, the guess and the reveal go
     through Redis and reach the other server's event stream."""

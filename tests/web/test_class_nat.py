@@ -72,7 +72,7 @@ def wrong_codes(code: str, n: int) -> list[str]:
     return found[:n]
 
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.server]
 
 
 async def test_a_class_of_30_behind_one_nat_mistyping_then_joining_never_sees_a_429(app) -> None:  # noqa: ANN001

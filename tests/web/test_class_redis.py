@@ -28,7 +28,7 @@ from tests.conftest import form_fields
 from tests.redis_server import RedisServer
 from tests.servers import LOOPBACK, REPO_ROOT, free_port, running, tail
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.server]
 
 EVENT_SECONDS = 1.0  # a step reaches a student's stream on the other server within this
 

@@ -31,6 +31,8 @@ from tests.redis_server import RedisServer, find_redis_server, redis_server
 from tests.servers import LOOPBACK, free_port, running, tail
 from tests.web.test_class_redis import event_stream, next_event, shown_stage, step
 
+pytestmark = pytest.mark.server
+
 PRESET = "three-token"
 HTMX = {"HX-Request": "true"}
 SCHOOL = ("198.51.100.7", 40000)  # a school's NAT: every browser of the class behind this one address

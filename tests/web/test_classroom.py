@@ -467,6 +467,7 @@ def test_every_class_route_has_the_security_headers(lesson: Class) -> None:
         assert r.status_code < 500
 
 
+@pytest.mark.server
 def test_the_event_stream_tells_the_version_at_once(lesson: Class) -> None:
     """A real server: the stream's first event, and its headers."""
     import httpx
@@ -512,6 +513,7 @@ def _carried(lines: Iterator[str]) -> tuple[int, str]:
     raise AssertionError("the stream ended")
 
 
+@pytest.mark.server
 def test_a_following_students_stream_carries_the_workspace_made_once_for_the_class() -> None:
     """One render and one compression per change, the same bytes to every following stream; the stream is not
     compressed again, and a page that already shows the room's version is not sent it again."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from typing import Any
 
 import numpy as np
@@ -28,15 +29,22 @@ from app.main import create_app
 from app.maths.attention import run_attention
 from app.maths.blocks import run_transformer
 from app.maths.masks import build_mask, default_window
+from tests.conftest import FULL_RUN
 
 APP = create_app()
+# The coverage phase's boundary cases take about 95 s to generate, at collection, in every test process: only a
+# full run (make test-all, CI: tests/conftest.py sets FULL_RUN) has them; every run has the examples and the
+# generated cases.
+PHASES = ["examples", "coverage", "fuzzing"] if os.environ.get(FULL_RUN) == "1" else ["examples", "fuzzing"]
 LANGUAGE_MODEL = "^/api/(decoder|generate)$"  # a forward pass of 30 layers each: fewer cases, below
 schema = schemathesis.openapi.from_asgi("/openapi.json", APP).exclude(path_regex=LANGUAGE_MODEL)
-# Bounded: every operation gets its schema examples, the boundary cases of the coverage phase and
-# this many generated cases per mode.
+# Bounded: every operation gets its schema examples, the boundary cases of the coverage phase (in a full
+# run) and this many generated cases per mode.
 schema.config.generation.update(modes=[GenerationMode.POSITIVE, GenerationMode.NEGATIVE], max_examples=40)
+schema.config.phases.update(phases=PHASES)
 language_model = schemathesis.openapi.from_asgi("/openapi.json", APP).include(path_regex=LANGUAGE_MODEL)
 language_model.config.generation.update(modes=[GenerationMode.POSITIVE, GenerationMode.NEGATIVE], max_examples=6)
+language_model.config.phases.update(phases=PHASES)
 ATTENTION = schema["/api/attention"]["POST"]
 TRAIN = schema["/api/train"]["POST"]
 

@@ -18,6 +18,8 @@ import pytest
 
 from tests.servers import LOOPBACK, free_port, running, tail, uvicorn_args
 
+pytestmark = pytest.mark.server
+
 BODY_TIMEOUT = 1.0  # ATTENTION_BODY_TIMEOUT_SECONDS for these servers: short, so the slow client is quick to test
 WAIT_SECONDS = 10.0  # any test waits at most this for the server to log or answer
 
