@@ -77,7 +77,7 @@ def _sweeps(items: list[pytest.Item]) -> list[pytest.Item]:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        on_redis = "redis" in params.values()  # a store's test run against redis-server as well as in memory
+        on_redis = any(isinstance(v, str) and v == "redis" for v in params.values())  # a store's test on redis-server
         if (on_redis or SERVER_FIXTURES & set(getattr(item, "fixturenames", ()))) and not item.get_closest_marker(
                 "server"):
             item.add_marker("server")
