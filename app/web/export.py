@@ -34,7 +34,7 @@ from app.view.notebook import notebook_text
 from app.web.api import run_json
 from app.web.lanes import LaneBusy, LaneTimeout
 from app.web.page_work import INLINE_OPERATIONS, Rendered, is_large_form, page_operations
-from app.web.respond import busy_message, encoded, field_error, posted_fields, respond
+from app.web.respond import busy_message, encoded, field_error, posted_fields, refused_pin, respond
 
 router = APIRouter()
 
@@ -145,7 +145,10 @@ async def notebook_link(request: Request) -> Response:
 
 async def _answer(request: Request, fields: dict[str, str], make: Callable[..., Rendered]) -> Response:
     """``make``'s file, on the event loop for a light scenario and in the heavy lane (app.web.lanes) for a large
-    one."""
+    one. A pinned state that cannot be one is refused first (a bomb never waits for the heavy lane)."""
+    refused = await refused_pin(fields)
+    if refused is not None:
+        return respond(_unprocessable(refused))
     if not is_large_form(fields):
         try:
             read = read_page(fields)

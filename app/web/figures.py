@@ -46,7 +46,7 @@ from app.web.class_access import TeacherOf
 from app.web.class_hooks import lesson_for, rooms
 from app.web.lanes import LaneBusy, LaneTimeout
 from app.web.page_work import INLINE_OPERATIONS, Rendered, is_large_form, page_operations
-from app.web.respond import busy_message, encoded, field_error, posted_fields, respond
+from app.web.respond import busy_message, encoded, field_error, posted_fields, refused_pin, respond
 
 router = APIRouter()
 
@@ -95,7 +95,10 @@ def figure_file(fields: dict[str, str], fmt: str, where: str, read: tuple[Scenar
 
 async def _page_answer(request: Request, fields: dict[str, str], fmt: str, where: str) -> Response:
     """An SVG on the event loop for a light scenario, in the heavy lane for a large one (as app.web.export); a PNG
-    always in the heavy lane: drawing it takes longer than the run."""
+    always in the heavy lane: drawing it takes longer than the run. A pinned state that cannot be one first."""
+    refused = await refused_pin(fields)
+    if refused is not None:
+        return respond(field_error(refused, where))
     if fmt == "svg" and not is_large_form(fields):
         try:
             read = read_page(fields)

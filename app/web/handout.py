@@ -25,7 +25,7 @@ from app.state.reading import read_page
 from app.state.scenario import Scenario, View
 from app.view.context import describe_scenario, page_context
 from app.web.page_work import INLINE_OPERATIONS, PageRequest, Rendered, is_large_form, page_operations
-from app.web.respond import page_request, posted_fields, render, respond, run_heavy, templates
+from app.web.respond import page_request, posted_fields, refused_pin, render, respond, run_heavy, templates
 
 router = APIRouter()
 
@@ -54,6 +54,9 @@ async def _answer(request: Request, fields: dict[str, str], link: str, query: st
     ``link`` is the state's link when the request's own is it, else "" (the permalink is written from the state)."""
     page = page_request(request)
     index_url = _index_url(request)
+    refused = await refused_pin(fields)
+    if refused is not None:  # a bomb, refused before any other work
+        return _error(page, refused, query)
     if not is_large_form(fields):
         try:
             sc, view = read_page(fields)

@@ -41,6 +41,7 @@ from app.state.form import DECIMALS, EDITABLE, FormError
 from app.state.grids import expand_grids
 from app.state.page import lenient_read
 from app.state.permalink import MAX_URL_CHARS, fits_in_url, stage_permalinks
+from app.state.pin import PINNED_FIELDS, check_pin_size
 from app.state.reading import read_page
 from app.state.scenario import Scenario, View, encode_edits
 from app.view.charts.learn import short_number
@@ -274,6 +275,14 @@ async def run_page(request: Request, work: PageWork, fields: dict[str, str],
     A bad form's message is light for htmx (and for ``errors_inline`` work); without JavaScript the page
     comes back whole, with the student's values set aside one by one, which is heavy."""
     page = page_request(request)
+    refused = await refused_pin(fields)
+    if refused is not None:  # a bomb, refused before any other work
+        if page.htmx:
+            return error_page(page, fields, refused, lesson)
+        fields = {name: value for name, value in fields.items() if name not in PINNED_FIELDS}
+        if not is_large_form(fields):
+            return error_page(page, fields, refused, lesson)
+        return await run_heavy(request, page, fields, error_page, page, fields, refused, lesson)
     if not is_large_form(fields):
         try:
             read = read_page(fields)
@@ -286,6 +295,25 @@ async def run_page(request: Request, work: PageWork, fields: dict[str, str],
             if page_operations(*read, fields.get("action", "")) <= INLINE_OPERATIONS:
                 return work(page, fields, lesson, read)
     return await run_heavy(request, page, fields, work, page, fields, lesson, None)
+
+
+INLINE_PIN_CHECK_CHARS = 2048  # a pin this short inflates to at most 2 MB: checked on the event loop
+
+
+async def refused_pin(fields: Mapping[str, str]) -> FormError | None:
+    """The error of a pinned state that cannot be one (app.state.pin.check_pin_size), found before any other work
+    and never queued behind the heavy lane's pages: a long pin is inflated in a thread (zlib lets go of the GIL),
+    a short one here. None when every pinned state is within its bounds."""
+    for name in PINNED_FIELDS:
+        text = fields.get(name, "")
+        try:
+            if len(text) > INLINE_PIN_CHECK_CHARS:
+                await run_in_threadpool(check_pin_size, text, name)
+            elif text:
+                check_pin_size(text, name)
+        except FormError as e:
+            return e
+    return None
 
 
 async def run_heavy(request: Request, page: PageRequest, fields: dict[str, str], work: Callable[..., Rendered],

@@ -8,10 +8,12 @@ themselves are measured by the bench (``python -m bench.trust``), not asserted h
 
 from __future__ import annotations
 
+import base64
 import statistics
 import threading
 import time
 import urllib.parse
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -20,7 +22,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.state.form import FormError
-from app.state.pin import MAX_PIN_QUERY_BYTES, encode_pin
+from app.state.pin import MAX_PIN_QUERY_BYTES, check_pin_size, encode_pin
 from app.state.reading import decode_pin, read_page
 from app.state.scenario import from_preset
 from app.web.lanes import Lanes
@@ -73,12 +75,34 @@ def test_the_largest_real_pin_still_reads_back() -> None:
     assert decode_pin(encode_pin(sc)).tokens == sc.tokens
 
 
-@pytest.mark.parametrize("route", ["/", "/stages", "/class", "/scenario"])
-def test_a_bomb_pin_on_any_route_is_a_422_naming_the_pin(client: TestClient, route: str) -> None:
-    form = {**default_page(client), "pin": bomb(64 * 1024 * 1024)}
+def long_field_bomb(inflated_bytes: int) -> str:
+    """A pin that inflates to one field of ``inflated_bytes``: few separators, so only its size refuses it."""
+    return base64.urlsafe_b64encode(zlib.compress(b"a=" + b"1" * inflated_bytes, 9)).decode("ascii")
+
+
+@pytest.mark.parametrize("route", ["/", "/stages", "/class", "/scenario", "/export", "/handout", "/figure.svg"])
+@pytest.mark.parametrize("pin", [bomb(64 << 20), long_field_bomb(64 << 20)], ids=["fields", "one-field"])
+def test_a_bomb_pin_on_any_route_is_a_422_naming_the_pin_before_any_other_work(
+        client: TestClient, heavy: list[str], route: str, pin: str) -> None:
+    """Refused by inflating it a step at a time with a hard cap (app.state.pin.check_pin_size), before the page is
+    read and never in the heavy lane's queue, where it once waited behind the costliest pages."""
+    form = {**default_page(client), "pin": pin, "export": "x|csv", "figure": "x"}
     r = client.post(route, data=form, headers=HTMX)
     assert r.status_code == 422, r.text[:300]
     assert "pin" in r.text
+    assert heavy == []
+
+
+@pytest.mark.parametrize("field", ["pin", "learn_before"])
+def test_check_pin_size_stops_at_the_first_bound_it_passes(field: str) -> None:
+    with pytest.raises(FormError, match="pin|learn") as refused:
+        check_pin_size(bomb(64 << 20), field)
+    assert refused.value.field == field
+    with pytest.raises(FormError):
+        check_pin_size(long_field_bomb(MAX_PIN_QUERY_BYTES + 1), field)
+    with pytest.raises(FormError):
+        check_pin_size("not base64 at all!", field)
+    check_pin_size(encode_pin(from_preset("bank-river")[0]), field)  # a real pin passes
 
 
 # --- heavy pages go to the heavy lane, light ones stay -------------------------------------------
