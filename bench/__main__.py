@@ -135,9 +135,12 @@ def main(argv: list[str] | None = None) -> int:
                                       heavy_body=plan["heavy"].body())
     if not args.no_load:
         students, steps, pause = plan["following"]
-        stores = ["memory"] + ([] if args.no_redis or find_redis_server() is None else ["redis"])
-        log(f"a class following its teacher: {students} students, {steps} steps ({', '.join(stores)})")
-        results.following = [run_follow(students, steps, log, redis=store == "redis", pause=pause) for store in stores]
+        # One server in memory, then two sharing Redis (as compose.yaml's replicas).
+        setups = [("memory", 1)] + ([] if args.no_redis or find_redis_server() is None else [("redis", 2)])
+        log(f"a class following its teacher: {students} students, {steps} steps "
+            f"({', '.join(f'{store} on {n}' for store, n in setups)})")
+        results.following = [run_follow(students, steps, log, redis=store == "redis", pause=pause, servers=n)
+                             for store, n in setups]
     if not args.no_model and real_model.HF_PYTHON.exists():
         log(f"the real model against Hugging Face ({real_model.HF_PYTHON}):")
         results.model = f"## {real_model.TITLE}\n\n{real_model.run(args.quick, log)}"

@@ -261,6 +261,9 @@ def run_follow(students: int, steps: int = STEPS, log: Callable[[str], None] = p
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     env["ATTENTION_CLASS_MAX_STUDENTS"] = str(max(students, 500))
     env["ATTENTION_CLASS_MAX_STREAMS"] = str(max(students + 10, 1000))
+    # Every student here comes from 127.0.0.1: one address's shares are the whole class's.
+    env["ATTENTION_CLASS_SEATS_PER_ADDRESS"] = env["ATTENTION_CLASS_MAX_STUDENTS"]
+    env["ATTENTION_CLASS_STREAMS_PER_ADDRESS"] = env["ATTENTION_CLASS_MAX_STREAMS"]
     with contextlib.ExitStack() as stack:
         store = "memory"
         if redis:
