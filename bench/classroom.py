@@ -50,6 +50,7 @@ from tests.servers import LOOPBACK
 
 STEPS = 20  # the teacher's steps
 CONNECT_TIMEOUT_S = 60.0  # the whole class joined and listening by then
+JOINS_PER_S = 100.0  # a hall scanning the QR code: a student joins every 10 ms, not all in the same instant
 STREAM_ENCODINGS = {"Accept-Encoding": "gzip, deflate, br, zstd"}  # as Chromium asks
 VERSION_RE = re.compile(rb'data-version="(\d+)"')
 
@@ -162,6 +163,7 @@ async def follow_class(base_urls: list[str], students: int, steps: int = STEPS, 
         async def student(k: int) -> None:
             nonlocal listening, wire, carried
             own_pages, own_streams = pages[k % len(pages)], streams[k % len(streams)]
+            await asyncio.sleep(k / JOINS_PER_S)
             async with own_pages.get(page, headers=BROWSER) as r:  # joins: a new anonymous id (no cookie kept)
                 body = await r.read()
                 if r.status != 200:
