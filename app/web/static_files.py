@@ -2,7 +2,8 @@
 
 The middleware compresses what the app writes at zstd level 1 (app.web.compression): right for a page made per
 request, wasteful for a script that never changes. Here each compressible file (scripts, styles, SVG, fonts,
-JSON) is compressed once per encoding at the encoder's best level — Brotli 11, zstd 19, gzip 9 — kept in memory
+JSON) is compressed once per encoding at the encoder's best level — Brotli 11, zstd 19, gzip 9; a file over
+256 KB, such as the API docs' script, at levels that take milliseconds rather than seconds — kept in memory
 while the file is unchanged (by its mtime and size), and sent with Content-Encoding, so the middleware leaves it
 as it is. Brotli goes first here: at its best level it is the smallest of the three (the first page's scripts
 and styles, 62 KB with zstd 1, are about 48 KB). The files a first page loads are compressed when the app
@@ -34,12 +35,16 @@ SKIP_WARMING = ("vendor/swagger-ui", "fonts/")  # the API's docs and the figures
 _PACKED: dict[tuple[str, str], tuple[int, int, bytes]] = {}  # (path, encoding) → mtime, size, compressed bytes
 
 
+BEST_UP_TO = 256 * 1024  # a larger file (the API docs' script, 1.4 MB) gets faster levels: Brotli 11 takes seconds
+
+
 def _compress(body: bytes, encoding: str) -> bytes:
+    best = len(body) <= BEST_UP_TO
     if encoding == "br":
-        return brotli.compress(body, quality=11)
+        return brotli.compress(body, quality=11 if best else 6)
     if encoding == "zstd":
-        return zstandard.ZstdCompressor(level=19).compress(body)
-    return gzip.compress(body, 9, mtime=0)
+        return zstandard.ZstdCompressor(level=19 if best else 9).compress(body)
+    return gzip.compress(body, 9 if best else 6, mtime=0)
 
 
 class PrecompressedStatic(StaticFiles):
