@@ -352,6 +352,7 @@ def test_page_asset_form_post_and_htmx_post_through_a_proxy(proxied: Callable[..
         assert api.status_code == 200 and api.json()["x"] == [[1.0, 2.0]]
 
 
+@pytest.mark.slow
 def test_replicas_behind_a_round_robin_balancer_answer_as_one_server(proxied: Callable[..., ReverseProxy],
                                                                      sub_client: TestClient) -> None:
     """No per-user state: a student's page, structural change, edit and step may each reach another
@@ -388,6 +389,7 @@ def test_proxy_headers_are_believed_only_from_trusted_addresses(launch: Callable
     assert access and access[-1].split()[1].startswith(f"{client_seen}:"), access
 
 
+@pytest.mark.slow
 def test_the_health_check_command_exits_0_only_when_the_server_answers(launch: Callable[..., Server]) -> None:
     server = launch()
 

@@ -207,6 +207,7 @@ def decoder_ready(browser: Browser, base_url: str) -> None:
     wait_for_decoder(base_url)
 
 
+@pytest.mark.slow
 def test_the_real_models_pages_in_every_language(page: Page, decoder_ready: None) -> None:
     """/model and /decoder, at the four screens, in each language; each says its model reads English and shows
     the French sentence in many more pieces than the English one."""

@@ -170,6 +170,7 @@ def axe() -> Axe:
     return Axe()
 
 
+@pytest.mark.slow
 def test_the_page_has_no_serious_accessibility_violations(page: Page, axe: Axe) -> None:
     page.goto("/model?matrix=softmax&row=11&col=3&x_row=11")
     expect(page.locator("a.thumb")).to_have_count(72)

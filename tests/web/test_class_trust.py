@@ -418,6 +418,7 @@ def frozen(server: RedisServer) -> Iterator[None]:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.slow
 async def test_a_frozen_redis_gets_a_fast_503_on_every_class_route(anyio_backend: str) -> None:
     """No socket timeout: edits, pages, streams and POST /class hung past 15 s; /healthz said ok."""
     with own_redis() as redis, class_server(redis.url()) as base:
