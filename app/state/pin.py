@@ -35,14 +35,14 @@ def encode_pin(sc: Scenario) -> str:
     return base64.urlsafe_b64encode(zlib.compress(query.encode(), 9)).decode("ascii")
 
 
-INFLATE_STEP = 256 * 1024  # inflated bytes a step of check_pin_size (a bomb of "a=1&…" is refused after the first)
+INFLATE_STEP = 64 * 1024  # inflated bytes a step of check_pin_size (a bomb of "a=1&…" is refused after the first)
 PINNED_FIELDS = ("pin", "learn_before")  # the form's fields that hold a pinned state
 
 
 def check_pin_size(text: str, field: str = "pin") -> None:
     """Refuse a pin (FormError naming ``field``) that inflates past MAX_PIN_QUERY_BYTES or holds more fields than
     MAX_PIN_FIELDS, inflating it a step at a time and counting its separators, so a bomb stops at the first step
-    past either bound: a few hundred microseconds for 64 MB of ``a=1&``, at most MAX_PIN_QUERY_BYTES of inflating
+    past either bound: about a hundred microseconds for 64 MB of ``a=1&``, at most MAX_PIN_QUERY_BYTES of inflating
     (about 20 ms, with the GIL let go) for one long field. Nothing is parsed: the pin's fields are read later, by
     ``pin_fields``, only when it passed."""
     refused = FormError(field, _("pin: the pinned state cannot be read; unpin it") if field == "pin" else
