@@ -166,8 +166,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # forward passes) waits for the first student to open /model: computed at start, it held the heavy
         # lane's first pages back by seconds.
         await app.state.lanes.start(pages.warm)
-        await to_thread.run_sync(app.state.static.warm)  # the static files at their smallest (a second or so)
         await to_thread.run_sync(load_model_files)
+        await to_thread.run_sync(app.state.static.warm)  # the static files at their smallest (a second or so)
         # Then the language model: 98 MB of 4-bit weights de-quantised to 540 MB of float32, in about 4 s, and
         # what its heads do (about 2 s of forward passes in a thread, outside the lanes): the page's first
         # answer chooses its head from it.
