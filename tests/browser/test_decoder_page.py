@@ -102,6 +102,7 @@ def first_percent(page: Page) -> float:
     return float(page.locator("li.bar .pct").first.inner_text().rstrip(" %"))
 
 
+@pytest.mark.slow
 def test_the_first_candidate_is_on_the_first_screen_of_every_screen(page: Page) -> None:
     page.set_viewport_size({"width": VIEWPORTS[0][0], "height": VIEWPORTS[0][1]})
     page.goto(f"/decoder?text={TEXT}")

@@ -105,6 +105,7 @@ def test_a_presets_handout_prints_one_stage_to_a_page_on_a4_and_letter(handout_p
     assert page.evaluate(VISIBLE_CONTROLS_JS) == []  # the Print button too: it is for the screen
 
 
+@pytest.mark.slow
 def test_sixteen_tokens_of_sixteen_dimensions_fit_the_paper(handout_page: Page) -> None:
     page = handout_page
     page.goto(SIXTEEN)

@@ -107,6 +107,7 @@ def shown_stage(html: str) -> str:
     return form_fields(html, None)["stage"]
 
 
+@pytest.mark.slow
 async def test_a_step_on_server_a_reaches_a_student_on_server_b(redis_db: RedisServer) -> None:
     with replica(redis_db.url()) as (a, _), replica(redis_db.url()) as (b, _):
         async with httpx.AsyncClient(base_url=a) as teacher, httpx.AsyncClient(base_url=b) as student:
