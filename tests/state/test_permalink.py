@@ -104,6 +104,7 @@ def test_stage_permalinks_are_the_permalinks_at_each_stage(key: str) -> None:
         assert links[stage] == permalink("/root/", sc, replace(view, stage=stage))
 
 
+@pytest.mark.slow
 def test_a_state_too_big_for_a_url_offers_a_file_instead(client: TestClient) -> None:
     form = form_fields(client.get("/").text)
     r = client.post("/", data={**form, "d_model": "64"}, headers=HTMX)

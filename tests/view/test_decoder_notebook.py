@@ -86,6 +86,7 @@ def test_the_notebook_imports_only_numpy(run: DecoderRun) -> None:
     assert imported == {"numpy"}
 
 
+@pytest.mark.slow
 def test_the_4_bit_weights_are_the_file_s_own_blocks() -> None:
     """Every layer's W_Q, W_K and W_V slices, written as whole numbers, steps and minima, are the Q4_1 blocks of
     the GGUF file (2 bytes of float16 step, 2 of float16 minimum, then 16 bytes: element j in the low 4 bits of

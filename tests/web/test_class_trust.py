@@ -388,6 +388,7 @@ async def test_every_follower_gets_the_step_beside_a_burst_in_memory(anyio_backe
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.slow
 async def test_every_follower_gets_the_step_beside_a_burst_with_redis(anyio_backend: str, redis_db: RedisServer
                                                                      ) -> None:
     """The same with the class in Redis, its events through the worker's subscription (4–6 trials in 10)."""

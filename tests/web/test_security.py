@@ -76,6 +76,7 @@ def test_every_kind_of_response_carries_the_headers(client: TestClient) -> None:
         assert embedded.headers["referrer-policy"] == "no-referrer"
 
 
+@pytest.mark.slow
 def test_docs_are_served_from_this_app_with_no_inline_script(client: TestClient) -> None:
     r = client.get("/docs")
     assert r.status_code == 200
