@@ -132,8 +132,11 @@ def timed(client: httpx.Client, send: object, count: int) -> list[float]:
     return times
 
 
-def measure(url: str, pid: int, heavy: Heavy, page: dict[str, str], clients: int, seconds: float,
-            edits: int) -> Row:
+def measure(url: str, pid: int, name: str, mix: list[Heavy], page: dict[str, str], clients: int, seconds: float,
+            edits: int, rounds: int = 0) -> tuple[Row, Bombs | None]:
+    """``clients`` clients each looping on the requests of ``mix`` in turn (each starting at another) for at least
+    ``seconds``, while one client makes default edits and another asks for /healthz; with ``rounds``, five bombs
+    then arrive together, round after round, under the same load."""
     edit = {**page, "x-1-2": "0.75"}
     with httpx.Client(timeout=120) as c:
         def send_edit() -> httpx.Response:
@@ -142,14 +145,20 @@ def measure(url: str, pid: int, heavy: Heavy, page: dict[str, str], clients: int
         alone = timed(c, send_edit, edits)
         before = rss_mb(pid)
         statuses: list[int] = []
-        deadline = time.monotonic() + seconds
+        deadline, measured = time.monotonic() + seconds, threading.Event()
 
-        def loop() -> None:
+        def loop(first: int) -> None:
             with httpx.Client(timeout=120) as h:
-                while time.monotonic() < deadline:
-                    statuses.append(h.post(url + heavy.path, data=heavy.form, headers=HTMX).status_code)
+                k = first
+                while time.monotonic() < deadline or not measured.is_set():
+                    heavy = mix[k % len(mix)]
+                    if heavy.form:
+                        statuses.append(h.post(url + heavy.path, data=heavy.form, headers=HTMX).status_code)
+                    else:
+                        statuses.append(h.get(url + heavy.path, headers=HTMX).status_code)
+                    k += 1
 
-        threads = [threading.Thread(target=loop, daemon=True) for _ in range(clients)]
+        threads = [threading.Thread(target=loop, args=(k,), daemon=True) for k in range(clients)]
         for t in threads:
             t.start()
         time.sleep(min(1.0, seconds / 4))  # the heavy clients are under way
@@ -163,12 +172,15 @@ def measure(url: str, pid: int, heavy: Heavy, page: dict[str, str], clients: int
         checker.start()
         loaded = timed(c, send_edit, edits)
         checker.join()
+        together = bombs_together(url, page, rounds, loaded=True) if rounds else None
         grown = rss_mb(pid) - before
+        measured.set()
         for t in threads:
             t.join()
     counts = {s: statuses.count(s) for s in sorted(set(statuses))}
-    return Row(heavy.name, len(statuses), ", ".join(f"{n}× {s}" for s, n in counts.items()),
-               p95(alone), p95(loaded), max(health) * 1000, grown)
+    row = Row(name, len(statuses), ", ".join(f"{n}× {s}" for s, n in counts.items()), p95(alone), p95(loaded),
+              max(health) * 1000, grown)
+    return row, together
 
 
 def server_pid(proc: subprocess.Popen[bytes]) -> int:
@@ -256,57 +268,6 @@ def class_requests(url: str) -> list[Heavy]:
             Heavy("a prediction", f"/class/{code}/predict", {"ref": "softmax:1:1", "guess": "0.5"})]
 
 
-def measure_mixed(url: str, pid: int, mix: list[Heavy], page: dict[str, str], clients: int, seconds: float,
-                  edits: int, rounds: int) -> tuple[Row, Bombs]:
-    """``clients`` clients each looping on every request of ``mix`` in turn (each starting at another), while one
-    makes default edits, another asks for /healthz, and then five bombs arrive together, round after round."""
-    edit = {**page, "x-1-2": "0.75"}
-    with httpx.Client(timeout=120) as c:
-        def send_edit() -> httpx.Response:
-            return c.post(url + "/stages", data=edit, headers=HTMX)
-
-        alone = timed(c, send_edit, edits)
-        before = rss_mb(pid)
-        statuses: list[int] = []
-        stop = threading.Event()
-
-        def loop(first: int) -> None:
-            with httpx.Client(timeout=120) as h:
-                k = first
-                while not stop.is_set():
-                    heavy = mix[k % len(mix)]
-                    if heavy.form:
-                        statuses.append(h.post(url + heavy.path, data=heavy.form, headers=HTMX).status_code)
-                    else:
-                        statuses.append(h.get(url + heavy.path, headers=HTMX).status_code)
-                    k += 1
-
-        threads = [threading.Thread(target=loop, args=(k,), daemon=True) for k in range(clients)]
-        for t in threads:
-            t.start()
-        time.sleep(min(1.0, seconds / 4))
-        health: list[float] = []
-
-        def checks() -> None:
-            with httpx.Client(timeout=120) as h:
-                health.extend(timed(h, lambda: h.get(url + "/healthz"), edits))
-
-        checker = threading.Thread(target=checks, daemon=True)
-        checker.start()
-        loaded = timed(c, send_edit, edits)
-        checker.join()
-        together = bombs_together(url, page, rounds, loaded=True)
-        grown = rss_mb(pid) - before
-        stop.set()
-        for t in threads:
-            t.join()
-    counts = {s: statuses.count(s) for s in sorted(set(statuses))}
-    row = Row(f"mixed abuse: {clients} clients, each looping on all of the above and a class's requests",
-              len(statuses), ", ".join(f"{n}× {s}" for s, n in counts.items()), p95(alone), p95(loaded),
-              max(health) * 1000, grown)
-    return row, together
-
-
 def run(clients: int, seconds: float, edits: int, rounds: int = 6) -> tuple[list[Row], Memory, list[Bombs]]:
     rows, bombs = [], []
     with server() as (url, pid):
@@ -318,8 +279,9 @@ def run(clients: int, seconds: float, edits: int, rounds: int = 6) -> tuple[list
         bombs.append(bombs_together(url, page, rounds))
         heavies = heavy_requests(page, learn)
         for heavy in heavies:
-            rows.append(measure(url, pid, heavy, page, clients, seconds, edits))
-        row, loaded = measure_mixed(url, pid, heavies + class_requests(url), page, clients, seconds, edits, rounds)
+            rows.append(measure(url, pid, heavy.name, [heavy], page, clients, seconds, edits)[0])
+        name = f"mixed abuse: {clients} clients, each looping on all of the above and a class's requests"
+        row, loaded = measure(url, pid, name, heavies + class_requests(url), page, clients, seconds, edits, rounds)
         rows.append(row)
         bombs.append(loaded)
         memory = Memory(*start, rss_mb(pid), [rss_mb(p) for p in child_pids(pid)])
