@@ -4,7 +4,7 @@
 #              missing (as root), run every test (on TEST_WORKERS=2 processes), the sweeps over every preset on
 #              one preset and the slow tests left out (about eight minutes)
 # make test-all — every test: every preset in every sweep, the slow tests, Schemathesis's coverage phase (CI)
-# make lock  — write both lock files again from pyproject.toml (after changing a dependency)
+# make lock  — write the lock files again: pyproject.toml's dependencies (after changing one), and uv's newest release
 # make messages — extract every message (app, templates, scripts) into app/locales/messages.pot and merge it
 #              into each language's catalogue (docs/translating.md); the catalogues are compiled by run and test
 # make bench — an edit and large API requests against /healthz, a class on one worker (alone and beside
@@ -22,7 +22,15 @@ PORT   ?= 8000
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 is needed"'
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# uv installs the lock files (a second from its cache, where pip took twenty); it is itself pinned with its
+# hashes in requirements-setup.lock, and installed by the venv's own pip.
+SETUP_LOCK := requirements-setup.lock
+UV := $(BIN)/uv
+
+$(UV): $(SETUP_LOCK) | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r $(SETUP_LOCK)
+	touch $@
 
 # Every dependency at the exact version and hashes of the lock files (`make lock` writes them from
 # pyproject.toml), exactly those (--no-deps: the lock is complete, and leaves out what
@@ -30,23 +38,27 @@ $(BIN)/python:
 LOCK      := requirements.lock
 TEST_LOCK := requirements-test.lock
 
-$(VENV)/.installed: pyproject.toml $(LOCK) | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r $(LOCK)
-	$(BIN)/python -m pip install --quiet --no-deps -e .
+INSTALL := $(UV) pip install --quiet --python $(BIN)/python --no-deps
+
+$(VENV)/.installed: pyproject.toml $(LOCK) | $(UV)
+	$(INSTALL) --require-hashes -r $(LOCK)
+	$(INSTALL) -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml $(TEST_LOCK) | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r $(TEST_LOCK)
-	$(BIN)/python -m pip install --quiet --no-deps -e .
+$(VENV)/.installed-test: pyproject.toml $(TEST_LOCK) | $(UV)
+	$(INSTALL) --require-hashes -r $(TEST_LOCK)
+	$(INSTALL) -e .
 	touch $(VENV)/.installed $@
 
 # Resolve pyproject.toml's dependencies again, for every platform and Python >= 3.11 (the image runs
-# 3.11, as the tests do), with the hashes of every file: run after changing a dependency, and commit both files.
-lock: | $(BIN)/python
-	$(BIN)/python -m pip install --quiet "uv>=0.9"
-	$(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --excludes requirements-excludes.txt --quiet -o $(LOCK)
-	$(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --excludes requirements-excludes.txt --quiet \
+# 3.11, as the tests do), with the hashes of every file, and uv's newest release (requirements-setup.lock):
+# run after changing a dependency, and commit the three files.
+lock: | $(UV)
+	$(UV) pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --excludes requirements-excludes.txt --quiet -o $(LOCK)
+	$(UV) pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --excludes requirements-excludes.txt --quiet \
 		--extra test -o $(TEST_LOCK)
+	echo uv | $(UV) pip compile - --universal --python-version 3.11 --generate-hashes \
+		--quiet -o $(SETUP_LOCK)
 
 # The other ATTENTION_* settings (docs/configuration.md) come from the environment. One BLAS thread, as in the
 # image: a request's matrix products are small, and BLAS threads spinning beside the server's only slow it.

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from html.parser import HTMLParser
 from types import SimpleNamespace
 
@@ -23,12 +23,19 @@ from app.main import create_app
 from tests.redis_server import RedisServer, find_redis_server, redis_server
 
 # --- what a run covers -----------------------------------------------------------------------------------
-# `make test` (pytest as it stands) runs every test, with two exceptions that `make test-all` (pytest --full, what
+# `make test` (pytest as it stands) runs every test, with exceptions that `make test-all` (pytest --full, what
 # CI runs) adds: a sweep over every preset (a test parametrized over them all: every stage of every preset in every
-# language, on every screen, …) runs on SAMPLE_PRESETS only, and the tests marked slow (a benchmark's own run, fifty
+# language, on every screen, …) runs on SAMPLE_PRESETS only, a browser's sweep over the page's languages or a
+# page's stages on SAMPLE_LANGUAGES or SAMPLE_STAGES (swept), and the tests marked slow (a benchmark's own run, fifty
 # concurrent clients, a proxy in front of the app) are left out. `make check` leaves out the browser, server and
 # kernel tests too. A full run also has Schemathesis's coverage phase (tests/web/test_schema.py).
 SAMPLE_PRESETS = frozenset({"bank-river"})  # two heads, a seed's worked example: the lesson's own scenario
+# A browser's sweep over every language of the page runs on these in `make test`: the longest words and the
+# other script, where a page overflows or is cut first (tests/i18n checks every catalogue in every run).
+SAMPLE_LANGUAGES = ("de", "zh")
+# A browser's sweep over every stage of a page (presenter mode's accessibility) runs on these in `make test`: the
+# projections, the attention weights and the block's feed-forward network, three kinds of stage.
+SAMPLE_STAGES = ("qkv", "softmax", "ffn")
 MARKERS = {
     "server": "starts a process of its own: a uvicorn server, redis-server, nginx, a benchmark",
     "kernel": "runs a notebook in a Jupyter kernel",
@@ -38,6 +45,12 @@ FULL_RUN = "ATTENTION_TESTS_FULL"  # "1" in a full run, for what a module decide
 # Fixtures that start a process (the browser's, a server, Redis), by name across the test files.
 SERVER_FIXTURES = {"redis_service", "redis_db", "base_url", "browser", "page", "server", "servers", "launch",
                    "quick_run", "redis_class_server", "two_servers"}
+
+
+def swept(values: Iterable[str], sample: Iterable[str]) -> list[str]:
+    """``values`` in a full run, those of ``sample`` among them otherwise (known as a module is imported)."""
+    chosen = set(sample)
+    return list(values) if os.environ.get(FULL_RUN) == "1" else [v for v in values if v in chosen]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -54,8 +67,9 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> str:
     if config.getoption("--full"):
         return "every test: every preset in every sweep, and the slow tests"
-    return (f"sweeps over {', '.join(sorted(SAMPLE_PRESETS))} of the {len(PRESETS)} presets, slow tests left out: "
-            "make test-all (pytest --full) runs every one")
+    return (f"sweeps over {', '.join(sorted(SAMPLE_PRESETS))} of the {len(PRESETS)} presets, "
+            f"{', '.join(SAMPLE_LANGUAGES)} of the languages and {', '.join(SAMPLE_STAGES)} of the stages, slow "
+            "tests left out: make test-all (pytest --full) runs every one")
 
 
 def _sweeps(items: list[pytest.Item]) -> list[pytest.Item]:

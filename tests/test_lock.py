@@ -73,3 +73,10 @@ def test_these_tests_run_on_the_locked_versions() -> None:
         if installed != version:
             wrong.append(f"{name} {installed} (locked {version})")
     assert not wrong, "installed versions differ from requirements-test.lock: " + ", ".join(wrong)
+
+
+def test_the_installer_is_pinned_with_its_hashes_and_is_the_one_installed() -> None:
+    """make installs uv from requirements-setup.lock, with pip's --require-hashes, and uv installs the rest."""
+    setup = pins(ROOT / "requirements-setup.lock")
+    assert list(setup) == ["uv"], setup
+    assert metadata.version("uv") == setup["uv"]

@@ -25,6 +25,7 @@ from app.lesson.presets import PRESETS
 from tests.browser.conftest import open_class_menu, save_screenshot
 from tests.browser.test_decoder_page import wait_for_decoder
 from tests.browser.test_viewports import VIEWPORTS, stage_keys
+from tests.conftest import SAMPLE_LANGUAGES, swept
 
 try:
     from playwright.sync_api import expect
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.browser
 
 TRANSLATED = [lang for lang in LANGUAGES if lang != "en"]
+SWEPT = swept(TRANSLATED, SAMPLE_LANGUAGES)  # every one in a full run (tests/conftest.py)
 
 # Every visible text of the page, with what it is in: text nodes under elements the reader sees, not inside
 # maths, code, inputs, tokens (a heatmap's labels, the lines' words, a model's pieces), nor what says translate="no".
@@ -152,7 +154,7 @@ def check_language(page: Page, lang: str, where: str) -> None:
 @pytest.mark.parametrize("preset", sorted(PRESETS))
 def test_every_stage_of_every_preset_in_every_language(page: Page, preset: str) -> None:
     keys = stage_keys(preset)
-    for lang in TRANSLATED:
+    for lang in SWEPT:
         page.set_viewport_size({"width": 1366, "height": 768})
         page.goto(f"/?preset={preset}&stage={keys[0]}&lang={lang}")
         expect(page.locator("html")).to_have_attribute("lang", re.compile(lang))
@@ -170,7 +172,7 @@ def test_every_stage_of_every_preset_in_every_language(page: Page, preset: str) 
 
 
 def test_presenter_mode_fits_in_every_language(page: Page) -> None:
-    for lang in TRANSLATED:
+    for lang in SWEPT:
         for width, height in ((1920, 1080), (1366, 768)):
             page.set_viewport_size({"width": width, "height": height})
             page.goto(f"/?preset=bank-river&stage=softmax&present=on&lang={lang}")
