@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable, Iterator
 from html.parser import HTMLParser
 from types import SimpleNamespace
+from typing import TypeVar
 
 import anyio
 import anyio.from_thread
@@ -22,13 +23,16 @@ from app.lesson.presets import PRESETS
 from app.main import create_app
 from tests.redis_server import RedisServer, find_redis_server, redis_server
 
+T = TypeVar("T")
+
 # --- what a run covers -----------------------------------------------------------------------------------
 # `make test` (pytest as it stands) runs every test, with exceptions that `make test-all` (pytest --full, what
 # CI runs) adds: a sweep over every preset (a test parametrized over them all: every stage of every preset in every
-# language, on every screen, …) runs on SAMPLE_PRESETS only, a browser's sweep over the page's languages or a
-# page's stages on SAMPLE_LANGUAGES or SAMPLE_STAGES (swept), and the tests marked slow (a benchmark's own run, fifty
-# concurrent clients, a proxy in front of the app) are left out. `make check` leaves out the browser, server and
-# kernel tests too. A full run also has Schemathesis's coverage phase (tests/web/test_schema.py).
+# language, on every screen, …) runs on SAMPLE_PRESETS only, a browser's sweep over the page's languages, a
+# page's stages or the screens on SAMPLE_LANGUAGES, SAMPLE_STAGES or SAMPLE_SCREENS (`swept`), and the tests
+# marked slow (a benchmark's own run, fifty concurrent clients, a proxy in front of the app) are left out.
+# `make check` leaves out the browser, server and kernel tests too. A full run also has Schemathesis's
+# coverage phase (tests/web/test_schema.py).
 SAMPLE_PRESETS = frozenset({"bank-river"})  # two heads, a seed's worked example: the lesson's own scenario
 # A browser's sweep over every language of the page runs on these in `make test`: the longest words and the
 # other script, where a page overflows or is cut first (tests/i18n checks every catalogue in every run).
@@ -36,6 +40,10 @@ SAMPLE_LANGUAGES = ("de", "zh")
 # A browser's sweep over every stage of a page (presenter mode's accessibility) runs on these in `make test`: the
 # projections, the attention weights and the block's feed-forward network, three kinds of stage.
 SAMPLE_STAGES = ("qkv", "softmax", "ffn")
+# The screens a page is tested on (width, height): a school laptop, a projector, a tablet, a phone. A browser's
+# test parametrized over every one of them runs on SAMPLE_SCREENS in `make test`: the laptop and the phone.
+VIEWPORTS = ((1366, 768), (1920, 1080), (768, 1024), (390, 844))
+SAMPLE_SCREENS = ((1366, 768), (390, 844))
 MARKERS = {
     "server": "starts a process of its own: a uvicorn server, redis-server, nginx, a benchmark",
     "kernel": "runs a notebook in a Jupyter kernel",
@@ -47,9 +55,9 @@ SERVER_FIXTURES = {"redis_service", "redis_db", "base_url", "browser", "page", "
                    "quick_run", "redis_class_server", "two_servers"}
 
 
-def swept(values: Iterable[str], sample: Iterable[str]) -> list[str]:
+def swept(values: Iterable[T], sample: Iterable[T]) -> list[T]:
     """``values`` in a full run, those of ``sample`` among them otherwise (known as a module is imported)."""
-    chosen = set(sample)
+    chosen = list(sample)
     return list(values) if os.environ.get(FULL_RUN) == "1" else [v for v in values if v in chosen]
 
 

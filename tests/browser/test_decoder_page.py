@@ -20,6 +20,7 @@ import pytest
 from app.view.decoder_view import readable
 from tests.browser.conftest import save_screenshot
 from tests.browser.test_figures import saved_svg
+from tests.conftest import VIEWPORTS
 
 try:
     from playwright.sync_api import expect
@@ -35,7 +36,6 @@ pytestmark = pytest.mark.browser
 
 TEXT = "The capital of France is"
 FIRST = "␣Paris"  # the model's likeliest next token for TEXT
-VIEWPORTS = ((1366, 768), (1920, 1080), (768, 1024), (390, 844))
 LOAD_S = 90.0  # the model is read in ~5 s; a slow CI machine gets a generous bound
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from tests.browser.conftest import ARTIFACTS, VIEWPORT
 from tests.browser.test_page import cells, current_stage
-from tests.conftest import form_fields
+from tests.conftest import form_fields, swept
 from tests.servers import LOOPBACK, free_port, running, uvicorn_args
 
 try:
@@ -59,7 +59,7 @@ def shot(page: Page, name: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("viewport", VIEWPORTS)
+@pytest.mark.parametrize("viewport", swept(VIEWPORTS, ("laptop", "phone")))  # SAMPLE_SCREENS; all in a full run
 def test_a_heavy_step_the_server_cannot_take_keeps_the_page_and_says_why(
         browser: Browser, impatient_url: str, page_log: PageLog, viewport: str) -> None:
     context = browser.new_context(viewport=VIEWPORTS[viewport], base_url=impatient_url)

@@ -21,6 +21,7 @@ import pytest
 
 from app.lesson.presets import PRESETS
 from tests.browser.conftest import save_screenshot
+from tests.conftest import VIEWPORTS
 
 try:
     from playwright.sync_api import expect
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.browser
 
-VIEWPORTS = ((1366, 768), (1920, 1080), (768, 1024), (390, 844))
 PRESENTER = ((1920, 1080), (1366, 768))
 PANELS = "lab+cost+inputs+learn+target"
 

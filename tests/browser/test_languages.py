@@ -24,8 +24,8 @@ from app.i18n import LANGUAGES, LOCALES_DIR
 from app.lesson.presets import PRESETS
 from tests.browser.conftest import open_class_menu, save_screenshot
 from tests.browser.test_decoder_page import wait_for_decoder
-from tests.browser.test_viewports import VIEWPORTS, stage_keys
-from tests.conftest import SAMPLE_LANGUAGES, swept
+from tests.browser.test_viewports import stage_keys
+from tests.conftest import SAMPLE_LANGUAGES, VIEWPORTS, swept
 
 try:
     from playwright.sync_api import expect

@@ -12,6 +12,7 @@ import pytest
 
 from app.lesson.stages import visible_stages
 from app.state.grids import expand_grids
+from tests.conftest import SAMPLE_SCREENS, VIEWPORTS, swept
 
 try:
     from playwright.sync_api import expect
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.browser
 
-VIEWPORTS = ((1366, 768), (1920, 1080), (768, 1024), (390, 844))
 FOCUS_RING = "rgb(17, 24, 39)"  # app.css --focus
 MIN_LABEL_PX = 10  # a node's name, as drawn after the map is scaled to its column
 
@@ -112,7 +112,7 @@ def test_a_node_clicked_before_the_new_map_settles_still_steps(page: Page) -> No
     assert page.locator("#state").evaluate("f => f.probe") == "same page"
 
 
-@pytest.mark.parametrize(("width", "height"), VIEWPORTS)
+@pytest.mark.parametrize(("width", "height"), swept(VIEWPORTS, SAMPLE_SCREENS))  # all in a full run
 def test_the_map_fits_the_window_and_stays_legible(page: Page, screenshot: Callable[..., Path],
                                                   width: int, height: int) -> None:
     page.set_viewport_size({"width": width, "height": height})

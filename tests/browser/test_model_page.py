@@ -11,6 +11,7 @@ import pytest
 
 from tests.browser.conftest import PageLog, save_screenshot
 from tests.browser.test_accessibility import violations
+from tests.conftest import SAMPLE_SCREENS, VIEWPORTS, swept
 
 try:
     from axe_playwright_python.sync_playwright import Axe
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.browser
 
-VIEWPORTS = ((1366, 768), (1920, 1080), (768, 1024), (390, 844))
 SWAP_BOUND_S = 5.0  # the budget is 1 s (measured in the report); a test only guards against a hang
 
 
@@ -130,7 +130,7 @@ def test_switching_a_head_off_changes_the_cosine(page: Page) -> None:
     assert "off_layer=1" in page.url and "off=2.3" in page.url
 
 
-@pytest.mark.parametrize(("width", "height"), VIEWPORTS)
+@pytest.mark.parametrize(("width", "height"), swept(VIEWPORTS, SAMPLE_SCREENS))  # all in a full run
 def test_the_page_fits_every_screen(page: Page, width: int, height: int) -> None:
     page.set_viewport_size({"width": width, "height": height})
     page.goto("/model")

@@ -19,6 +19,7 @@ import pytest
 
 from app.lesson.presets import PRESETS
 from tests.browser.conftest import open_class_menu, save_screenshot
+from tests.conftest import VIEWPORTS
 
 try:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.browser
 
-VIEWPORTS = ((1366, 768), (1920, 1080), (768, 1024), (390, 844))
 LAPTOP, PHONE = VIEWPORTS[0], VIEWPORTS[3]
 
 

@@ -21,7 +21,7 @@ from app.lesson.presets import PRESETS
 from app.state.scenario import from_preset
 from tests.browser.conftest import ARTIFACTS
 from tests.browser.test_page import cell, cells, heatmap
-from tests.browser.test_viewports import VIEWPORTS
+from tests.conftest import VIEWPORTS
 
 try:
     from playwright.sync_api import expect

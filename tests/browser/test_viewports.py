@@ -18,6 +18,7 @@ import pytest
 from app.lesson.presets import PRESETS
 from app.lesson.stages import visible_stages
 from tests.browser.conftest import ARTIFACTS, save_screenshot
+from tests.conftest import VIEWPORTS
 
 try:
     from playwright.sync_api import expect
@@ -35,7 +36,6 @@ def inputs_open() -> bool:
     """The page as it comes: the inputs drawer closed, the stages with the whole width."""
     return False
 
-VIEWPORTS = ((1366, 768), (1920, 1080), (768, 1024), (390, 844))
 PROJECTORS = ((1366, 768), (1920, 1080))
 PHONE = (390, 844)
 WIDE = 8  # a matrix with more columns may scroll inside its own box

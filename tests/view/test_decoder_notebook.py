@@ -36,7 +36,8 @@ def code_cell(nb: nbformat.NotebookNode, start: str) -> nbformat.NotebookNode:
     return next(c for c in nb.cells if c.cell_type == "code" and c.source.startswith(start))
 
 
-@pytest.mark.parametrize(("layer", "head", "kv", "sharing"), [(0, 0, 1, "1, 2, 3"), (23, 7, 3, "7, 8, 9")])
+@pytest.mark.parametrize(("layer", "head", "kv", "sharing"), [  # the last layer's kernel: in a full run
+    (0, 0, 1, "1, 2, 3"), pytest.param(23, 7, 3, "7, 8, 9", marks=pytest.mark.slow)])
 def test_a_head_s_notebook_runs_and_agrees_with_the_page(run: DecoderRun, layer: int, head: int, kv: int,
                                                          sharing: str) -> None:
     nb = decoder_notebook(load_decoder_files(), TEXT, run, layer, head)
@@ -54,7 +55,8 @@ def test_a_head_s_notebook_runs_and_agrees_with_the_page(run: DecoderRun, layer:
     assert check.startswith("All 11 matrices agree with the page's")
 
 
-@pytest.mark.parametrize(("cell", "number"), [("x = ", "x"), ("# key/value", "q_K")], ids=["x", "W_K"])
+@pytest.mark.parametrize(("cell", "number"), [  # a tampered x: in a full run
+    pytest.param("x = ", "x", marks=pytest.mark.slow), ("# key/value", "q_K")], ids=["x", "W_K"])
 def test_a_tampered_number_makes_the_check_fail(run: DecoderRun, cell: str, number: str) -> None:
     """The first number of x moved by 0.001, or the first of the shared key head's 4-bit weights by one step."""
     model = load_decoder_files()

@@ -212,7 +212,9 @@ def servers(store: str, request: pytest.FixtureRequest) -> Iterator[tuple[str, s
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("store", ["memory", "redis"])
+# In memory on one real server: slow, left to a full run (every other test of this file uses the memory store in
+# process, and the Redis case runs the same steps over two real servers).
+@pytest.mark.parametrize("store", [pytest.param("memory", marks=pytest.mark.slow), "redis"])
 async def test_the_model_state_goes_round_the_store_to_a_students_page(store: str, request: pytest.FixtureRequest,
                                                                        anyio_backend: str) -> None:
     with servers(store, request) as (a, b, redis_db):
