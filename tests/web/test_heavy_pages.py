@@ -290,6 +290,7 @@ def test_a_default_edit_keeps_its_pace_while_four_clients_loop_on_the_costliest_
             t.join()
     p95_alone = statistics.quantiles(alone, n=20)[-1]
     p95_loaded = statistics.quantiles(loaded, n=20)[-1]
-    # ~600× before (the costliest page took a second on the event loop); the bench measures the ratio
-    assert p95_loaded < max(15 * p95_alone, 0.1), (p95_alone, p95_loaded)
+    # ~600× before (the costliest page took a second on the event loop); the bench measures the ratio. A quarter
+    # of a second at least: beside the rest of the suite on two cores, 150 ms has been seen once.
+    assert p95_loaded < max(15 * p95_alone, 0.25), (p95_alone, p95_loaded)
     assert max(health) < 0.5, f"/healthz waited {max(health):.2f} s"
