@@ -171,9 +171,21 @@
   });
 
   function fetchResults() {
-    if (!document.getElementById("class-results")) return;
+    const results = document.getElementById("class-results");
+    if (!results) return;
+    // A menu the teacher has open in the results (Save figure, export) stays open when the new counts
+    // replace them: a prediction arriving just then would otherwise close it under the pointer.
+    const menus = function (root) { return Array.from(root.querySelectorAll("details")); };
+    const open = menus(results).map(function (d) { return d.open; });
     // The teacher's key is in an HttpOnly cookie, sent with this request: never in the page.
-    window.htmx.ajax("POST", panel().dataset.results, { target: "#class-results", swap: "outerHTML" });
+    window.htmx.ajax("POST", panel().dataset.results, { target: "#class-results", swap: "outerHTML" })
+      .then(function () {
+        const now = document.getElementById("class-results");
+        if (!now || now === results) return;
+        const found = menus(now);
+        if (found.length !== open.length) return;  // another panel: nothing to keep
+        found.forEach(function (d, i) { if (open[i]) d.open = true; });
+      });
   }
 
   const carries = typeof DecompressionStream === "function";

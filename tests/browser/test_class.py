@@ -247,12 +247,26 @@ def test_class_predictions_reach_the_teacher_and_the_reveal_reaches_everyone(
         expect(page.get_by_role("button", name="Send to the class")).to_be_visible()
         expect(page.get_by_role("button", name="Check")).to_have_count(0)
 
-    # Three predictions of A row 1, column 2; the second student changes theirs.
+    # Three predictions of A row 1, column 2.
     for page, value in zip(students, ("0.2", "0.9", "0.35"), strict=True):
         predict(page, 1, 2, value)
-    predict(students[1], 1, 2, "0.3")
     results = teacher.locator("#class-results")
     expect(results).to_contain_text("3 predictions for this stage", timeout=FOLLOW_MS)
+    # The teacher opens Save figure as the second student changes theirs: the new counts replace the results,
+    # and the menu stays open under the teacher's pointer.
+    desc = results.locator("svg.class-histogram desc")
+    expect(desc).to_contain_text("3 predictions")
+    shown = desc.text_content()
+    menu = results.locator("details.save-figure")
+    menu.locator("summary").click()
+    expect(menu).to_have_attribute("open", "")
+    predict(students[1], 1, 2, "0.3")
+    expect(desc).not_to_have_text(shown, timeout=FOLLOW_MS)
+    expect(menu).to_have_attribute("open", "")
+    menu.scroll_into_view_if_needed()
+    save_screenshot(teacher, "class-teacher-save-menu-kept-open", full_page=False)
+    menu.locator("summary").click()
+    expect(menu).not_to_have_attribute("open", "")
     expect(results.locator("svg.class-histogram")).to_have_count(1)
     expect(results.locator("svg.class-histogram desc")).to_contain_text("3 predictions")
     truth = teacher.evaluate("() => document.querySelector('#class-results figcaption').textContent")
