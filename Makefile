@@ -1,8 +1,8 @@
 # make run   — create .venv, install (requirements.lock), serve http://127.0.0.1:8000
 # make check — ruff and the tests that need no browser, server or kernel (about a minute and a half)
 # make test  — create .venv with the test extras (requirements-test.lock), install Chromium and redis-server if
-#              missing (as root), run every test (on TEST_WORKERS=2 processes), the sweeps over every preset on
-#              one preset and the slow tests left out (about eight minutes)
+#              missing (as root), run every test (on TEST_WORKERS=2 processes), the sweeps over every preset,
+#              language or screen on samples (tests/conftest.py) and the slow tests left out (under eight minutes)
 # make test-all — every test: every preset in every sweep, the slow tests, Schemathesis's coverage phase (CI)
 # make lock  — write the lock files again: pyproject.toml's dependencies (after changing one), and uv's newest release
 # make messages — extract every message (app, templates, scripts) into app/locales/messages.pot and merge it
