@@ -54,8 +54,10 @@ def test_sinusoidal_positions_show_the_pe_matrix(page: Page) -> None:
         ["0.841", "0.540", "0.010", "1.000"],
         ["0.909", "−0.416", "0.020", "1.000"],
     ]
-    page.select_option('select[name="positional_encoding"]', "alibi")
+    with page.expect_response(lambda r: r.request.method == "POST"):  # its swap lands before the next step
+        page.select_option('select[name="positional_encoding"]', "alibi")
     expect(page.locator('select[name="positional_encoding"]')).to_have_value("alibi")
+    page.wait_for_function("() => !document.querySelector('.htmx-request')")
     goto_stage(page, "scaled")
     expect(heatmap(page, "bias.0", "scaled")).to_be_visible()
 
