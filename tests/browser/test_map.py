@@ -92,7 +92,10 @@ def test_tab_reaches_the_nodes_in_stage_order_and_enter_steps(page: Page) -> Non
     expect_at(page, "addnorm1")
     # The map is swapped with the stage; the focus comes back to the same node.
     assert page.evaluate("() => document.activeElement.id") == "map-wide-addnorm1"
+    # Once the swap has settled (a busy machine's settling once took the focus back after the Tab).
+    page.wait_for_function("() => !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')")
     page.keyboard.press("Tab")
+    assert page.evaluate("() => document.activeElement.id") == "map-wide-ffn"
     page.keyboard.press("Enter")
     expect_at(page, "ffn")
 
