@@ -340,7 +340,8 @@ def test_the_learn_targets_show_their_numbers_whole(page: Page) -> None:
     assert cut == []
 
 
-@pytest.mark.parametrize("preset", ["default", "learn-bank"])
+# learn-bank's pictures (the Learn panel above the stage) in a full run; the default preset's in every run.
+@pytest.mark.parametrize("preset", ["default", pytest.param("learn-bank", marks=pytest.mark.slow)])
 def test_screenshots_of_the_first_screen_a_step_and_an_edit(page: Page, preset: str) -> None:
     """Pictures to look at, at each size: a scenario's first screen, the screen after Next (with the Learn panel
     above the stage for learn-bank), and an edit in place."""
