@@ -76,8 +76,9 @@ def pytest_report_header(config: pytest.Config) -> str:
     if config.getoption("--full"):
         return "every test: every preset in every sweep, and the slow tests"
     return (f"sweeps over {', '.join(sorted(SAMPLE_PRESETS))} of the {len(PRESETS)} presets, "
-            f"{', '.join(SAMPLE_LANGUAGES)} of the languages and {', '.join(SAMPLE_STAGES)} of the stages, slow "
-            "tests left out: make test-all (pytest --full) runs every one")
+            f"{', '.join(SAMPLE_LANGUAGES)} of the languages, {', '.join(SAMPLE_STAGES)} of the stages and "
+            f"{', '.join(f'{w}×{h}' for w, h in SAMPLE_SCREENS)} of the screens, slow tests left out: make test-all "
+            "(pytest --full) runs every one")
 
 
 def _sweeps(items: list[pytest.Item]) -> list[pytest.Item]:
