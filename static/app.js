@@ -295,6 +295,30 @@
   document.addEventListener("htmx:afterSettle", function () { prepareTables(document); restoreHeads(); restoreSummary(); });
   document.addEventListener("htmx:oobAfterSwap", markFields);
 
+  // The newest request for the view wins. Each control sends the whole form, so the last one asked for
+  // carries every change: an older answer still on its way (an edit, then a step before the edit's answer
+  // came back) is not swapped in over it when the newer one redraws as much (the workspace holds the
+  // stages). Requests from one control htmx already queues.
+  const WIDER = { stages: ["stages", "workspace"], workspace: ["workspace"] };
+  const asked = { stages: 0, workspace: 0 };
+  let requests = 0;
+  function dropOlder(ev) {
+    const view = ev.detail.xhr && ev.detail.xhr.view;
+    if (view && WIDER[view.name].some(function (wider) { return asked[wider] > view.number; })) {
+      ev.detail.shouldSwap = false;
+    }
+  }
+  document.addEventListener("htmx:beforeRequest", function (ev) {
+    const target = ev.detail.target;
+    const view = target && target.id;
+    if (view !== "stages" && view !== "workspace") return;
+    asked[view] = ++requests;
+    ev.detail.xhr.view = { name: view, number: requests };
+    // htmx asks the element the request targeted, which a newer answer may have taken off the page by then
+    // (so the question never reaches the document), though the answer goes where the server sends it.
+    target.addEventListener("htmx:beforeSwap", dropOlder);
+  });
+
   // A response htmx does not swap (5xx: the server busy, or a store that does not answer) leaves the
   // last good page as it was; say so beside the stage, in the server's words when it sent them.
   document.addEventListener("htmx:responseError", function (ev) {

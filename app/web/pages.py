@@ -1,4 +1,6 @@
-"""The page. One form holds the whole state; htmx posts it and swaps in what changed.
+"""The page. One form holds the whole state; htmx posts it and swaps in what changed. Every control sends
+the whole form, so the newest request carries every change: static/app.js swaps in no answer older than a
+newer request that redraws as much (a slow edit's answer arriving after a step's).
 
 - GET  /          the page for a preset (``?preset=pool``) or for a full state in the query string
 - POST /          a structural change (tokens, sizes, head, new weights): the whole workspace for

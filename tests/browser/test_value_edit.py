@@ -10,7 +10,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from tests.browser.test_page import cell, cells, current_stage, expected_run, fmt, go_to_stage, heatmap
+from tests.browser.test_page import cell, cells, current_stage, expected_run, fmt, go_to_stage, heatmap, map_current
 
 try:
     from playwright.sync_api import expect
@@ -18,7 +18,7 @@ except ImportError:  # conftest's fixtures skip every test (or fail them under R
     expect = None
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Page, Response
+    from playwright.sync_api import Page, Response, Route
 
 pytestmark = pytest.mark.browser
 
@@ -105,3 +105,41 @@ def test_a_value_edit_while_learning_updates_the_loss_and_the_gradient_sizes(pag
     expect(page.locator("#learn .learn-status")).not_to_have_attribute("data-loss", loss)
     assert sizes.all_inner_texts() != before
     assert probed(page) == {"map": True, "stepper": True, "options": True}
+
+
+def test_an_older_answer_arriving_last_is_not_swapped_in_over_a_newer_one(page: Page) -> None:
+    """An edit whose answer is slow, then a step: the step's answer (which carries the edit too, as every
+    control sends the whole form) stays on screen when the edit's answer comes back after it. Before, the
+    last answer won: the softmax's body came back into the page under the map's "output"."""
+    page.goto("/")
+    go_to_stage(page, "softmax")
+    held: list[Route] = []
+
+    def hold_the_edit(route: Route) -> None:
+        if route.request.method == "POST" and route.request.headers.get("attention-edit") == "value" and not held:
+            held.append(route)  # answered below, once the step's answer is on screen
+        else:
+            route.continue_()
+
+    page.route("**/stages", hold_the_edit)
+    page.locator('input[name="x-0-0"]').fill("2.5")
+    for _ in range(100):  # the edit is sent 300 ms after the typing stops
+        if held:
+            break
+        page.wait_for_timeout(50)
+    assert len(held) == 1
+    with page.expect_response(lambda r: r.url.endswith("/stages")) as step:
+        page.locator("#next-stage").click()
+    assert step.value.status == 200
+    run = expected_run("default", {(0, 0): 2.5})
+    expect(current_stage(page)).to_have_id("stage-output")
+    assert cells(heatmap(page, "output.0")) == fmt(run.heads[0].output)  # the step carried the edit
+
+    with page.expect_response(lambda r: r.request == held[0].request) as late:
+        held[0].continue_()
+    assert late.value.status == 200 and late.value.headers["hx-retarget"] == "#stage-body"
+    page.wait_for_function("() => !document.querySelector('.htmx-request')")
+    page.evaluate("() => new Promise(requestAnimationFrame)")  # a swap would have happened by now
+    expect(current_stage(page)).to_have_id("stage-output")
+    expect(map_current(page)).to_have_id("map-wide-output")
+    assert cells(heatmap(page, "output.0")) == fmt(run.heads[0].output)
