@@ -27,9 +27,12 @@ def free_port() -> int:
 
 
 def tail(log: IO[bytes], chars: int = 3000) -> str:
-    """The end of a server's log file (a file, not a pipe: a full pipe would stall the server)."""
-    log.seek(0)
-    return log.read().decode(errors="replace")[-chars:]
+    """The end of a server's log file (a file, not a pipe: a full pipe would stall the server).
+
+    Read at an offset (pread): the server writes through the same open file, so moving its offset (seek)
+    would make the server's next line land over the log's beginning."""
+    fd = log.fileno()
+    return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")[-chars:]
 
 
 def wait_healthy(url: str, proc: subprocess.Popen[bytes], *, log: Callable[[], str] = lambda: "",
