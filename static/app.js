@@ -292,8 +292,30 @@
     const summary = document.getElementById("summary");
     if (summaryOpen && summary && summary.tagName === "DETAILS" && !summary.open) summary.open = true;
   }
-  document.addEventListener("htmx:afterSettle", function () { prepareTables(document); restoreHeads(); restoreSummary(); });
+  document.addEventListener("htmx:afterSettle", function () { prepareTables(document); restoreHeads(); restoreSummary(); fitFormulas(); });
   document.addEventListener("htmx:oobAfterSwap", markFields);
+
+  // A stage's formula wider than its stage (the mask's cases, the heads' concatenation, on a phone) is set
+  // smaller, down to seven tenths of its size, rather than scrolled sideways. Presenter mode fits its own.
+  const SMALLEST_FORMULA = 0.7;
+  function fitFormulas() {
+    const formulas = Array.from(document.querySelectorAll("#stages .formula"))
+      .filter(function (f) { return !f.closest(".present"); });
+    formulas.forEach(function (f) { f.style.fontSize = ""; });
+    // Read after every write: one layout for the formulas that fit, however many there are.
+    formulas.filter(function (f) { return f.scrollWidth > f.clientWidth + 1; }).forEach(function (f) {
+      const size = parseFloat(getComputedStyle(f).fontSize);
+      let now = size;
+      while (f.scrollWidth > f.clientWidth + 1 && now > SMALLEST_FORMULA * size) {
+        // In proportion, at least 5 % a step: not every part of a formula scales with its font.
+        now = Math.max(SMALLEST_FORMULA * size, Math.min(0.95 * now, now * f.clientWidth / f.scrollWidth));
+        f.style.fontSize = now + "px";
+      }
+    });
+  }
+  document.addEventListener("DOMContentLoaded", fitFormulas);
+  document.fonts.addEventListener("loadingdone", fitFormulas); // the maths font changes every formula's width
+  window.addEventListener("resize", fitFormulas);
 
   // The newest request for the view wins. Each control sends the whole form, so the last one asked for
   // carries every change: an older answer still on its way (an edit, then a step before the edit's answer

@@ -1,7 +1,8 @@
 """The page on the screens a class has: a school laptop (1366×768), a projector (1920×1080), a tablet
 (768×1024) and a phone (390×844). For every stage of every preset: the page never scrolls sideways,
 the stage's result matrix is whole on screen (a matrix of more than 8 columns may scroll inside its
-own box, and then says so), and the formula is typeset MathML with no ASCII markup left in it.
+own box, and then says so), and the formula is typeset MathML with no ASCII markup left in it, whole in
+its box (on a phone the page sets a wide one smaller rather than scrolling it sideways).
 
 One page per preset: each stage is loaded once and checked at the four sizes by resizing the
 viewport, so the sweep stays a few minutes on two cores. Screenshots of each preset's softmax stage
@@ -65,6 +66,8 @@ MEASURE = """(key) => {
     first: stage.querySelector('figure.panel table').getBoundingClientRect().top + window.scrollY,
     cue: result.querySelector('.scroll-cue') !== null,
     title: result.querySelector('figcaption').textContent,
+    formula: Math.max(0, ...[...stage.querySelectorAll('.formula')].map((f) => f.scrollWidth - f.clientWidth)),
+    shrunk: [...stage.querySelectorAll('.formula')].some((f) => f.style.fontSize !== ''),
   };
 }"""
 
@@ -91,9 +94,13 @@ def sweep(page: Page, preset: str, sizes: tuple[tuple[int, int], ...]) -> None:
         check_formula(page, key)
         for width, height in sizes:
             page.set_viewport_size({"width": width, "height": height})
+            page.evaluate("() => new Promise((done) => requestAnimationFrame(() => done()))")  # the page's resize
             m = page.evaluate(MEASURE, key)
             where = f"{preset} stage {key} at {width}×{height} ({m['title']})"
             assert m["overflow"] <= 0, f"{where}: the page is {m['overflow']} px wider than the screen"
+            assert m["formula"] <= 1, f"{where}: {m['formula']} px of a formula hidden in its box"
+            if width >= LAPTOP[0]:  # set smaller only where it would not fit
+                assert not m["shrunk"], f"{where}: a formula set smaller on a screen it fits"
             if m["columns"] <= WIDE:
                 assert m["clipped"] <= 1, f"{where}: {m['clipped']} px of the result hidden in its box"
                 assert m["left"] >= 0 and m["right"] <= width + 0.5, f"{where}: result outside the screen {m}"
