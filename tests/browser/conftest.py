@@ -29,7 +29,7 @@ except ImportError:  # reported by the `browser` fixture: skip, or fail under RE
     sync_playwright = None
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, ConsoleMessage, Page, Playwright, Request, Response
+    from playwright.sync_api import Browser, ConsoleMessage, Frame, Page, Playwright, Request, Response
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO_ROOT / "test-artifacts"  # git-ignored
@@ -172,6 +172,12 @@ def js_enabled() -> bool:
     return True
 
 
+def htmx_idle(page: Page | Frame, timeout: float | None = None) -> None:
+    """Wait until htmx has no request in flight and no swap still swapping or settling."""
+    page.wait_for_function("() => !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')",
+                           timeout=timeout)
+
+
 def save_screenshot(page: Page, name: str, *, full_page: bool = True) -> Path:
     """Save a PNG of the page as test-artifacts/<name>.png and return its path."""
     ARTIFACTS.mkdir(exist_ok=True)
@@ -201,7 +207,7 @@ def page(browser: Browser, base_url: str, page_log: PageLog, js_enabled: bool, i
     try:
         yield page
         if js_enabled:  # let a request still in flight finish before the log is read
-            page.wait_for_function("() => !document.querySelector('.htmx-request')", timeout=5_000)
+            htmx_idle(page, timeout=5_000)
         call = request.node.stash.get(_REPORTS, {}).get("call")
         if call is not None and call.failed:
             save_screenshot(page, f"FAILED-{request.node.name}")

@@ -13,6 +13,7 @@ import pytest
 
 from app.lesson.presets import PRESETS
 from app.lesson.stages import visible_stages
+from tests.browser.conftest import htmx_idle
 from tests.conftest import SAMPLE_STAGES, swept
 
 try:
@@ -47,7 +48,7 @@ def violations(axe: Axe, page: Page, impacts: tuple[str, ...] = BLOCKING) -> lis
 
 
 def wait_settled(page: Page) -> None:
-    page.wait_for_function("() => !document.querySelector('.htmx-request')")
+    htmx_idle(page)
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.browser.conftest import open_class_menu, save_screenshot
+from tests.browser.conftest import htmx_idle, open_class_menu, save_screenshot
 from tests.browser.test_class import Problems
 
 try:
@@ -94,7 +94,7 @@ def teacher_next(teacher: Page) -> str:
 def follows(student: Page, stage: str) -> dict:
     """Once the student's page shows ``stage`` and has settled: its geometry."""
     expect(student.locator(f"#stages article#{stage}")).to_be_visible(timeout=FOLLOW_MS)
-    student.wait_for_function("() => !document.querySelector('.htmx-request, .htmx-settling')")
+    htmx_idle(student)
     student.wait_for_timeout(100)  # the settle's scroll
     return student.evaluate(GEOMETRY)
 
@@ -178,7 +178,7 @@ def test_each_keeps_their_own_inputs_drawer(open_page: Callable[..., Page]) -> N
     expect(teacher.locator("#editor")).to_have_attribute("open", "")
     teacher.locator("select[name=decimals]").select_option("2")
     expect(student.locator("#stages table td").first).to_have_text(re.compile(r"^\S*\d\.\d\d$"), timeout=FOLLOW_MS)
-    student.wait_for_function("() => !document.querySelector('.htmx-request, .htmx-settling')")
+    htmx_idle(student)
     after = student.evaluate(GEOMETRY)
     assert not student.evaluate("document.getElementById('editor').open")
     assert after["heading"] == before["heading"], (before, after)

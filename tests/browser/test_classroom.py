@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from app.state.scenario import from_preset
+from tests.browser.conftest import htmx_idle
 from tests.browser.test_page import cell, cells, fmt, heatmap
 
 try:
@@ -44,7 +45,7 @@ def start_quiz(page: Page) -> None:
 
 
 def settle(page: Page) -> None:
-    page.wait_for_function("() => !document.querySelector('.htmx-request')")
+    htmx_idle(page)
 
 
 # --- predict, then reveal -------------------------------------------------------------------------

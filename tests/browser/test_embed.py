@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS
+from tests.browser.conftest import ARTIFACTS, htmx_idle
 from tests.servers import LOOPBACK, free_port, running, uvicorn_args
 
 if TYPE_CHECKING:
@@ -120,7 +120,7 @@ def test_a_framed_stage_works_from_another_site(watched: Watched, course: str, f
     frame.locator("#stage-output").wait_for()
     frame.locator('table[data-ref^="output"] tbody td').first.click()
     assert frame.locator("#inspector .inspect-title").inner_text().startswith("Output of query 1 (pool)")
-    inner.wait_for_function("() => !document.querySelector('.htmx-request')")
+    htmx_idle(inner)
     assert not watched.problems and not watched.console, watched.problems + watched.console
 
 

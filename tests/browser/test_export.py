@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from app.web.responses import AttentionResponse
+from tests.browser.conftest import htmx_idle
 from tests.browser.test_page import current_stage, expected_run, go_to_stage, heatmap
 from tests.maths.test_attention import S003_A
 
@@ -93,7 +94,7 @@ def test_export_follows_an_edit_and_latex_and_json_download(page: Page) -> None:
     go_to_stage(page, "output")
     with page.expect_response(lambda r: r.url.endswith("/stages")):  # the stages are swapped first
         page.locator('input[name="x-0-0"]').fill("2.5")
-    page.wait_for_function("() => !document.querySelector('.htmx-request')")
+    htmx_idle(page)
     expected = expected_run("default", {(0, 0): 2.5}).heads[0].output
     control = export_control(page, "output.0", "output")
 

@@ -12,6 +12,7 @@ import pytest
 
 from app.lesson.stages import visible_stages
 from app.state.grids import expand_grids
+from tests.browser.conftest import htmx_idle
 from tests.conftest import SAMPLE_SCREENS, VIEWPORTS, swept
 
 try:
@@ -93,7 +94,7 @@ def test_tab_reaches_the_nodes_in_stage_order_and_enter_steps(page: Page) -> Non
     # The map is swapped with the stage; the focus comes back to the same node.
     assert page.evaluate("() => document.activeElement.id") == "map-wide-addnorm1"
     # Once the swap has settled (a busy machine's settling once took the focus back after the Tab).
-    page.wait_for_function("() => !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')")
+    htmx_idle(page)
     page.keyboard.press("Tab")
     assert page.evaluate("() => document.activeElement.id") == "map-wide-ffn"
     page.keyboard.press("Enter")

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.browser.conftest import htmx_idle
 from tests.browser.test_page import cell, cells, heatmap
 
 try:
@@ -32,7 +33,7 @@ def test_causal_preset_zeroes_weights_above_the_diagonal_and_a_ticked_cell(page:
     with page.expect_response(lambda r: r.url.endswith("/stages")):  # its swap lands before the next step
         page.locator('input[name="block-4-0"]').check()  # hide key 0 from the last query
     expect(page.locator('#stage-mask input[name="block-4-0"]')).to_be_checked()
-    page.wait_for_function("() => !document.querySelector('.htmx-request')")
+    htmx_idle(page)
     goto_stage(page, "softmax")
     weights = cells(heatmap(page, "softmax.0", "softmax"))
     for i, row in enumerate(weights):
@@ -57,7 +58,7 @@ def test_sinusoidal_positions_show_the_pe_matrix(page: Page) -> None:
     with page.expect_response(lambda r: r.request.method == "POST"):  # its swap lands before the next step
         page.select_option('select[name="positional_encoding"]', "alibi")
     expect(page.locator('select[name="positional_encoding"]')).to_have_value("alibi")
-    page.wait_for_function("() => !document.querySelector('.htmx-request')")
+    htmx_idle(page)
     goto_stage(page, "scaled")
     expect(heatmap(page, "bias.0", "scaled")).to_be_visible()
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from app.lesson.presets import PRESETS
-from tests.browser.conftest import open_class_menu, save_screenshot
+from tests.browser.conftest import htmx_idle, open_class_menu, save_screenshot
 from tests.conftest import VIEWPORTS
 
 try:
@@ -55,7 +55,7 @@ SEEN = """() => {
 
 def settle(page: Page) -> None:
     """Wait until no request is in flight and htmx has settled the last swap."""
-    page.wait_for_function("() => !document.querySelector('.htmx-request, .htmx-settling, .htmx-swapping')")
+    htmx_idle(page)
     page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import nbformat
 import pytest
 
+from tests.browser.conftest import htmx_idle
 from tests.browser.test_export import download
 
 try:
@@ -37,7 +38,7 @@ def test_open_as_a_notebook_downloads_the_state_on_screen(page: Page) -> None:
     cell.fill("0.625")
     cell.dispatch_event("change")
     expect(page.locator("#stage-softmax")).to_be_visible()
-    page.wait_for_function("() => !document.querySelector('.htmx-request')")
+    htmx_idle(page)
     name, text = download(page, button)
     assert name == "attention-causal.ipynb"
     nb = nbformat.reads(text, as_version=4)

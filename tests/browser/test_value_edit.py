@@ -10,6 +10,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
+from tests.browser.conftest import htmx_idle
 from tests.browser.test_page import cell, cells, current_stage, expected_run, fmt, go_to_stage, heatmap, map_current
 
 try:
@@ -138,7 +139,7 @@ def test_an_older_answer_arriving_last_is_not_swapped_in_over_a_newer_one(page: 
     with page.expect_response(lambda r: r.request == held[0].request) as late:
         held[0].continue_()
     assert late.value.status == 200 and late.value.headers["hx-retarget"] == "#stage-body"
-    page.wait_for_function("() => !document.querySelector('.htmx-request')")
+    htmx_idle(page)
     page.evaluate("() => new Promise(requestAnimationFrame)")  # a swap would have happened by now
     expect(current_stage(page)).to_have_id("stage-output")
     expect(map_current(page)).to_have_id("map-wide-output")
