@@ -68,6 +68,19 @@ class Settings(BaseSettings):
     # Read the language model (540 MB, about 4 s) and measure its heads at start, in the background. Off: on the
     # first request that needs it (the page says it is loading meanwhile): for a server that never shows it.
     preload_language_model: bool = True
+    # The real models' services (app.serving): each model computes model_runners questions at once per worker,
+    # the rest wait in a fair queue of at most model_queue (one turn per browser in turn; past it, 503 with
+    # Retry-After); a page whose answer is not ready within first_screen_seconds answers at once with where it
+    # stands in the queue. Finished answers are kept per worker up to model_answer_bytes (rendered, compressed)
+    # and model_record_bytes (the computed runs); with REDIS_URL they are shared between servers up to
+    # shared_answer_bytes, each for shared_answer_seconds.
+    model_runners: int = Field(default=1, ge=1, le=16)
+    model_queue: int = Field(default=1000, ge=0)
+    first_screen_seconds: float = Field(default=0.5, ge=0, le=30)
+    model_answer_bytes: int = Field(default=96 * 1024 * 1024, ge=0)
+    model_record_bytes: int = Field(default=128 * 1024 * 1024, ge=0)
+    shared_answer_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
+    shared_answer_seconds: int = Field(default=600, ge=1)
     # Training (POST /api/train): steps × the operations of one forward pass (app.maths.cost: multiply-adds plus
     # elementwise) at most this. The backward pass and the optimiser cost a small multiple of the forward,
     # so the heaviest request (8 heads of 64 tokens, the additive score) trains in well under a second.

@@ -23,8 +23,8 @@ from app.classroom.memory import MemoryRooms
 from app.classroom.redis_store import RedisRooms
 from app.classroom.store import Rooms, StoreUnavailable
 from app.config import Settings, settings
-from app.maths.model_files import load_model_files
-from app.view.decoder_view import decoder_catalogue_view
+from app.serving.real_models import language_model, sentence_model
+from app.serving.shared import SharedAnswers
 from app.web import (
     api,
     class_decoder,
@@ -162,22 +162,33 @@ async def validation_error(request: Request, exc: RequestValidationError) -> JSO
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     async def warm() -> None:
         # The heavy lane's process first (a process start cannot be cut short, so a heavy page waits for it),
-        # then the pretrained model's 91 MB; /healthz answers all along. What its heads do (a second of
-        # forward passes) waits for the first student to open /model: computed at start, it held the heavy
-        # lane's first pages back by seconds.
+        # then the sentence encoder's 91 MB; /healthz answers all along.
         await app.state.lanes.start(pages.warm)
-        await to_thread.run_sync(load_model_files)
+        await to_thread.run_sync(encoder.files)
         await to_thread.run_sync(app.state.static.warm)  # the static files at their smallest (a second or so)
         # Then the language model: 98 MB of 4-bit weights de-quantised to 540 MB of float32, in about 4 s, and
         # what its heads do (about 2 s of forward passes in a thread, outside the lanes): the page's first
-        # answer chooses its head from it.
+        # answer chooses its head from it. Then what the encoder's heads do (a second): measured first, it held
+        # the heavy lane's first pages back by seconds.
         if app.state.config.preload_language_model:
-            await to_thread.run_sync(decoder_catalogue_view)
+            await decoder.start()
+        await encoder.start()
 
+    decoder, encoder = language_model(), sentence_model()
+    shared = None
+    if app.state.config.redis_url:  # finished answers shared with the other servers (app.serving.shared)
+        shared = SharedAnswers(app.state.config.redis_url, budget=app.state.config.shared_answer_bytes,
+                               seconds=app.state.config.shared_answer_seconds)
+    for service in (decoder, encoder):
+        service.share(shared)
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(warm)
         yield
         tasks.cancel_scope.cancel()
+    for service in (decoder, encoder):
+        service.share(None)
+    if shared is not None:
+        await shared.close()
     await app.state.rooms.close()  # Redis's connections, and this worker's subscription
 
 

@@ -19,9 +19,14 @@ import starlette.testclient
 from fastapi.testclient import TestClient
 from hypothesis import settings
 
-from app.lesson.presets import PRESETS
-from app.main import create_app
-from tests.redis_server import RedisServer, find_redis_server, redis_server
+# A real model's page answers with its place in the queue when its answer takes longer than this (app.web.served):
+# the tests read whole answers, and tests/web/test_served.py and the browser's test of the waiting page set their
+# own. Set before the app is imported (its settings are read then), and inherited by the servers the tests start.
+os.environ.setdefault("ATTENTION_FIRST_SCREEN_SECONDS", "30")
+
+from app.lesson.presets import PRESETS  # noqa: E402
+from app.main import create_app  # noqa: E402
+from tests.redis_server import RedisServer, find_redis_server, redis_server  # noqa: E402
 
 T = TypeVar("T")
 

@@ -13,7 +13,7 @@ import pytest
 APP = Path(__file__).resolve().parents[1] / "app"
 # Bottom to top. config (the settings) and i18n (the request's language) are read by every layer; main (the
 # factory) and serve (the entry) sit on top.
-LAYERS = ("config", "i18n", "maths", "lesson", "state", "view", "classroom", "web", "main", "serve")
+LAYERS = ("config", "i18n", "maths", "lesson", "state", "serving", "view", "classroom", "web", "main", "serve")
 
 
 @dataclass(frozen=True)

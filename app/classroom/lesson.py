@@ -18,11 +18,11 @@ import segno
 from markupsafe import Markup
 from starlette.concurrency import run_in_threadpool
 
-from app.classroom.byte_cache import ByteCache, deep_size
 from app.classroom.store import Room, spoken_code
 from app.config import settings
 from app.i18n import gettext as _
 from app.i18n import language
+from app.serving.byte_cache import ByteCache, deep_size
 from app.state.cells import matrix_of, parse_cell
 from app.state.form import FormError, read_fields
 from app.state.learning import learning_loss_and_gradients

@@ -26,7 +26,7 @@ import numpy as np
 from app.maths.attention import attend, concat_heads
 from app.maths.blocks import layer_norm
 from app.maths.model_files import MINILM_L6, BertConfig, BertLayerWeights, ModelFiles
-from app.maths.records import AttentionRun, HeadResult, Weights
+from app.maths.records import AttentionRun, HeadResult, Progress, Weights
 
 SPECIAL_TOKENS = ("[CLS]", "[SEP]")
 
@@ -162,14 +162,19 @@ def sentence_embedding(last: np.ndarray) -> np.ndarray:
 
 
 def run_model(model: ModelFiles, tokenized: Tokenized,
-              heads_off: frozenset[tuple[int, int]] = frozenset()) -> ModelRun:
-    """The encoder on one sentence: every layer's output and every head's attention weights."""
+              heads_off: frozenset[tuple[int, int]] = frozenset(),
+              progress: Progress | None = None) -> ModelRun:
+    """The encoder on one sentence: every layer's output and every head's attention weights.
+    ``progress(done, layers)`` is told after each layer."""
     x = embed(model, tokenized.ids)  # (T, d_model)
     hidden, attention = [x], []
-    for layer in range(model.config.layers):
+    layers = model.config.layers
+    for layer in range(layers):
         x, heads = encoder_layer(model, layer, x, heads_in(heads_off, layer))
         hidden.append(x)
         attention.append(heads.weights)
+        if progress is not None:
+            progress(layer + 1, layers)
     return ModelRun(tokens=tokenized.tokens, ids=tokenized.ids, hidden_states=np.stack(hidden),
                     attention=np.stack(attention), embedding=sentence_embedding(x), heads_off=heads_off)
 

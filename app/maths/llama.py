@@ -31,7 +31,7 @@ from app.maths.bert import heads_in
 from app.maths.decoder_files import SMOLLM2_135M, DecoderConfig, DecoderFiles
 from app.maths.masks import causal_mask
 from app.maths.positions import rope_rotate
-from app.maths.records import AttentionRun, HeadResult, Weights
+from app.maths.records import AttentionRun, HeadResult, Progress, Weights
 
 
 @dataclass(frozen=True)
@@ -157,26 +157,32 @@ def tokenize(model: DecoderFiles, text: str) -> tuple[tuple[str, ...], np.ndarra
 
 
 def extend(model: DecoderFiles, ids: np.ndarray, cache: KVCache = KVCache(),
-           heads_off: frozenset[tuple[int, int]] = frozenset()) -> tuple[np.ndarray, list[DecoderHeads], KVCache]:
+           heads_off: frozenset[tuple[int, int]] = frozenset(),
+           progress: Progress | None = None) -> tuple[np.ndarray, list[DecoderHeads], KVCache]:
     """The new tokens ``ids`` through every layer after the cache's tokens: each layer's output for them
-    ((N + 1, T, d_model), the embeddings first), each layer's heads, and the cache grown by them."""
+    ((N + 1, T, d_model), the embeddings first), each layer's heads, and the cache grown by them.
+    ``progress(done, layers)`` is told after each layer."""
     x = model.weights.embedding[ids]  # (T, d_model)
     hidden, heads_of, ks, vs = [x], [], [], []
-    for layer in range(model.config.layers):
+    layers = model.config.layers
+    for layer in range(layers):
         x, heads = decoder_layer(model, layer, x, cache, heads_in(heads_off, layer))
         hidden.append(x)
         heads_of.append(heads)
         ks.append(heads.k)
         vs.append(heads.v)
+        if progress is not None:
+            progress(layer + 1, layers)
     return np.stack(hidden), heads_of, KVCache(k=tuple(ks), v=tuple(vs))
 
 
-def run_decoder(model: DecoderFiles, text: str, heads_off: frozenset[tuple[int, int]] = frozenset()) -> DecoderRun:
+def run_decoder(model: DecoderFiles, text: str, heads_off: frozenset[tuple[int, int]] = frozenset(),
+                progress: Progress | None = None) -> DecoderRun:
     """The decoder on a text: every layer's output, every head's attention, the next token's logits."""
     tokens, ids = tokenize(model, text)
     if not len(ids):
         raise ValueError("text must hold at least one token")
-    hidden, heads, cache = extend(model, ids, KVCache(), heads_off)
+    hidden, heads, cache = extend(model, ids, KVCache(), heads_off, progress)
     return DecoderRun(tokens=tokens, ids=ids, hidden_states=hidden,
                       attention=np.stack([h.weights for h in heads]), logits=final_logits(model, hidden[-1, -1]),
                       cache=cache, heads_off=heads_off)

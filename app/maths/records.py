@@ -7,9 +7,13 @@ Notation follows "Attention Is All You Need": T tokens, ``d_model`` embedding si
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
+# A long computation tells how far it is: (layers done, layers in all), after each layer.
+Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)

@@ -6,29 +6,25 @@ app.maths."""
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
 from app.i18n import N_
 from app.i18n import gettext as _
-from app.lesson.decoder_texts import DECODER_BEHAVIOUR_TEXTS, DECODER_TEXTS
+from app.lesson.decoder_texts import DECODER_BEHAVIOUR_TEXTS
 from app.maths.arithmetic import CellRef, explain
-from app.maths.decoder_files import DecoderFiles, decoder_ready, load_decoder_files
-from app.maths.decoder_habits import decoder_catalogue, decoder_habits
+from app.maths.decoder_files import DecoderFiles
 from app.maths.llama import (
     DecoderRun,
     head_at,
     layer_attention_run,
     lens,
-    run_decoder,
     sampling_distribution,
     temperature_softmax,
     top_candidates,
 )
+from app.serving.real_models import language_model
 from app.state.decoder_state import CANDIDATES, DECODER_SPEC, GENERATE_CHOICES, DecoderPage, DecoderRead, decoder_query
 from app.state.model_state import INSPECTABLE
 from app.view.attention_lines import attention_lines
@@ -256,30 +252,14 @@ def lens_view(model: DecoderFiles, run: DecoderRun, every: bool) -> dict:
     return {"last": last, "table": table}
 
 
-# The last texts' next-token logits (196 KB each): moving the temperature slider or a cut-off recomputes the
-# candidates from them, without a new forward pass.
-_LOGITS: OrderedDict[tuple[str, frozenset[tuple[int, int]]], np.ndarray] = OrderedDict()
-_LOGITS_KEPT = 64
-_LOGITS_LOCK = threading.Lock()
-
-
 def decoder_run(model: DecoderFiles, text: str, heads_off: frozenset[tuple[int, int]] = frozenset()) -> DecoderRun:
-    """The text's run, with those heads off; its logits are kept for the candidates' next request."""
-    run = run_decoder(model, text, heads_off)
-    key = (text, heads_off)
-    with _LOGITS_LOCK:
-        _LOGITS[key] = run.logits
-        _LOGITS.move_to_end(key)
-        while len(_LOGITS) > _LOGITS_KEPT:
-            _LOGITS.popitem(last=False)
-    return run
+    """The text's run, with those heads off, from the language model's service (kept, or computed once)."""
+    return language_model().run(text, heads_off)
 
 
 def next_logits(model: DecoderFiles, text: str, heads_off: frozenset[tuple[int, int]] = frozenset()) -> np.ndarray:
-    """The text's next-token logits, kept from its page's run, or computed (another worker drew the page)."""
-    with _LOGITS_LOCK:
-        kept = _LOGITS.get((text, heads_off))
-    return kept if kept is not None else decoder_run(model, text, heads_off).logits
+    """The text's next-token logits, kept from its page's run, or computed."""
+    return language_model().logits(text, heads_off)
 
 
 def intact_logits(model: DecoderFiles, page: DecoderPage) -> np.ndarray | None:
@@ -338,42 +318,18 @@ def candidates_context(model: DecoderFiles, read: DecoderRead) -> dict:
                                    intact_logits(model, page))}
 
 
-_READING = threading.Lock()
-_reading: list[threading.Thread] = []  # the one thread that reads the model when the start did not
-
-
-def decoder_page_ready() -> bool:
-    """The model read and its heads measured (the page chooses its head from them). app.main's start does both
-    in the background; where it does not (preload_language_model off), the first page that asks starts them in
-    a thread of their own. Until then the page says it is loading."""
-    if decoder_ready() and _measured_catalogue.cache_info().currsize > 0:
-        return True
-    with _READING:
-        if not _reading:
-            _reading.append(threading.Thread(target=decoder_catalogue_view, name="read-language-model", daemon=True))
-            _reading[0].start()
-    return False
-
-
-_MEASURING = threading.Lock()  # lru_cache alone lets callers that come together each measure
-
-
 def decoder_catalogue_view() -> tuple[dict, ...]:
-    """What heads do, measured once per process over the lesson's fixed texts (about 2 s of forward passes,
-    at start or on the first page that asks): per behaviour its words and its three strongest heads, the
-    words in the request's language (the measure keeps them English)."""
-    with _MEASURING:
-        measured = _measured_catalogue()
+    """What heads do, measured once per process by the language model's service over the lesson's fixed texts:
+    per behaviour its words and its three strongest heads, the words in the request's language."""
     return tuple(dict(e, title=_(e["title"]), explanation=_(e["explanation"]),
                       heads=[dict(h, name=head_name(h["layer"], h["head"])) for h in e["heads"]])
-                 for e in measured)
+                 for e in _catalogue_entries(language_model().catalogue()))
 
 
-@lru_cache(maxsize=1)
-def _measured_catalogue() -> tuple[dict, ...]:
-    habits = decoder_habits(load_decoder_files(), DECODER_TEXTS)
+def _catalogue_entries(measured: tuple) -> tuple[dict, ...]:
+    """The measured catalogue as the page's entries, in English (the view translates): a few microseconds."""
     entries = []
-    for entry in decoder_catalogue(habits, top=3):
+    for entry in measured:
         words = DECODER_BEHAVIOUR_TEXTS[entry.behaviour]
         entries.append({"key": entry.behaviour, "title": words.title, "explanation": words.explanation,
                         "baseline": f"{entry.baseline:.2f}", "threshold": f"{entry.threshold:.2f}",

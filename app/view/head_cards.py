@@ -10,7 +10,6 @@ only carrier.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -20,9 +19,9 @@ from markupsafe import Markup, escape
 from app.i18n import LANGUAGES, language, ngettext
 from app.i18n import gettext as _
 from app.lesson.model_sentences import BEHAVIOUR_TEXTS, EXAMPLE_SENTENCE, MODEL_SENTENCES
-from app.maths.bert import ModelRun, run_model, tokenize
-from app.maths.head_catalogue import CatalogueEntry, HeadScore, head_catalogue
-from app.maths.model_files import load_model_files
+from app.maths.bert import ModelRun
+from app.maths.head_catalogue import CatalogueEntry, HeadScore
+from app.serving.real_models import sentence_model
 from app.view.heatmap import bucket_classes
 
 CELL = 12  # px per attention weight
@@ -147,18 +146,6 @@ def entry_view(entry: CatalogueEntry, example: ModelRun, sentence: str,
         peaks=row_peaks(weights, example.tokens))
 
 
-@lru_cache(maxsize=1)
-def _measured() -> tuple[tuple[CatalogueEntry, ...], ModelRun, list, float]:
-    """The catalogue's numbers, measured once per process: its entries, the example sentence's run, each
-    sentence's pronoun positions, and the seconds it took."""
-    start = time.perf_counter()
-    model = load_model_files()
-    runs = [run_model(model, tokenize(model, s.text)) for s in MODEL_SENTENCES]
-    pronouns = [s.positions(r.tokens) for s, r in zip(MODEL_SENTENCES, runs, strict=True)]
-    entries = tuple(head_catalogue(runs, pronouns))
-    return entries, runs[EXAMPLE_SENTENCE], pronouns, time.perf_counter() - start
-
-
 def catalogue_context() -> CatalogueView:
     """What templates/model/catalogue.html reads (as ``catalogue``): measured once per process, written once
     per language."""
@@ -168,7 +155,8 @@ def catalogue_context() -> CatalogueView:
 @lru_cache(maxsize=len(LANGUAGES))
 def _catalogue_view(lang: str) -> CatalogueView:
     """The catalogue in ``lang``, the request's language (gettext reads it from the request's context)."""
-    entries, example, pronouns, seconds = _measured()
+    measured = sentence_model().catalogue()
+    entries, example, pronouns, seconds = measured.entries, measured.example, measured.pronouns, measured.seconds
     sentence = MODEL_SENTENCES[EXAMPLE_SENTENCE].text
     return CatalogueView(
         entries=tuple(entry_view(e, example, sentence, pronouns[EXAMPLE_SENTENCE]) for e in entries),

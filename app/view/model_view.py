@@ -13,9 +13,10 @@ from nbformat import NotebookNode
 
 from app.i18n import gettext as _
 from app.maths.arithmetic import CellRef, explain
-from app.maths.bert import ModelRun, layer_attention_run, run_model
+from app.maths.bert import ModelRun, layer_attention_run
 from app.maths.model_files import ModelFiles
 from app.maths.sentence_pair import HeadShift, attention_shifts, first_position, moved_grid, switch_off
+from app.serving.real_models import sentence_model
 from app.state.model_state import DEFAULT_QUERY_WORD, HEADS, INSPECTABLE, LAYERS, ModelPage, ModelRead, model_query
 from app.view.attention_lines import attention_lines
 from app.view.head_cards import catalogue_context
@@ -168,7 +169,7 @@ def shown_head(page: ModelPage, one: ModelRun, two: ModelRun, query: int) -> tup
 def model_notebook_for(model: ModelFiles, read: ModelRead) -> NotebookNode:
     """The notebook of the head the page steps through, on the first sentence."""
     page = read.page
-    one, two = run_model(model, read.first), run_model(model, read.second)
+    one, two = sentence_model().run(read.first), sentence_model().run(read.second)
     query = page.query if page.query is not None else default_query(one.tokens)
     layer, head = shown_head(page, one, two, query)
     return model_notebook(model, read.first.text, one, layer, head)
@@ -177,7 +178,7 @@ def model_notebook_for(model: ModelFiles, read: ModelRead) -> NotebookNode:
 def model_context(model: ModelFiles, read: ModelRead) -> dict:
     """The whole page's context for a state read by app.state.model_state.read_model_page."""
     page = read.page
-    one, two = run_model(model, read.first), run_model(model, read.second)
+    one, two = sentence_model().run(read.first), sentence_model().run(read.second)
     query = page.query if page.query is not None else default_query(one.tokens)
     layer, head = shown_head(page, one, two, query)
     off = page.heads_off

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from fastapi.routing import APIRoute
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 
 from app.maths.attention import run_attention
@@ -19,12 +20,14 @@ from app.maths.blocks import run_transformer
 from app.maths.cost import attention_cost
 from app.maths.records import AttentionRun, BlockResult, LayerNormResult, TransformerRun, Weights
 from app.maths.weights import ALL_WEIGHT_NAMES, BLOCK_WEIGHT_NAMES
-from app.web.compression import compressed
+from app.serving.models import Answer, ModelService
+from app.web.compression import compressed, preferred_encoding
 from app.web.json_encoding import NotFinite, dumps
 from app.web.lanes import Lanes
 from app.web.npz_encoding import NPZ_MEDIA_TYPE, answer_media_type, npz_dumps
 from app.web.responses import AttentionResponse, BodyTooLarge, Health, TrainResponse, ValidationErrorResponse
 from app.web.schemas import AttentionRequest, Loss, TrainRequest
+from app.web.served import served_api
 
 # Why json.loads can fail other than with a JSONDecodeError (which FastAPI already answers with a 422).
 # The order matters: UnicodeDecodeError is a ValueError too.
@@ -271,6 +274,23 @@ async def answer(request: Request, operations: int, document: Callable[[], dict]
     return await lanes.run(operations, work)
 
 
+async def served_answer(request: Request, service: ModelService, req: BaseModel,
+                        document: Callable[[], dict]) -> Response:
+    """A real model's answer, as ``answer`` writes it, through the model's service: the same request (its body, the
+    media type and encoding it takes) is computed once however many ask, and kept."""
+    accept_encoding = request.headers.get("accept-encoding", "")
+    media_type = answer_media_type(request.headers.get("accept", ""))
+    question = ("api", request.url.path, req.model_dump_json(), media_type, preferred_encoding(accept_encoding))
+
+    def make() -> Answer:
+        response = compressed(encoded_answer(document(), media_type), media_type, accept_encoding)
+        vary = ", ".join(filter(None, (response.headers.get("Vary"), "Accept")))
+        headers = {k: v for k, v in response.headers.items() if k not in ("content-length", "content-type", "vary")}
+        return Answer(response.status_code, bytes(response.body), media_type, (*headers.items(), ("Vary", vary)))
+
+    return await served_api(request, service, question, make)
+
+
 @router.post("/api/attention", response_model=AttentionResponse, tags=["attention"], responses=RESPONSES)
 async def attention(req: AttentionRequest, request: Request) -> Response:
     """Run multi-head attention and return X, every head's Q, K, V, scores, scaled scores, softmax
@@ -294,5 +314,6 @@ async def train_attention(req: TrainRequest, request: Request) -> Response:
 
 
 @router.get("/healthz", response_model=Health, tags=["health"])
-def healthz() -> dict[str, str]:
+async def healthz() -> dict[str, str]:
+    """Answered on the event loop, never behind a thread pool busy rendering."""
     return {"status": "ok"}

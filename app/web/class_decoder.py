@@ -36,8 +36,8 @@ from app.classroom.store import Room
 from app.i18n import N_
 from app.i18n import gettext as _
 from app.lesson.presets import PRESETS
-from app.maths.decoder_files import load_decoder_files
 from app.maths.llama import decoder_operations
+from app.serving.real_models import language_model
 from app.state.decoder_state import DecoderRead, decoder_query, read_decoder_page
 from app.state.form import ON, FormError
 from app.view.decoder_view import candidates_context, decoder_context
@@ -67,7 +67,7 @@ CANDIDATES_PART = "decoder/candidates.html"  # what the temperature slider and t
 
 def read_decoder(pairs: Pairs) -> DecoderRead:
     """The page's state read by its own reader, "Write N tokens" written on first (FormError naming a bad field)."""
-    return read_decoder_page(load_decoder_files(), generated_pairs(pairs))
+    return read_decoder_page(language_model().files(), generated_pairs(pairs))
 
 
 def operations(pairs: Pairs) -> int:
@@ -86,7 +86,7 @@ def class_decoder_work(page: PageRequest, read: DecoderRead, lesson: Lesson, url
                        question: NextWord, words: list[str], headers: dict[str, str] | None = None) -> Rendered:
     """The page (or ``template``, a part of it) in a class: the teacher's publishes by posts, a student's explores
     by the page's usual GETs; with the class's question as this page shows it."""
-    model = load_decoder_files()
+    model = language_model().files()
     part = template == CANDIDATES_PART
     ctx = candidates_context(model, read) if part else decoder_context(model, read)
     guesses = ClassGuesses(question, lesson.teacher, lesson.following, lesson.students,
@@ -193,7 +193,7 @@ async def guesses_panel(request: Request, room: Room, teacher_key: str, question
     page = page_request(request)
 
     def work() -> Rendered:
-        model = load_decoder_files()
+        model = language_model().files()
         read = read_decoder_page(model, question.pairs())
         bars = candidates_context(model, read)["bars"]
         guesses = ClassGuesses(question, True, students=lesson.students, tally=tally(words, model, bars))

@@ -27,7 +27,7 @@ from app.classroom.lesson import Lesson, check_state, model_room_state, shown_mo
 from app.classroom.store import Room
 from app.lesson.presets import PRESETS
 from app.maths.bert import bert_operations
-from app.maths.model_files import load_model_files
+from app.serving.real_models import sentence_model
 from app.state.form import FormError
 from app.state.model_state import ModelRead, model_query, read_model_page
 from app.view.model_view import model_context
@@ -54,14 +54,14 @@ MODEL_OPERATIONS = 4 * bert_operations(64)  # as GET /model: two sentences, inta
 
 def read_model(pairs: Iterable[tuple[str, str]]) -> ModelRead:
     """The model page's state read by its own reader (FormError naming a bad field)."""
-    return read_model_page(load_model_files(), pairs)
+    return read_model_page(sentence_model().files(), pairs)
 
 
 def class_model_work(page: PageRequest, read: ModelRead, lesson: Lesson, model_url: str, template: str,
                      headers: dict[str, str] | None = None) -> Rendered:
     """The model page (or ``template``, a part of it) in a class: the teacher's publishes by posts, a
     student's explores by the model page's usual GETs."""
-    ctx = model_context(load_model_files(), read)
+    ctx = model_context(sentence_model().files(), read)
     ctx.update(model_url=model_url, error=None, error_slots=MODEL_ERROR_SLOTS, classroom=lesson, presets=PRESETS,
                typed={"text": read.page.text, "text2": read.page.text2},
                model_verb="post" if lesson.teacher else "get")

@@ -31,10 +31,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
 
-from app.classroom.byte_cache import ByteCache
 from app.classroom.lesson import real_page
 from app.classroom.store import Room, Rooms, RoomsFull
 from app.i18n import language
+from app.serving.byte_cache import ByteCache
 from app.web.class_hooks import KEEPALIVE_SECONDS, RETRY_MS, app_root, client_address
 
 log = logging.getLogger(__name__)

@@ -16,10 +16,11 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from app.config import settings
-from app.maths.decoder_files import DecoderFiles, load_decoder_files
-from app.maths.llama import DecoderRun, decoder_operations, generate, head_at, lens, run_decoder
+from app.maths.decoder_files import DecoderFiles
+from app.maths.llama import DecoderRun, generate, head_at, lens
+from app.serving.real_models import language_model
 from app.state.decoder_state import DECODER_SPEC, candidates_of, read_decoder_tokens
-from app.web.api import RESPONSES, JSONBodyRoute, answer
+from app.web.api import RESPONSES, JSONBodyRoute, served_answer
 from app.web.fields import ModelText, Seed, whole_number
 from app.web.schemas import mismatch
 
@@ -57,7 +58,7 @@ class _TextRequest(BaseModel):
 
     def _read_tokens(self) -> None:
         try:
-            self._ids = read_decoder_tokens(load_decoder_files(), self.text)[1]
+            self._ids = read_decoder_tokens(language_model().files(), self.text)[1]
         except ValueError as e:
             raise mismatch("text", str(e)) from None
 
@@ -217,13 +218,13 @@ async def decoder(req: DecoderRequest, request: Request) -> Response:
     `next` token's `top` candidates at `temperature`, and the logit `lens` (the last position's top token
     after each layer). With `layer` and `head`, also that head's step-through (`head`). The numbers agree
     with Hugging Face transformers' reading of the same 4-bit GGUF file to float32 precision."""
-    files = load_decoder_files()
+    service = language_model()
 
     def body() -> dict:
-        run = run_decoder(files, req.text, req.off)
-        return decoder_document(files, run, req.temperature, req.top, req.layer, req.head)
+        return decoder_document(service.files(), service.run(req.text, req.off), req.temperature, req.top, req.layer,
+                                req.head)
 
-    return await answer(request, decoder_operations(len(req.ids)), body)
+    return await served_answer(request, service, req, body)
 
 
 @router.post("/api/generate", response_model=GenerateResponse, tags=["model"], responses=RESPONSES)
@@ -231,7 +232,6 @@ async def generate_text(req: GenerateRequest, request: Request) -> Response:
     """Write up to `max_new_tokens` tokens after `text`, each through one token's forward pass with a KV cache.
     `temperature` 0 is greedy (token for token what transformers' `generate(do_sample=False)` writes);
     otherwise each token is drawn from softmax(logits/τ), cut to `top_k` and `top_p`, with `seed`."""
-    files = load_decoder_files()
-    operations = decoder_operations(len(req.ids) + req.max_new_tokens, passes=1) * 2  # the prompt, then a step each
-    return await answer(request, operations, lambda: generate_document(files, req))
+    service = language_model()
+    return await served_answer(request, service, req, lambda: generate_document(service.files(), req))
 

@@ -16,14 +16,15 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from app.i18n import gettext as _
-from app.maths.decoder_files import load_decoder_files
 from app.maths.llama import decoder_operations, generate
+from app.serving.real_models import language_model
 from app.state.decoder_state import DEFAULT_DECODER_TEXT, read_decoder_page
 from app.state.form import FormError
-from app.view.decoder_view import candidates_context, decoder_context, decoder_page_ready, token_text
+from app.view.decoder_view import candidates_context, decoder_context, token_text
 from app.view.notebook.decoder import decoder_notebook_for
 from app.web.page_work import PageRequest, Rendered
 from app.web.respond import encoded, notebook_download, page_request, render, respond
+from app.web.served import Waiting, served_page
 
 router = APIRouter()
 
@@ -49,7 +50,7 @@ def generated_pairs(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
     raw = given.get("generate", "")
     if not raw:
         return pairs
-    model = load_decoder_files()
+    model = language_model().files()
     read = read_decoder_page(model, [(k, v) for k, v in pairs if k != "generate"])
     if not raw.isdigit() or not 1 <= int(raw) <= 32:
         raise FormError("generate", _("generate must be a whole number from 1 to 32"))
@@ -62,9 +63,15 @@ def generated_pairs(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
         ("text", text)]
 
 
-def decoder_work(page: PageRequest, pairs: list[tuple[str, str]], url: str, part: str = "page") -> Rendered:
-    """The page, its workspace fragment, or its candidates alone, for one query string; a bad field's 422."""
-    model = load_decoder_files()
+def decoder_work(page: PageRequest, pairs: list[tuple[str, str]], url: str, part: str = "page",
+                 waiting: Waiting | None = None) -> Rendered:
+    """The page, its workspace fragment, or its candidates alone, for one query string; a bad field's 422; or
+    (``part`` "waiting") the page around ``waiting``, the question's place in the queue."""
+    if waiting is not None:
+        return render(page, "decoder.html", {"decoder_url": url, "error": None, "error_slots": ERROR_SLOTS,
+                                             "typed": dict(pairs).get("text", DEFAULT_DECODER_TEXT),
+                                             "waiting": waiting}, headers={"Cache-Control": "no-store"})
+    model = language_model().files()
     try:
         pairs = generated_pairs(pairs)
         read = read_decoder_page(model, pairs)
@@ -81,22 +88,26 @@ def decoder_work(page: PageRequest, pairs: list[tuple[str, str]], url: str, part
     return render(page, "decoder.html", ctx)
 
 
-DecoderWork = Callable[[PageRequest, list[tuple[str, str]], str, str], Rendered]  # page, pairs, its url, part
+DecoderWork = Callable[..., Rendered]  # page, pairs, its url, part[, waiting]: decoder_work, or an embed's
 
 
 async def decoder_answer(request: Request, url: str, work: DecoderWork) -> Response:
     """A view of the language model at ``url`` (the page, or its embed): "loading" (503) until the model is read,
-    then ``work`` for the query in the API's lanes; the candidates alone when the sampler asks for them."""
+    then ``work`` for the query through the model's service (kept, or made once however many ask; while it waits,
+    where it stands); the candidates alone when the sampler asks for them."""
     page = page_request(request)
-    if not decoder_page_ready():
+    service = language_model()
+    if not service.ready():
         return respond(render(page, "decoder/loading.html", {"decoder_url": url}, status=503,
                               headers={"Retry-After": "5", "Refresh": "5"}))
     pairs = list(request.query_params.multi_items())
     part = "candidates" if request.headers.get("HX-Target") == "candidates" else "page"
-    operations = decoder_operations(128, passes=2 if "generate" in dict(pairs) else 1)
-    rendered = await request.app.state.lanes.run(
-        operations, lambda: encoded(page.accept_encoding, work, page, pairs, url, part))
-    return respond(rendered)
+
+    def waiting_page(asked: PageRequest, waiting: Waiting) -> Rendered:
+        return work(asked, pairs, url, "waiting", waiting)
+
+    return await served_page(request, page, service, (url, part, tuple(sorted(pairs))),
+                             lambda: work(page, pairs, url, part), waiting_page, "decoder-work", "SmolLM2-135M")
 
 
 @router.get("/decoder", response_class=HTMLResponse, include_in_schema=False, name="decoder_page")
@@ -108,7 +119,7 @@ async def decoder_page(request: Request) -> Response:
 
 def decoder_notebook_work(pairs: list[tuple[str, str]]) -> Rendered:
     """The notebook of the head the page steps through, or the 422 naming the field that stops it."""
-    model = load_decoder_files()
+    model = language_model().files()
     return notebook_download(lambda: read_decoder_page(model, pairs), lambda read: decoder_notebook_for(model, read),
                              "attention-decoder.ipynb")
 

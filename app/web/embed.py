@@ -25,9 +25,7 @@ from fastapi.responses import HTMLResponse, Response
 from app.classroom.lesson import Lesson
 from app.i18n import gettext as _
 from app.lesson.presets import DEFAULT_PRESET
-from app.maths.bert import bert_operations
-from app.maths.decoder_files import load_decoder_files
-from app.maths.model_files import load_model_files
+from app.serving.real_models import language_model, sentence_model
 from app.state.decoder_state import DEFAULT_DECODER_TEXT, read_decoder_page
 from app.state.form import FormError
 from app.state.grids import expand_grids
@@ -43,7 +41,6 @@ from app.web.decoder_pages import decoder_answer, generated_pairs
 from app.web.decoder_pages import error_slot as decoder_error_slot
 from app.web.page_work import PageRequest, Rendered
 from app.web.respond import (
-    encoded,
     error_page,
     link_to,
     page_request,
@@ -53,6 +50,7 @@ from app.web.respond import (
     run_page,
     workspace_context,
 )
+from app.web.served import Waiting, served_page
 
 router = APIRouter()
 
@@ -180,10 +178,18 @@ async def embed_stages(request: Request) -> Response:
 # --- the real model's head ------------------------------------------------------------------------------
 
 
-def model_work(page: PageRequest, pairs: list[tuple[str, str]], embed_url: str, model_url: str) -> Rendered:
-    """The model's embed (or, for htmx, its part that changes) for one query string; a bad field's 422."""
-    model = load_model_files()
+def model_work(page: PageRequest, pairs: list[tuple[str, str]], embed_url: str, model_url: str,
+               waiting: Waiting | None = None) -> Rendered:
+    """The model's embed (or, for htmx, its part that changes) for one query string; a bad field's 422; or the
+    embed around ``waiting``, the question's place in the queue."""
     urls = embed_urls(page.urls)
+    if waiting is not None:
+        given = dict(pairs)
+        return render(page, "embed/model.html", {
+            "model_url": embed_url, "error": None, "error_slots": MODEL_ERROR_SLOTS, "urls": urls, "waiting": waiting,
+            "typed": {"text": given.get("text", DEFAULT_TEXT), "text2": given.get("text2", DEFAULT_TEXT2)}},
+            headers={"Cache-Control": "no-store"})
+    model = sentence_model().files()
     try:
         read = read_model_page(model, pairs)
     except FormError as error:
@@ -206,21 +212,27 @@ async def embed_model(request: Request) -> Response:
     pairs = list(request.query_params.multi_items())
     embed_url = request.url_for("embed_model").path
     model_url = request.url_for("model_page").path
-    operations = 4 * bert_operations(64)  # as the model page: up to four forward passes
-    rendered = await request.app.state.lanes.run(
-        operations, lambda: encoded(page.accept_encoding, model_work, page, pairs, embed_url, model_url))
-    return respond(rendered)
+    return await served_page(request, page, sentence_model(), (embed_url, tuple(sorted(pairs))),
+                             lambda: model_work(page, pairs, embed_url, model_url),
+                             lambda asked, waiting: model_work(asked, pairs, embed_url, model_url, waiting),
+                             "model-work", "all-MiniLM-L6-v2")
 
 
 # --- the language model ---------------------------------------------------------------------------------
 
 
 def decoder_embed_work(page: PageRequest, pairs: list[tuple[str, str]], embed_url: str, decoder_url: str,
-                       part: str) -> Rendered:
+                       part: str, waiting: Waiting | None = None) -> Rendered:
     """The language model's embed (for htmx: its changing part, or the candidates alone) for one query string; a
-    bad field's 422, its message beside the text."""
-    model = load_decoder_files()
+    bad field's 422, its message beside the text; or the embed around ``waiting``, the question's place in the
+    queue."""
     urls = embed_urls(page.urls)
+    if waiting is not None:
+        return render(page, "embed/decoder.html", {
+            "decoder_url": embed_url, "error": None, "error_slots": DECODER_ERROR_SLOTS, "urls": urls,
+            "waiting": waiting, "typed": dict(pairs).get("text", DEFAULT_DECODER_TEXT)},
+            headers={"Cache-Control": "no-store"})
+    model = language_model().files()
     try:
         pairs = generated_pairs(pairs)
         read = read_decoder_page(model, pairs)
@@ -247,4 +259,5 @@ async def embed_decoder(request: Request) -> Response:
     word's candidates, the head's map and its step-through."""
     decoder_url = request.url_for("decoder_page").path
     return await decoder_answer(request, request.url_for("embed_decoder").path,
-                                lambda page, pairs, url, part: decoder_embed_work(page, pairs, url, decoder_url, part))
+                                lambda page, pairs, url, part, waiting=None: decoder_embed_work(
+                                    page, pairs, url, decoder_url, part, waiting))

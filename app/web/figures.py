@@ -29,16 +29,14 @@ from app.classroom.lesson import finish, heavy, real_page, shown
 from app.classroom.store import Rooms
 from app.i18n import gettext as _
 from app.maths.bert import bert_operations
-from app.maths.decoder_files import load_decoder_files
 from app.maths.llama import decoder_operations
-from app.maths.model_files import load_model_files
+from app.serving.real_models import language_model, sentence_model
 from app.state.decoder_state import read_decoder_page
 from app.state.form import FormError
 from app.state.model_state import read_model_page
 from app.state.page import link_fields
 from app.state.reading import read_page
 from app.state.scenario import Scenario, View
-from app.view.decoder_view import decoder_page_ready
 from app.view.figure.drawings import predictions_figure
 from app.view.figure.model_figures import decoder_figure, model_figure
 from app.view.figure.stage_figures import SavedFigure, page_figure
@@ -148,7 +146,7 @@ async def figure_png_posted(request: Request) -> Response:
 
 
 def model_figure_file(pairs: list[tuple[str, str]], fmt: str) -> Rendered:
-    model = load_model_files()
+    model = sentence_model().files()
     try:
         return _file(model_figure(model, read_model_page(model, pairs), dict(pairs).get("figure", "")), fmt)
     except FormError as e:
@@ -156,7 +154,7 @@ def model_figure_file(pairs: list[tuple[str, str]], fmt: str) -> Rendered:
 
 
 def decoder_figure_file(pairs: list[tuple[str, str]], fmt: str) -> Rendered:
-    model = load_decoder_files()
+    model = language_model().files()
     try:
         return _file(decoder_figure(model, read_decoder_page(model, pairs), dict(pairs).get("figure", "")), fmt)
     except FormError as e:
@@ -187,7 +185,7 @@ def _loading() -> Response:
 
 
 async def _decoder_answer(request: Request, fmt: str) -> Response:
-    if not decoder_page_ready():
+    if not language_model().ready():
         return _loading()
     return await _model_answer(request, decoder_figure_file, decoder_operations(128), fmt)
 

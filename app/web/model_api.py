@@ -11,10 +11,11 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from app.config import settings
-from app.maths.bert import ModelRun, Tokenized, bert_operations, head_result, run_model
-from app.maths.model_files import MINILM_L6, ModelFiles, load_model_files
+from app.maths.bert import ModelRun, Tokenized, head_result
+from app.maths.model_files import MINILM_L6, ModelFiles
+from app.serving.real_models import sentence_model
 from app.state.model_state import read_wordpieces
-from app.web.api import RESPONSES, JSONBodyRoute, answer
+from app.web.api import RESPONSES, JSONBodyRoute, served_answer
 from app.web.fields import ModelText, whole_number
 from app.web.schemas import mismatch
 
@@ -63,7 +64,7 @@ class ModelRequest(BaseModel):
         if (self.layer is None) != (self.head is None):
             raise mismatch("head" if self.head is None else "layer", "give layer and head together")
         try:
-            self._tokens = read_wordpieces(load_model_files(), self.text)
+            self._tokens = read_wordpieces(sentence_model().files(), self.text)
         except ValueError as e:
             raise mismatch("text", str(e)) from None
         return self
@@ -113,12 +114,12 @@ async def model(req: ModelRequest, request: Request) -> Response:
     its WordPiece `tokens`, every head's `attention` weights, every layer's `hidden_states` and the
     sentence `embedding`. With `layer` and `head`, also that head's step-through (`head`). `heads_off`
     switches heads off. The numbers agree with Hugging Face's BertModel to float32 precision."""
-    files = load_model_files()
+    service = sentence_model()
     tokens = req.wordpieces
 
     def body() -> dict:
-        run = run_model(files, tokens, frozenset((r.layer, r.head) for r in req.heads_off))
-        return model_document(files, run, req.layer, req.head)
+        run = service.run(tokens, frozenset((r.layer, r.head) for r in req.heads_off))
+        return model_document(service.files(), run, req.layer, req.head)
 
-    return await answer(request, bert_operations(len(tokens.ids)), body)
+    return await served_answer(request, service, req, body)
 

@@ -13,12 +13,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from app.maths.bert import bert_operations
-from app.maths.model_files import load_model_files
+from app.serving.real_models import sentence_model
 from app.state.form import FormError
 from app.state.model_state import DEFAULT_TEXT, DEFAULT_TEXT2, read_model_page
 from app.view.model_view import model_context, model_notebook_for
 from app.web.page_work import PageRequest, Rendered
 from app.web.respond import encoded, notebook_download, page_request, render, respond
+from app.web.served import Waiting, served_page
 
 router = APIRouter()
 
@@ -30,10 +31,18 @@ def model_error_slot(field: str) -> str:
     return field if field in ("text", "text2") else "view"
 
 
-def model_work(page: PageRequest, pairs: list[tuple[str, str]], model_url: str, typing: bool = False) -> Rendered:
-    """The page or its fragment for one query string; a bad field's 422. ``typing``: the request comes from a
-    sentence being typed, which replaces the address rather than adding a step to the browser's history."""
-    model = load_model_files()
+def model_work(page: PageRequest, pairs: list[tuple[str, str]], model_url: str, typing: bool = False,
+               waiting: Waiting | None = None) -> Rendered:
+    """The page or its fragment for one query string; a bad field's 422; or the page around ``waiting``, the
+    question's place in the queue. ``typing``: the request comes from a sentence being typed, which replaces the
+    address rather than adding a step to the browser's history."""
+    if waiting is not None:
+        given = dict(pairs)
+        return render(page, "model.html", {
+            "model_url": model_url, "error": None, "error_slots": MODEL_ERROR_SLOTS, "waiting": waiting,
+            "typed": {"text": given.get("text", DEFAULT_TEXT), "text2": given.get("text2", DEFAULT_TEXT2)}},
+            headers={"Cache-Control": "no-store"})
+    model = sentence_model().files()
     try:
         read = read_model_page(model, pairs)
     except FormError as error:
@@ -61,7 +70,7 @@ def model_error(page: PageRequest, pairs: list[tuple[str, str]], error: FormErro
 
 def notebook_work(pairs: list[tuple[str, str]]) -> Rendered:
     """The notebook of the head the page steps through, or the 422 naming the field that stops it."""
-    model = load_model_files()
+    model = sentence_model().files()
     return notebook_download(lambda: read_model_page(model, pairs), lambda read: model_notebook_for(model, read),
                              "attention-model.ipynb")
 
@@ -83,8 +92,8 @@ async def model_page(request: Request) -> Response:
     page = page_request(request)
     pairs = list(request.query_params.multi_items())
     model_url = request.url_for("model_page").path
-    typing = request.headers.get("HX-Trigger-Name") in ("text", "text2")  # htmx names the element that sent it
-    operations = 4 * bert_operations(64)  # up to four forward passes: two sentences, intact and switched off
-    rendered = await request.app.state.lanes.run(
-        operations, lambda: encoded(page.accept_encoding, model_work, page, pairs, model_url, typing))
-    return respond(rendered)
+    typing = request.headers.get("HX-Trigger-Name") in ("text", "text2")
+    return await served_page(request, page, sentence_model(), (model_url, typing, tuple(sorted(pairs))),
+                             lambda: model_work(page, pairs, model_url, typing),
+                             lambda asked, waiting: model_work(asked, pairs, model_url, typing, waiting),
+                             "model-work", "all-MiniLM-L6-v2")

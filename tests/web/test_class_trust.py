@@ -105,7 +105,7 @@ def test_an_oversize_state_is_refused_naming_its_field_and_never_stored(app) -> 
 def test_the_class_caches_are_bounded_by_bytes(app, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
     """256 cached rooms of up to 35 MB each: the caches now hold at most their byte budgets."""
     from app.classroom import lesson
-    from app.classroom.byte_cache import ByteCache
+    from app.serving.byte_cache import ByteCache
 
     monkeypatch.setattr(lesson, "_shown", ByteCache(50_000))
     monkeypatch.setattr(lesson, "_rendered", ByteCache(400_000))

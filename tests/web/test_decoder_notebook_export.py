@@ -9,8 +9,9 @@ import nbformat
 from fastapi.testclient import TestClient
 
 from app.maths.decoder_files import load_decoder_files
+from app.serving.real_models import language_model
 from app.state.decoder_state import DecoderPage
-from app.view.decoder_view import decoder_catalogue_view, decoder_page_ready, default_head
+from app.view.decoder_view import decoder_catalogue_view, default_head
 
 IPYNB = "application/x-ipynb+json"
 QUERY = "text=Birds+fly+south.&layer=3&head=5"
@@ -19,7 +20,7 @@ QUERY = "text=Birds+fly+south.&layer=3&head=5"
 def test_the_page_links_its_head_s_notebook(client: TestClient) -> None:
     load_decoder_files()  # the page answers 503 "loading" until the model is read and its heads measured
     decoder_catalogue_view()
-    assert decoder_page_ready()
+    assert language_model().ready()
     r = client.get(f"/decoder?{QUERY}")
     assert r.status_code == 200
     assert 'id="decoder-notebook"' in r.text

@@ -9,8 +9,8 @@ from html import unescape
 import pytest
 from fastapi.testclient import TestClient
 
+from app.serving.real_models import language_model
 from app.view.decoder_view import decoder_catalogue_view
-from app.web import decoder_pages
 
 TEXT = "The capital of France is"
 HTMX = {"HX-Request": "true"}
@@ -83,7 +83,7 @@ def test_a_bad_field_keeps_what_was_typed(client: TestClient) -> None:
 
 def test_the_page_says_it_is_loading_until_the_model_is_read(client: TestClient,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(decoder_pages, "decoder_page_ready", lambda: False)
+    monkeypatch.setattr(language_model(), "ready", lambda: False)
     r = client.get("/decoder", params={"text": TEXT})
     assert r.status_code == 503 and r.headers["Retry-After"] == "5"
     assert "still being read" in text_of(r.text)

@@ -13,12 +13,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
+from app.serving.real_models import language_model
 from app.state.page import preset_page
 from app.state.permalink import state_query
 from app.view.decoder_view import decoder_catalogue_view
 from app.view.figure.document import bucket_fill
 from app.view.heatmap import bucket_classes
-from app.web import figures
 from app.web.figures import MAX_PNG_PIXELS, png_of, png_zoom
 
 NS = "{http://www.w3.org/2000/svg}"
@@ -173,7 +173,7 @@ def test_the_real_models_head_maps(client: TestClient) -> None:
 
 
 def test_the_language_models_candidates(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(figures, "decoder_page_ready", lambda: False)  # the model still being read at start
+    monkeypatch.setattr(language_model(), "ready", lambda: False)  # the model still being read at start
     loading = client.get("/decoder/figure.svg?text=The+capital+of+France+is&figure=candidates")
     assert loading.status_code == 503 and loading.headers["retry-after"] == "5"
     monkeypatch.undo()

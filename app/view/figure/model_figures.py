@@ -7,9 +7,9 @@ the one the page shows.
 from __future__ import annotations
 
 from app.i18n import gettext as _
-from app.maths.bert import run_model
 from app.maths.decoder_files import SMOLLM2_135M, DecoderFiles
 from app.maths.model_files import ModelFiles
+from app.serving.real_models import sentence_model
 from app.state.decoder_state import DecoderRead
 from app.state.form import FormError
 from app.state.model_state import HEADS, ModelRead
@@ -36,7 +36,7 @@ def model_figure(model: ModelFiles, read: ModelRead, figure: str) -> SavedFigure
     """A figure of the "Your sentence" page (all-MiniLM-L6-v2) on its first sentence."""
     _check(figure, MODEL_FIGURES)
     page = read.page
-    one, two = run_model(model, read.first), run_model(model, read.second)
+    one, two = sentence_model().run(read.first), sentence_model().run(read.second)
     query = page.query if page.query is not None else default_query(one.tokens)
     layer, head = shown_head(page, one, two, query)
     if figure == "head":

@@ -23,7 +23,8 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 from app.i18n import N_
 from app.i18n import gettext as _
 from app.maths.decoder_files import DecoderConfig, DecoderFiles
-from app.maths.llama import DecoderRun, head_at, run_decoder
+from app.maths.llama import DecoderRun, head_at
+from app.serving.real_models import language_model
 from app.state.decoder_state import DecoderRead
 from app.view.decoder_view import default_head, readable
 from app.view.notebook.literals import array_literal, shape_text
@@ -223,4 +224,4 @@ def decoder_notebook(model: DecoderFiles, text: str, run: DecoderRun, layer: int
 def decoder_notebook_for(model: DecoderFiles, read: DecoderRead) -> NotebookNode:
     """The notebook of the head the page steps through, on the page's text."""
     layer, head = default_head(read.page)
-    return decoder_notebook(model, read.page.text, run_decoder(model, read.page.text), layer, head)
+    return decoder_notebook(model, read.page.text, language_model().run(read.page.text), layer, head)

@@ -1,0 +1,116 @@
+"""The two real models' services, one of each per process: the language model (SmolLM2-135M-Instruct, "Next word")
+and the sentence encoder (all-MiniLM-L6-v2, "Your sentence"). Each reads its files through app.maths, measures its
+heads over the lesson's fixed texts, and keeps its runs by the question that made them (app.serving.models)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.lesson.decoder_texts import DECODER_TEXTS
+from app.lesson.model_sentences import EXAMPLE_SENTENCE, MODEL_SENTENCES
+from app.maths.bert import ModelRun, Tokenized, run_model, tokenize
+from app.maths.decoder_files import DECODER_NAME, DecoderFiles, load_decoder_files
+from app.maths.decoder_habits import decoder_catalogue, decoder_habits
+from app.maths.head_catalogue import CatalogueEntry, head_catalogue
+from app.maths.llama import DecoderRun, run_decoder
+from app.maths.model_files import MODEL_NAME, ModelFiles, load_model_files
+from app.serving.byte_cache import ByteCache
+from app.serving.models import ModelService
+
+LOGITS_BYTES = 16 * 1024 * 1024  # the next-token logits of the last texts (196 KB each), kept apart from their runs
+NO_HEADS = frozenset[tuple[int, int]]()
+
+
+def measure_decoder(files: DecoderFiles) -> tuple[CatalogueEntry, ...]:
+    """What the language model's heads do, over the lesson's fixed texts (about 2 s of forward passes)."""
+    return decoder_catalogue(decoder_habits(files, DECODER_TEXTS), top=3)
+
+
+class LanguageModel(ModelService[DecoderFiles]):
+    """SmolLM2-135M-Instruct: its runs by text and heads switched off, and their next-token logits."""
+
+    def __init__(self) -> None:
+        super().__init__(DECODER_NAME, load_decoder_files, measure_decoder)
+        self._logits: ByteCache[np.ndarray] = ByteCache(LOGITS_BYTES)
+        self._logits_lock = threading.Lock()
+
+    def run(self, text: str, heads_off: frozenset[tuple[int, int]] = NO_HEADS) -> DecoderRun:
+        """The text's run, with those heads off: kept, or computed once however many ask."""
+        run = self.record(("run", text, heads_off),
+                          lambda progress: run_decoder(self.files(), text, heads_off, progress))
+        with self._logits_lock:
+            self._logits.put((text, heads_off), run.logits, run.logits.nbytes)
+        return run
+
+    def logits(self, text: str, heads_off: frozenset[tuple[int, int]] = NO_HEADS) -> np.ndarray:
+        """The text's next-token logits: kept from its run (the temperature slider and the cut-offs recompute the
+        candidates from them without a forward pass), or computed."""
+        with self._logits_lock:
+            kept = self._logits.get((text, heads_off))
+        return kept if kept is not None else self.run(text, heads_off).logits
+
+    def catalogue(self) -> tuple[CatalogueEntry, ...]:
+        return super().catalogue()  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class EncoderCatalogue:
+    """The encoder's catalogue as measured: its entries, the example sentence's run, each sentence's pronoun
+    positions, and the seconds it took."""
+
+    entries: tuple[CatalogueEntry, ...]
+    example: ModelRun
+    pronouns: list
+    seconds: float
+
+
+def measure_encoder(files: ModelFiles) -> EncoderCatalogue:
+    """What the sentence encoder's heads do, over the lesson's fixed sentences (one pass each, about 0.3 s)."""
+    start = time.perf_counter()
+    runs = [run_model(files, tokenize(files, s.text)) for s in MODEL_SENTENCES]
+    pronouns = [s.positions(r.tokens) for s, r in zip(MODEL_SENTENCES, runs, strict=True)]
+    return EncoderCatalogue(tuple(head_catalogue(runs, pronouns)), runs[EXAMPLE_SENTENCE], pronouns,
+                            time.perf_counter() - start)
+
+
+class SentenceModel(ModelService[ModelFiles]):
+    """all-MiniLM-L6-v2: its runs by sentence and heads switched off."""
+
+    def __init__(self) -> None:
+        super().__init__(MODEL_NAME, load_model_files, measure_encoder)
+
+    def run(self, tokenized: Tokenized, heads_off: frozenset[tuple[int, int]] = NO_HEADS) -> ModelRun:
+        return self.record(("run", tokenized.text, tokenized.ids.tobytes(), heads_off),
+                           lambda progress: run_model(self.files(), tokenized, heads_off, progress))
+
+    def catalogue(self) -> EncoderCatalogue:
+        return super().catalogue()  # type: ignore[return-value]
+
+
+_MAKING = threading.Lock()
+_services: dict[str, ModelService] = {}
+
+
+def language_model() -> LanguageModel:
+    """This process's language model service."""
+    with _MAKING:
+        if "decoder" not in _services:
+            _services["decoder"] = LanguageModel()
+        return _services["decoder"]  # type: ignore[return-value]
+
+
+def sentence_model() -> SentenceModel:
+    """This process's sentence encoder service."""
+    with _MAKING:
+        if "encoder" not in _services:
+            _services["encoder"] = SentenceModel()
+        return _services["encoder"]  # type: ignore[return-value]
+
+
+def model_services() -> tuple[ModelService, ...]:
+    return language_model(), sentence_model()
+
