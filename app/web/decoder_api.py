@@ -2,8 +2,9 @@
 every head's causal attention, the next token's candidates at a temperature, the logit lens, one head's
 step-through on request; and the text written on, token by token through a KV cache.
 
-The model is read once per worker process (app.maths.decoder_files) and run in the API's thread lanes; a
-generation is heavy work, so it waits in the heavy lane while a class's small requests go on.
+The model is the language model's service's (app.serving.real_models): the same request is computed once however
+many ask, and kept; questions wait their turn in its fair queue (503 with Retry-After when it is full), in a worker
+thread, while a class's small requests go on.
 """
 
 from __future__ import annotations

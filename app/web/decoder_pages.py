@@ -5,7 +5,8 @@ JavaScript: the candidates are links that append their token, Generate writes on
 text's page. htmx gets the workspace back as a fragment (#decoder-work); the temperature slider and the
 cut-offs get only the candidates (#candidates), recomputed from the text's kept logits. A bad field is a 422
 with its message beside it; the last good result stays. While the model is still being read at start, the
-page says so and asks to be reloaded. The work runs in the API's thread lanes, never on the event loop.
+page says so and asks to be reloaded. The work runs through the language model's service (app.web.served): one
+computation per question however many ask, kept; a question that waits answers at once with its place in the queue.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ One GET form holds the page's whole state, so every view is a permalink and the 
 JavaScript; htmx gets the same form back as a fragment (#model-work) and swaps it in place. A bad field is
 a 422 with its message beside it: for htmx only the message (out of band, the last good result stays);
 without JavaScript the page again, with what the student typed still in the boxes.
-The model runs in a worker thread of the API's lanes, never on the event loop.
+The model runs through its service (app.web.served): once per question however many ask, in a worker thread.
 """
 
 from __future__ import annotations

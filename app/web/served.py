@@ -66,13 +66,15 @@ class Waiting:
     done: int
     steps: int
     model: str
+    started: bool = False
     poll_ms: int = POLL_MS
     reload_seconds: int = RELOAD_SECONDS
 
 
 def waiting_of(service: ModelService, job: Job, slot: str, poll_url: str, whole_page: bool, model: str) -> Waiting:
     steps = job.steps if job.started else 0
-    return Waiting(slot, poll_url, whole_page, service.flight.ahead(job), job.progress if steps else 0, steps, model)
+    return Waiting(slot, poll_url, whole_page, service.flight.ahead(job), job.progress if steps else 0, steps, model,
+                   job.started)
 
 
 async def served_page(request: Request, page: PageRequest, service: ModelService, question: tuple,

@@ -1,0 +1,273 @@
+"""A lecture hall opens the real models at once: N students on one server (one uvicorn worker, as the container
+runs), each a browser with JavaScript as the page's own script behaves.
+
+- **one link**: the lecturer says "everyone, open this link": N students open the same URL (``/decoder?text=…``,
+  ``/model?text=…`` and the embeds of both) spread over one second;
+- **own sentences**: N students each open ``/decoder`` with a sentence of their own (5–20 tokens), spread over ten
+  seconds, while one more student edits the toy page (its edit's p95 against the same edits alone, in this run).
+
+A student's first screen is its first whole answer (the page, or the page that says where its question stands);
+its answer is the page with the model's answer in it: a student shown the waiting page asks again as the page
+does (``Attention-Wait: page`` every 0.3 s, the server holding each ask up to 1.5 s) and reloads when told.
+/healthz is asked every 50 ms throughout. Students are coroutines of one aiohttp client on the same 2-core machine,
+so the client competes with the server for the CPU.
+
+    python -m bench.hall                       # 300 students; prints the tables
+    python -m bench.hall --students 100 --docs docs/performance.md   # … and writes its block there
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import re
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlencode
+
+import aiohttp
+import httpx
+import zstandard
+
+from bench.cases import BROWSER, DEFAULT_CASE, HTMX, edit_requests
+from bench.classroom import raise_open_files
+from bench.load import uvicorn_server
+
+WAITING = b'class="waiting"'
+SLOT_RE = re.compile(rb'<div id="([a-z-]+)" class="waiting"')
+PAGE_SECONDS = 1.0  # the lecturer's link: every student opens it within a second
+OWN_SECONDS = 10.0  # students typing their own sentence: within ten seconds
+HEALTH_EVERY_S = 0.05
+EDIT_EVERY_S = 0.2
+TIMEOUT_S = 600.0  # a student still without an answer then counts as failed
+WORDS = ("the bank of river money teacher student class lesson attention model word sentence cat sat on mat "
+         "Paris France capital Tower Eiffel is was in at by a big small green old new quick brown fox jumps over "
+         "lazy dog school Harry Potter went to Hogwarts castle hill light dark morning evening train station "
+         "book read wrote because it animal street cross wide tired").split()
+MARKERS = ("<!-- bench.hall -->", "<!-- /bench.hall -->")
+
+
+def body_of(response: aiohttp.ClientResponse, raw: bytes) -> bytes:
+    """The body as the browser reads it (Chromium takes zstd, which aiohttp does not decode by itself)."""
+    if response.headers.get("Content-Encoding") == "zstd":
+        return zstandard.ZstdDecompressor().decompressobj().decompress(raw)
+    return raw
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+@dataclass
+class Student:
+    first: float = float("nan")  # seconds to the first whole screen
+    answer: float = float("nan")  # seconds to the model's answer on screen
+    waited: bool = False  # shown the waiting page first
+    error: str = ""
+
+
+@dataclass
+class Figures:
+    name: str
+    students: list[Student]
+    health: list[float]
+    seconds: float  # from the first student's request to the last answer
+    computed: str = ""
+    edits: tuple[float, float] | None = None  # the toy edit's p95 alone, and beside the hall
+
+    def row(self) -> list[str]:
+        done = [s for s in self.students if not s.error]
+        firsts = [s.first for s in done]
+        answers = [s.answer for s in done]
+        within = sum(f <= 1.0 for f in firsts)
+        edit = "" if self.edits is None else f"{self.edits[1] * 1000:.0f} ms ({self.edits[1] / self.edits[0]:.1f}×)"
+        return [self.name, f"{len(done)}/{len(self.students)}", f"{within}", f"{percentile(answers, 0.5):.2f} s",
+                f"{percentile(answers, 0.95):.2f} s", f"{max(answers, default=float('nan')):.2f} s",
+                f"{sum(s.waited for s in done)}", f"{self.seconds:.1f} s",
+                f"{percentile(self.health, 0.95) * 1000:.0f} / {max(self.health, default=0) * 1000:.0f} ms", edit]
+
+
+HEADER = ["what", "answered", "first screen ≤ 1 s", "answer p50", "answer p95", "answer max", "shown the queue",
+          "all answered in", "/healthz p95 / max", "toy edit p95 (× alone)"]
+
+
+async def student(session: aiohttp.ClientSession, url: str, started: float) -> Student:
+    """One browser: the page, and while it says the question waits, the page's own asks until told to reload."""
+    s = Student()
+    t0 = time.perf_counter()
+    try:
+        async with session.get(url, headers=BROWSER) as r:
+            body = body_of(r, await r.read())
+            if r.status != 200:
+                s.error = f"HTTP {r.status}"
+                return s
+        s.first = time.perf_counter() - t0
+        if WAITING in body:
+            s.waited = True
+            slot = SLOT_RE.search(body).group(1).decode()  # type: ignore[union-attr]
+            asked = {**HTMX, "HX-Target": slot, "HX-Trigger": slot, "Attention-Wait": "page"}
+            while True:
+                await asyncio.sleep(0.3)
+                async with session.get(url, headers=asked) as r:
+                    await r.read()
+                    if r.headers.get("HX-Refresh") == "true":
+                        break
+                    if r.status != 200:
+                        s.error = f"HTTP {r.status} while waiting"
+                        return s
+            async with session.get(url, headers=BROWSER) as r:
+                body = body_of(r, await r.read())
+            if WAITING in body or r.status != 200:
+                s.error = "reloaded to a page without the answer"
+                return s
+        s.answer = time.perf_counter() - t0
+    except (aiohttp.ClientError, TimeoutError) as e:
+        s.error = type(e).__name__
+    return s
+
+
+async def probe(send: Callable[[], Awaitable[None]], every: float, stop: asyncio.Event) -> list[float]:
+    times = []
+    while not stop.is_set():
+        t0 = time.perf_counter()
+        await send()
+        times.append(time.perf_counter() - t0)
+        await asyncio.sleep(max(0.0, every - (time.perf_counter() - t0)))
+    return times
+
+
+def own_sentence(rng: random.Random) -> str:
+    words = rng.choices(WORDS, k=rng.randint(4, 15))  # 5–20 tokens with the words' pieces
+    return " ".join(words).capitalize()
+
+
+async def hall(base: str, name: str, urls: list[str], spread: float, *, edits: list[httpx.Request] | None = None,
+               edit_alone: float | None = None) -> Figures:
+    """``urls`` opened by one student each, their starts spread over ``spread`` seconds; /healthz meanwhile."""
+    connector = aiohttp.TCPConnector(limit=0, force_close=False)
+    timeout = aiohttp.ClientTimeout(total=TIMEOUT_S)
+    async with aiohttp.ClientSession(base, connector=connector, timeout=timeout, auto_decompress=False) as session:
+        stop = asyncio.Event()
+
+        async def health() -> None:
+            async with session.get("/healthz") as r:
+                await r.read()
+
+        health_task = asyncio.create_task(probe(health, HEALTH_EVERY_S, stop))
+        edit_task = None
+        if edits:
+            cycle = iter(edits * 1000)
+
+            async def edit() -> None:
+                request = next(cycle)
+                async with session.post(str(request.url.raw_path.decode()), data=request.content,
+                                        headers=dict(request.headers)) as r:
+                    await r.read()
+
+            edit_task = asyncio.create_task(probe(edit, EDIT_EVERY_S, stop))
+        started = time.perf_counter()
+
+        async def one(i: int, url: str) -> Student:
+            await asyncio.sleep(spread * i / len(urls))
+            return await student(session, url, started)
+
+        students = await asyncio.gather(*(one(i, u) for i, u in enumerate(urls)))
+        seconds = time.perf_counter() - started
+        stop.set()
+        health_times = await health_task
+        edit_times = await edit_task if edit_task else None
+    figures = Figures(name, list(students), health_times, seconds)
+    if edit_times and edit_alone:
+        figures.edits = (edit_alone, percentile(edit_times, 0.95))
+    return figures
+
+
+async def edits_alone(base: str, edits: list[httpx.Request], seconds: float = 5.0) -> float:
+    async with aiohttp.ClientSession(base, auto_decompress=False) as session:
+        stop = asyncio.Event()
+        cycle = iter(edits * 1000)
+
+        async def edit() -> None:
+            request = next(cycle)
+            async with session.post(str(request.url.raw_path.decode()), data=request.content,
+                                    headers=dict(request.headers)) as r:
+                await r.read()
+
+        task = asyncio.create_task(probe(edit, EDIT_EVERY_S, stop))
+        await asyncio.sleep(seconds)
+        stop.set()
+        return percentile(await task, 0.95)
+
+
+async def wait_ready(base: str) -> None:
+    async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+        for _ in range(600):
+            if (await client.get("/decoder")).status_code == 200:
+                await client.get("/model")
+                return
+            await asyncio.sleep(0.2)
+    raise RuntimeError("the language model was not read within two minutes")
+
+
+async def measure(base: str, students: int, log: Callable[[str], None]) -> list[Figures]:
+    await wait_ready(base)
+    stamp = time.strftime("%H%M%S")
+    results = []
+    for path, text in (("/decoder", "The Eiffel Tower is in"), ("/model", "The bank of the river"),
+                       ("/embed/decoder", "The capital of France is"), ("/embed/model", "The animal was tired")):
+        url = f"{path}?{urlencode({'text': f'{text} {stamp}'})}"  # a question no earlier run left in the cache
+        figures = await hall(base, f"{students} × one link: {path}", [url] * students, PAGE_SECONDS)
+        log(" | ".join(figures.row()))
+        results.append(figures)
+    async with httpx.AsyncClient(base_url=base) as client:
+        edits = (await edit_requests(client, DEFAULT_CASE))["stage"]
+    alone = await edits_alone(base, edits)
+    rng = random.Random(0)
+    urls = [f"/decoder?{urlencode({'text': own_sentence(rng) + f' {stamp}'})}" for _ in range(students)]
+    figures = await hall(base, f"{students} × own sentence: /decoder", urls, OWN_SECONDS, edits=edits,
+                         edit_alone=alone)
+    log(" | ".join(figures.row()))
+    results.append(figures)
+    return results
+
+
+def markdown(results: list[Figures], students: int) -> str:
+    lines = [MARKERS[0], "", f"Measured by `python -m bench.hall --students {students}` on "
+             f"{time.strftime('%Y-%m-%d')}: one uvicorn worker, {students} students as coroutines of one client "
+             "on the same 2-core machine.", "", "| " + " | ".join(HEADER) + " |",
+             "|" + "---|" * len(HEADER)]
+    lines += ["| " + " | ".join(f.row()) + " |" for f in results]
+    return "\n".join([*lines, "", MARKERS[1]])
+
+
+def write_docs(path: Path, block: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    start, end = text.find(MARKERS[0]), text.find(MARKERS[1])
+    if start < 0 or end < 0:
+        raise SystemExit(f"{path} has no {MARKERS[0]} … {MARKERS[1]} block")
+    path.write_text(text[:start] + block + text[end + len(MARKERS[1]):], encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--students", type=int, default=300)
+    parser.add_argument("--docs", type=Path, help="write the block between the bench.hall markers of this file")
+    args = parser.parse_args(argv)
+    raise_open_files(4 * args.students + 256)
+    env = {"ATTENTION_PRELOAD_LANGUAGE_MODEL": "true", "OPENBLAS_NUM_THREADS": "1",
+           **{k: v for k, v in os.environ.items() if k != "ATTENTION_FIRST_SCREEN_SECONDS"}}
+    print(" | ".join(HEADER))
+    with uvicorn_server(env) as server:
+        results = asyncio.run(measure(server.url, args.students, print))
+    if args.docs:
+        write_docs(args.docs, markdown(results, args.students))
+
+
+if __name__ == "__main__":
+    main()
+
