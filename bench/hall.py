@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import random
 import re
@@ -36,6 +37,7 @@ import zstandard
 from bench.cases import BROWSER, DEFAULT_CASE, HTMX, edit_requests
 from bench.classroom import raise_open_files
 from bench.load import uvicorn_server
+from tests.redis_server import find_redis_server, redis_server
 
 WAITING = b'class="waiting"'
 SLOT_RE = re.compile(rb'<div id="([a-z-]+)" class="waiting"')
@@ -236,11 +238,11 @@ async def measure(base: str, students: int, log: Callable[[str], None]) -> list[
     return results
 
 
-def markdown(results: list[Figures], students: int) -> str:
+def markdown(results: list[Figures], students: int, workers: int, memory: float) -> str:
     lines = [MARKERS[0], "", f"Measured by `python -m bench.hall --students {students}` on "
-             f"{time.strftime('%Y-%m-%d')}: one uvicorn worker, {students} students as coroutines of one client "
-             "on the same 2-core machine.", "", "| " + " | ".join(HEADER) + " |",
-             "|" + "---|" * len(HEADER)]
+             f"{time.strftime('%Y-%m-%d')}: {workers} uvicorn worker{'s' if workers > 1 else ''}, {students} students "
+             f"as coroutines of one client on the same 2-core machine; the server's resident memory afterwards "
+             f"{memory:.0f} MB.", "", "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     lines += ["| " + " | ".join(f.row()) + " |" for f in results]
     return "\n".join([*lines, "", MARKERS[1]])
 
@@ -253,19 +255,43 @@ def write_docs(path: Path, block: str) -> None:
     path.write_text(text[:start] + block + text[end + len(MARKERS[1]):], encoding="utf-8")
 
 
+def resident_mb(pid: int) -> float:
+    """The resident memory of a server: its process and, with several workers, theirs (VmRSS, from /proc)."""
+    pids = [pid]
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            pids += [int(c) for c in (task / "children").read_text().split()]
+    total = 0
+    for p in pids:
+        with contextlib.suppress(OSError):
+            line = next(x for x in Path(f"/proc/{p}/status").read_text().splitlines() if x.startswith("VmRSS:"))
+            total += int(line.split()[1])
+    return total / 1024
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--students", type=int, default=300)
+    parser.add_argument("--workers", type=int, default=1, help="uvicorn workers (2: with --redis, as the image)")
+    parser.add_argument("--redis", action="store_true", help="a redis-server of its own: answers shared by workers")
     parser.add_argument("--docs", type=Path, help="write the block between the bench.hall markers of this file")
     args = parser.parse_args(argv)
     raise_open_files(4 * args.students + 256)
     env = {"ATTENTION_PRELOAD_LANGUAGE_MODEL": "true", "OPENBLAS_NUM_THREADS": "1",
            **{k: v for k, v in os.environ.items() if k != "ATTENTION_FIRST_SCREEN_SECONDS"}}
     print(" | ".join(HEADER))
-    with uvicorn_server(env) as server:
+    with contextlib.ExitStack() as stack:
+        if args.redis:
+            binary = find_redis_server()
+            if binary is None:
+                raise SystemExit("redis-server not found (make services)")
+            env["REDIS_URL"] = stack.enter_context(redis_server(binary)).url()
+        server = stack.enter_context(uvicorn_server(env, workers=args.workers))
         results = asyncio.run(measure(server.url, args.students, print))
+        memory = resident_mb(server.pid)
+    print(f"resident memory of the server after the hall: {memory:.0f} MB")
     if args.docs:
-        write_docs(args.docs, markdown(results, args.students))
+        write_docs(args.docs, markdown(results, args.students, args.workers, memory))
 
 
 if __name__ == "__main__":

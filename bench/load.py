@@ -66,11 +66,11 @@ class Server:
 
 
 @contextmanager
-def uvicorn_server(env: Mapping[str, str] | None = None) -> Iterator[Server]:
-    """One uvicorn worker on a free loopback port (``env``: its environment, else this one's).
+def uvicorn_server(env: Mapping[str, str] | None = None, workers: int = 1) -> Iterator[Server]:
+    """One uvicorn worker (or ``workers``) on a free loopback port (``env``: its environment, else this one's).
     Stopped on exit, whatever happens."""
     port = free_port()
-    args = uvicorn_args(port, "--workers", "1", "--no-access-log", "--log-level", "warning")
+    args = uvicorn_args(port, "--workers", str(workers), "--no-access-log", "--log-level", "warning")
     with tempfile.TemporaryFile() as log, running(args, port=port, stderr=log, env=env, log=lambda: tail(log)) as proc:
         yield Server(f"http://{LOOPBACK}:{port}", proc.pid, log)
 

@@ -187,7 +187,6 @@ class ModelService(Generic[F]):
         async def work(job: Job[Answer]) -> Answer:
             shared_key = self.name + ":" + hashlib.sha256(repr(full).encode()).hexdigest()
             answer = await self._from_other_servers(shared_key)
-            mine = answer is None
             if answer is None:
                 def compute() -> Answer:
                     token = _job.set(job)
@@ -198,14 +197,14 @@ class ModelService(Generic[F]):
 
                 try:
                     answer = await to_thread.run_sync(compute)
+                    self.computed += 1
+                    if answer.status < 500 and self.shared is not None:  # kept for the others before they may look
+                        await self.shared.put(shared_key, answer.packed())
                 finally:
                     if self.shared is not None:
                         await self.shared.unlock(shared_key)
-                self.computed += 1
             if answer.status < 500:  # the same question gets the same answer: an error of its fields too
                 self.answers.put(full, answer, answer.size)
-                if mine and self.shared is not None:
-                    await self.shared.put(shared_key, answer.packed())
             return answer
 
         return self.flight.submit(full, client, work)
