@@ -77,8 +77,8 @@ class Settings(BaseSettings):
     model_runners: int = Field(default=1, ge=1, le=16)
     model_queue: int = Field(default=1000, ge=0)
     first_screen_seconds: float = Field(default=0.5, ge=0, le=30)
-    model_answer_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
-    model_record_bytes: int = Field(default=48 * 1024 * 1024, ge=0)
+    model_answer_bytes: int = Field(default=32 * 1024 * 1024, ge=0)
+    model_record_bytes: int = Field(default=24 * 1024 * 1024, ge=0)
     shared_answer_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
     shared_answer_seconds: int = Field(default=600, ge=1)
     # Training (POST /api/train): steps × the operations of one forward pass (app.maths.cost: multiply-adds plus

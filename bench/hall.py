@@ -21,6 +21,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import multiprocessing
+import multiprocessing.synchronize
 import os
 import random
 import re
@@ -133,6 +135,19 @@ async def student(session: aiohttp.ClientSession, url: str, started: float) -> S
     return s
 
 
+def health_probe(url: str, every: float, stop: multiprocessing.synchronize.Event, out: multiprocessing.Queue) -> None:
+    """/healthz every ``every`` seconds from a process of its own (the students' client is busy: its own loop's
+    lag would be counted as the server's), until ``stop``; the latencies go to ``out``."""
+    times = []
+    with httpx.Client(timeout=30) as client:
+        while not stop.is_set():
+            t0 = time.perf_counter()
+            client.get(url)
+            times.append(time.perf_counter() - t0)
+            time.sleep(max(0.0, every - (time.perf_counter() - t0)))
+    out.put(times)
+
+
 async def probe(send: Callable[[], Awaitable[None]], every: float, stop: asyncio.Event) -> list[float]:
     times = []
     while not stop.is_set():
@@ -155,12 +170,10 @@ async def hall(base: str, name: str, urls: list[str], spread: float, *, edits: l
     timeout = aiohttp.ClientTimeout(total=TIMEOUT_S)
     async with aiohttp.ClientSession(base, connector=connector, timeout=timeout, auto_decompress=False) as session:
         stop = asyncio.Event()
-
-        async def health() -> None:
-            async with session.get("/healthz") as r:
-                await r.read()
-
-        health_task = asyncio.create_task(probe(health, HEALTH_EVERY_S, stop))
+        health_stop, health_out = multiprocessing.Event(), multiprocessing.Queue()
+        prober = multiprocessing.Process(target=health_probe, args=(f"{base}/healthz", HEALTH_EVERY_S, health_stop,
+                                                                     health_out), daemon=True)
+        prober.start()
         edit_task = None
         if edits:
             cycle = iter(edits * 1000)
@@ -181,7 +194,9 @@ async def hall(base: str, name: str, urls: list[str], spread: float, *, edits: l
         students = await asyncio.gather(*(one(i, u) for i, u in enumerate(urls)))
         seconds = time.perf_counter() - started
         stop.set()
-        health_times = await health_task
+        health_stop.set()
+        health_times = await asyncio.to_thread(health_out.get, True, 30)
+        prober.join(5)
         edit_times = await edit_task if edit_task else None
     figures = Figures(name, list(students), health_times, seconds)
     if edit_times and edit_alone:

@@ -18,10 +18,12 @@ has computed (``progress``), which the page that waits shows as a progress bar.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
 import json
 import threading
 from collections.abc import Callable, Hashable
+from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -100,6 +102,9 @@ class ModelService(Generic[F]):
         self._making: dict[Hashable, _Making] = {}
         self.answers: ByteCache[Answer] = ByteCache(config.model_answer_bytes)
         self.flight: Flight[Answer] = Flight(config.model_runners, config.model_queue)
+        # The jobs' own threads, as many as run at once: the same few threads each time, so that the C library's
+        # memory arenas are the same few (the default pool's forty threads each kept one, hundreds of MB).
+        self.threads = ThreadPoolExecutor(config.model_runners, thread_name_prefix=f"model-{name.split('/')[-1]}")
         self.first_screen_seconds = config.first_screen_seconds
         self.shared: SharedAnswers | None = None
         self.computed = 0  # answers this service made itself (not from its cache, nor another server's)
@@ -196,7 +201,8 @@ class ModelService(Generic[F]):
                         _job.reset(token)
 
                 try:
-                    answer = await to_thread.run_sync(compute)
+                    context = contextvars.copy_context()  # the request's language, for the template
+                    answer = await asyncio.get_running_loop().run_in_executor(self.threads, context.run, compute)
                     self.computed += 1
                     if answer.status < 500 and self.shared is not None:  # kept for the others before they may look
                         await self.shared.put(shared_key, answer.packed())

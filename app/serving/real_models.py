@@ -21,7 +21,7 @@ from app.maths.model_files import MODEL_NAME, ModelFiles, load_model_files
 from app.serving.byte_cache import ByteCache
 from app.serving.models import ModelService
 
-LOGITS_BYTES = 16 * 1024 * 1024  # the next-token logits of the last texts (196 KB each), kept apart from their runs
+LOGITS_BYTES = 8 * 1024 * 1024  # the next-token logits of the last texts (196 KB each), kept apart from their runs
 NO_HEADS = frozenset[tuple[int, int]]()
 
 
