@@ -114,7 +114,7 @@ class Student:
         self.connects = 0  # stream connections opened (200)
         self.refused: Counter = Counter()  # stream connections refused, by status or error
         self.cut = 0  # streams that ended without the app saying so (a killed server)
-        self.value = 0.0  # the prediction it sent
+        self.value: float | None = None  # the prediction the class took from it
 
     @property
     def id(self) -> str:
@@ -137,9 +137,10 @@ class Student:
 
     async def predict(self, value: float) -> int:
         """The quiz's hidden cell of softmax, row 1, column 2: predicted, as the page's form posts it."""
-        self.value = value
         r = await self.client.post(f"/class/{self.code}/predict", headers=HTMX, data={
             "guess_matrix": "softmax", "guess_row": "1", "guess_col": "2", "guess": repr(value)})
+        if r.status_code == 200:
+            self.value = value
         return r.status_code
 
     async def follow(self, shown: int, stop: asyncio.Event) -> None:
@@ -228,7 +229,7 @@ def predictions_kept(redis: DurableRedis, code: str, students: list[Student]) ->
     with redis.client() as r:
         found = r.hgetall(PREFIX + code + ":predictions")
     held = {name.rsplit(" ", 1)[1]: float(value) for name, value in found.items()}
-    return sum(1 for s in students if s.id and held.get(s.id) == s.value)
+    return sum(1 for s in students if s.value is not None and s.id and held.get(s.id) == s.value)
 
 
 async def teacher_key_works(teacher: httpx.AsyncClient, code: str) -> bool:
@@ -251,7 +252,7 @@ class AppServer:
     """``python -m app.serve`` (one worker) on a fixed loopback port, killed and started again on that port."""
 
     def __init__(self, port: int, env: dict[str, str], log: Path) -> None:
-        self.port, self.env, self.log_path = port, env, log
+        self.port, self.env = port, env
         self.log = open(log, "ab")  # noqa: SIM115 - kept across restarts, closed by close()
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -333,6 +334,8 @@ async def run_class(students_n: int, redis: DurableRedis, servers: list[AppServe
             # The quiz's stage, and a prediction from every student.
             stage = "softmax"
             status, sent = await step(teacher, lesson, stage)
+            if status != 200:
+                raise RuntimeError(f"the teacher's step to the quiz answered {status}")
             version = 2
             await wait_all(students, version, sent)
             answers = Counter(await asyncio.gather(*(s.predict(round((k + 1) / (students_n + 1), 6))
@@ -348,7 +351,7 @@ async def run_class(students_n: int, redis: DurableRedis, servers: list[AppServe
             await wait_all(students, version, sent)
             a = FaultResult("an app server SIGKILLed", students_n, back_times(students, version, sent), status)
             a.reconnected = sum(s.cut > b for s, b in zip(students, before, strict=True))
-            a.predictions_sent = sum(1 for s in students if s.value)
+            a.predictions_sent = sum(1 for s in students if s.value is not None)
             a.predictions_kept = predictions_kept(redis, code, students)
             a.teacher_key = await teacher_key_works(teacher, code)
             restart_s = servers[0].start()
