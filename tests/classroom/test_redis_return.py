@@ -87,7 +87,8 @@ async def test_a_subscription_cut_and_back_brings_its_streams_to_the_rooms_versi
         with redis_db.client() as r:
             version = silent_step(r, code)  # a step while the subscription is down: published to no one
             ahead.sent = version
-            assert r.client_kill_filter(_type="pubsub") == 1  # the worker's one subscription connection
+            host, port = store.pubsub.connection._writer.get_extra_info("sockname")[:2]
+            assert r.client_kill_filter(_type="pubsub", addr=f"{host}:{port}") == 1  # this worker's subscription
         assert await next_event(behind) == Event("state", version)
         await no_event(ahead)
         await no_event(elsewhere)
