@@ -93,12 +93,13 @@ browser:
 	else echo "chromium not found and not root: browser tests will be skipped"; fi
 
 # Live classes with REDIS_URL keep their rooms in Redis: the tests start Debian's redis-server on a
-# free port of their own (tests/redis_server.py), never a fake.
+# free port of their own (tests/redis_server.py), never a fake; the faults' tests and bench (bench/faults.py)
+# put Debian's nginx with deploy/nginx.conf in front of two app servers.
 services:
-	@if command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ]; then :; \
+	@if { command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ]; } && [ -x /usr/sbin/nginx ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
-	else echo "redis-server not found and not root: the tests that need Redis will be skipped"; fi
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server nginx >/dev/null; \
+	else echo "redis-server or nginx not found and not root: the tests that need them will be skipped"; fi
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .

@@ -14,7 +14,7 @@ import anyio
 from anyio import to_thread
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, Response
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -41,6 +41,7 @@ from app.web import (
     model_pages,
     pages,
 )
+from app.web.class_access import store_unreachable
 from app.web.compression import MIDDLEWARE_OPTIONS
 from app.web.lanes import Lanes
 from app.web.language import LanguageMiddleware
@@ -197,11 +198,10 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     await app.state.rooms.close()  # Redis's connections, and this worker's subscription
 
 
-async def store_unavailable(request: Request, exc: Exception) -> PlainTextResponse:
+async def store_unavailable(request: Request, exc: Exception) -> Response:
     """Redis does not answer (down, frozen, restarting) or took a change too late: a class's request
-    says so within the store's timeout, never a bare 500 nor a hang."""
-    return PlainTextResponse("The class's storage (Redis) does not answer: try again in a moment. A change you "
-                             "made just now did not reach the class.", status_code=503, headers={"Retry-After": "5"})
+    says so within the store's timeout, never a bare 500 nor a hang (app.web.class_access)."""
+    return store_unreachable(request)
 
 
 def make_rooms(config: Settings) -> Rooms:

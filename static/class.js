@@ -13,7 +13,8 @@
   let following = true;
   let version = null; // the room's version this page shows
   let source = null;
-  let retryMs = 2000; // after a refused stream: doubles up to 30 s while the class cannot be reached
+  let retryMs = 2000; // after a refused stream: doubles up to 8 s while the class cannot be reached
+  const RETRY_MAX_MS = 8000; // a restarted store is back within seconds: the page follows again soon after
   let kept = null; // a following student's stage and open drawers, taken before the workspace is fetched
 
   const panel = () => document.getElementById("class-panel");
@@ -221,13 +222,14 @@
       }
     });
     source.addEventListener("closed", function () { source.close(); alertText(t("This class has ended.")); });
+    // The store went away (a restart of Redis): the stream stays open, and its next "state" says the class is back.
     source.addEventListener("unreachable", function () { unreachable(); });
     // A refused stream (503 while the store is down) is not retried by the browser: this page does.
     source.addEventListener("error", function () {
       if (source.readyState !== EventSource.CLOSED) return;
       unreachable();
       window.setTimeout(function () { connect(p); }, retryMs);
-      retryMs = Math.min(retryMs * 2, 30000);
+      retryMs = Math.min(retryMs * 2, RETRY_MAX_MS);
     });
   }
 

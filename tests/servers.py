@@ -1,12 +1,16 @@
 """Real servers for the tests and the class-load bench: a free loopback port, a process that answers
-/healthz before anyone uses it, and a stop that always happens."""
+/healthz before anyone uses it, and a stop that always happens. And nginx with deploy/nginx.conf in front of
+app servers on this machine, as compose.yaml's balancer."""
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -14,6 +18,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
+
+NGINX = "/usr/sbin/nginx"  # Debian's nginx package (make services installs it)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LOOPBACK = "127.0.0.1"
@@ -94,3 +100,58 @@ def running(args: Sequence[str], *, port: int, stdout: IO[bytes] | int = subproc
 def uvicorn_args(port: int, *extra: str) -> list[str]:
     """The app under uvicorn on the loopback ``port``."""
     return ["-m", "uvicorn", "app.main:app", "--host", LOOPBACK, "--port", str(port), *extra]
+
+
+def find_nginx() -> str | None:
+    """Debian's nginx, else one on PATH."""
+    return NGINX if os.access(NGINX, os.X_OK) else shutil.which("nginx")
+
+
+def nginx_config(workdir: Path, port: int, upstreams: Sequence[str], connections: int = 1024) -> Path:
+    """deploy/nginx.conf in a whole nginx config of its own, with the replicas' (``host:port``) and the listening
+    addresses of this machine in place of compose's service names; ``connections`` per nginx worker (each
+    proxied event stream holds two)."""
+    site = (REPO_ROOT / "deploy" / "nginx.conf").read_text()
+    names = re.findall(r"^\s*server ([\w.-]+:8000);", site, re.M)
+    assert len(names) == len(upstreams) == 2, names
+    for name, upstream in zip(names, upstreams, strict=True):
+        site = site.replace(f"server {name};", f"server {upstream};")
+    site = site.replace("listen 8000;", f"listen {LOOPBACK}:{port};")
+    temp = workdir / "temp"
+    temp.mkdir()
+    temp.chmod(0o777)  # nginx's workers, started as root, run as nobody
+    paths = "\n".join(f"    {kind}_temp_path {temp / kind};" for kind in ("client_body", "proxy", "fastcgi",
+                                                                             "uwsgi", "scgi"))
+    config = workdir / "nginx.conf"
+    config.write_text(f"""daemon off;
+worker_processes 1;
+pid {workdir / "nginx.pid"};
+error_log {workdir / "error.log"};
+events {{ worker_connections {connections}; }}
+http {{
+    access_log {workdir / "access.log"};
+{paths}
+{site}
+}}
+""")
+    return config
+
+
+@contextmanager
+def nginx(binary: str, upstreams: Sequence[str], connections: int = 1024) -> Iterator[str]:
+    """nginx on a free loopback port with deploy/nginx.conf in front of ``upstreams`` (two ``host:port``): its URL,
+    once it answers /healthz. Stopped and its directory removed whatever happens."""
+    port = free_port()
+    workdir = Path(tempfile.mkdtemp(prefix="attention-nginx-"))
+    workdir.chmod(0o755)
+    config = nginx_config(workdir, port, upstreams, connections)
+    proc = subprocess.Popen([binary, "-c", str(config), "-p", str(workdir)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.STDOUT)
+    try:
+        errors = workdir / "error.log"
+        wait_healthy(f"http://{LOOPBACK}:{port}/healthz", proc, seconds=10,
+                     log=lambda: errors.read_text()[-3000:] if errors.is_file() else "")
+        yield f"http://{LOOPBACK}:{port}"
+    finally:
+        stop(proc)
+        shutil.rmtree(workdir, ignore_errors=True)

@@ -207,3 +207,26 @@ def test_the_decoder_bench_runs_and_says_how_to_measure_hugging_face(tmp_path: P
     assert {row[4] for row in rows[1:]} <= VERDICTS | {""}
     assert float(by_name["worker's VmRSS, both models loaded"][1][:-3]) > 0
     assert f"{missing} is missing" in proc.stdout and "pip install torch" in proc.stdout
+
+
+def test_the_faults_block_is_written_between_its_own_markers(tmp_path: Path) -> None:
+    from bench.faults import DOCS_BEGIN as FAULTS_BEGIN
+    from bench.faults import DOCS_END as FAULTS_END
+    from bench.faults import FaultResult, docs_block, write_docs
+
+    results = [FaultResult("an app server SIGKILLed", 2, back_s=[0.5, 3.5], teacher_status=200, predictions_kept=2,
+                           predictions_sent=2, teacher_key=True, checks={"serves again": "ok"})]
+    page = tmp_path / "performance.md"
+    page.write_text(f"before\n{FAULTS_BEGIN}\nold figures\n{FAULTS_END}\nafter\n{DOCS_BEGIN}\nkept\n{DOCS_END}\n")
+    assert write_docs(page, docs_block(results, "python -m bench.faults --students 2"))
+    text = page.read_text()
+    assert text.startswith("before\n") and "after\n" in text and "kept" in text and "old figures" not in text
+    assert "a check failed" in text  # a student back after 3.5 s misses the goal
+    assert "Repeat: `python -m bench.faults --students 2`" in text
+    [found] = tables(text)
+    assert found[0][:6] == ["fault", "students", "back p50 s", "back p95 s", "back max s", "within 3 s"]
+    assert found[1][4:6] == ["3.50", "1 of 2"]
+    plain = tmp_path / "plain.md"
+    plain.write_text("no markers\n")
+    assert not write_docs(plain, docs_block(results, "python -m bench.faults"))
+    assert plain.read_text() == "no markers\n"

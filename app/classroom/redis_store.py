@@ -36,6 +36,7 @@ SUBSCRIBE_SECONDS = 2.0  # how long a new stream waits for Redis to confirm its 
 PREFIX = "attention:room:"
 OWNER_PREFIX = "attention:owner:"  # by teacher's address hash: the codes of the rooms started from it
 REDIS_RETRIES = 4  # tries again after a lost connection, waiting 0.05 s, 0.1 s, 0.2 s, 0.4 s
+RECONNECT_SECONDS = 0.5  # the subscription lost: how long the reader waits before it tries again
 
 # A join checks the room, the class's size and the address's seats and takes a seat in one step:
 # concurrent joins on any number of workers never pass a bound.
@@ -112,6 +113,7 @@ class RedisRooms(Rooms):
         self.redis = redis.Redis.from_pool(pool)
         self.pubsub = self.redis.pubsub()
         self.reader: asyncio.Task[None] | None = None
+        self.catching: set[asyncio.Task[None]] = set()  # the rooms' catch-ups after a lost subscription
         self.lock = asyncio.Lock()
         self.channels: dict[str, asyncio.Future[None]] = {}  # subscribed here → Redis confirmed it
         self._join = self.redis.register_script(JOIN_SCRIPT)
@@ -280,7 +282,11 @@ class RedisRooms(Rooms):
             confirmed = self.channels.get(channel)
             if confirmed is None:
                 confirmed = self.channels[channel] = asyncio.get_running_loop().create_future()
-                await self.pubsub.subscribe(channel)
+                try:
+                    await self.pubsub.subscribe(channel)
+                except BaseException:  # Redis down: the next stream of the room subscribes afresh
+                    self.channels.pop(channel, None)
+                    raise
                 if self.reader is None or self.reader.done():
                     self.reader = asyncio.create_task(self._read())
         with contextlib.suppress(TimeoutError):  # Redis slow: the stream goes on, as it would have
@@ -292,18 +298,31 @@ class RedisRooms(Rooms):
             if code in self.fanout.queues:  # a stream of the room opened meanwhile
                 return
             self.channels.pop(channel, None)
-            await self.pubsub.unsubscribe(channel)
+            with contextlib.suppress(*self.errors):  # Redis down: the subscription is dropped at its return
+                await self.pubsub.unsubscribe(channel)
 
     async def _read(self) -> None:
-        """Pass every event published on a room's channel to this worker's streams of that room."""
+        """Pass every event published on a room's channel to this worker's streams of that room.
+
+        Redis lost (restarted, down): every open stream is told "unreachable" at once and stays open. The client
+        connects again and subscribes again to the channels it had; once it reads again, the rooms with open
+        streams here and no subscription are subscribed, and the channels of none let go. Each subscription that
+        Redis confirms again brings its room's streams up to date (``_catch_up``): a step published before it
+        (the teacher's first step after Redis's return) reached no stream of this worker."""
+        lost = False
         while True:
             try:
                 message = await self.pubsub.get_message(timeout=1.0)
             except asyncio.CancelledError:
                 raise
             except Exception:  # Redis went away: retry until it is back (the client subscribes again)
-                await asyncio.sleep(0.5)
+                if not lost:
+                    self.fanout.deliver_all(Event("unreachable", 0))
+                lost = True
+                await asyncio.sleep(RECONNECT_SECONDS)
                 continue
+            if lost:
+                lost = not await self._resubscribe()
             if message is None:
                 if not self.fanout.queues:
                     await asyncio.sleep(0.05)
@@ -313,12 +332,55 @@ class RedisRooms(Rooms):
                 confirmed = self.channels.get(channel)
                 if confirmed is not None and not confirmed.done():
                     confirmed.set_result(None)
+                elif confirmed is not None:  # subscribed again after a lost connection
+                    self._catch_up(channel.removeprefix(PREFIX).removesuffix(":events"))
             elif message.get("type") == "message" and channel.startswith(PREFIX):
                 code = channel.removeprefix(PREFIX).removesuffix(":events")
                 with contextlib.suppress(ValueError, KeyError, TypeError):
                     self.fanout.deliver(code, Event.decode(message["data"]))
 
+    async def _resubscribe(self) -> bool:
+        """After a lost connection: every room with streams here subscribed (a confirmation catches each up),
+        every channel without one let go. False when Redis is gone again."""
+        async with self.lock:
+            wanted = {self._keys(code)[3] for code in self.fanout.queues}
+            held = {name.decode() if isinstance(name, bytes) else name for name in self.pubsub.channels}
+            for channel in wanted - held:
+                confirmed = self.channels.get(channel)
+                if confirmed is None or not confirmed.done():  # its confirmation is then a catch-up's
+                    done = asyncio.get_running_loop().create_future()
+                    done.set_result(None)
+                    if confirmed is not None:
+                        confirmed.set_result(None)  # a stream waiting for it goes on
+                    self.channels[channel] = done
+            try:
+                if wanted - held:
+                    await self.pubsub.subscribe(*sorted(wanted - held))
+                if held - wanted:
+                    await self.pubsub.unsubscribe(*sorted(held - wanted))
+            except self.errors:
+                return False
+            for channel in held - wanted:
+                self.channels.pop(channel, None)
+        return True
+
+    def _catch_up(self, code: str) -> None:
+        """Read the room's version, once its subscription is confirmed again, and tell each of its streams that
+        has not sent it (app.classroom.store.Fanout.catch_up)."""
+
+        async def read() -> None:
+            with contextlib.suppress(*self.errors, ValueError, TypeError):
+                version = await self.redis.hget(self._keys(code)[0], "version")
+                if version is not None:
+                    self.fanout.catch_up(code, int(version))
+
+        task = asyncio.create_task(read())
+        self.catching.add(task)
+        task.add_done_callback(self.catching.discard)
+
     async def close(self) -> None:
+        for task in list(self.catching):
+            task.cancel()
         if self.reader is not None:
             self.reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -64,7 +64,8 @@ class Room:
 
 @dataclass(frozen=True)
 class Event:
-    kind: str  # "state": the teacher changed something; "predictions": a student predicted; "joined"
+    kind: str  # "state": the teacher changed something; "predictions": a student predicted; "joined"; "unreachable":
+    # this worker lost the store (a restart of Redis), told to its streams at once
     version: int
     count: int = 0  # with "predictions": how many predictions the room holds; with "joined", students
 
@@ -103,14 +104,20 @@ def same_key(key: str, stored_hash: str) -> bool:
 
 class Mailbox:
     """One stream's events not yet sent: the latest of each kind, so it holds three at most and a burst
-    of predictions or joins can never push out the teacher's step. The step goes first."""
+    of predictions or joins can never push out the teacher's step. The step goes first. Its stream notes what it
+    sent: the last version, and whether it last said the class cannot be reached (a catch-up after the store's
+    return, app.classroom.redis_store, reads both)."""
 
     def __init__(self, address: str = "") -> None:
         self.address = address
         self.latest: dict[str, Event] = {}
         self.ready = asyncio.Event()
+        self.sent = 0  # the last version the stream sent
+        self.warned = False  # the stream said "unreachable" and has sent no state since
 
     def put(self, event: Event) -> None:
+        if event.kind == "state":
+            self.latest.pop("unreachable", None)  # a step came through: the store is back
         kept = self.latest.get(event.kind)
         if kept is None or event.version >= kept.version:  # an older state never replaces a newer one
             self.latest[event.kind] = event
@@ -176,6 +183,23 @@ class Fanout:
     def deliver(self, code: str, event: Event) -> None:
         for box in self.queues.get(code, ()):
             box.put(event)
+
+    def deliver_all(self, event: Event) -> None:
+        """To every stream of this worker, whatever its room (the store lost, or back)."""
+        for boxes in self.queues.values():
+            for box in boxes:
+                box.put(event)
+
+    def catch_up(self, code: str, version: int) -> int:
+        """The room's ``version`` read after its subscription came back: a "state" event to each of its streams that
+        has not sent it (a step published while this worker was not subscribed) or that said the class cannot be
+        reached; how many were told."""
+        told = 0
+        for box in self.queues.get(code, ()):
+            if box.sent < version or box.warned:
+                box.put(Event("state", version))
+                told += 1
+        return told
 
 
 class Rooms(ABC):

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from markupsafe import Markup
 
 from app.classroom.store import Room, normal_code
-from app.i18n import N_
+from app.i18n import N_, local_number
 from app.i18n import gettext as _
 from app.web.class_hooks import STUDENT_COOKIE, client_address, client_id, conf, rooms, set_client, teacher_key
 from app.web.respond import page_response
@@ -26,6 +26,28 @@ def notice(request: Request, status: int, title: str, message: str, code: str = 
     headers = {"Retry-After": "60"} if status in (429, 503) else None
     return page_response(request, "class_notice.html", {"title": title, "message": message, "code": code, "back": back,
                                                 "extra": extra or ""}, status=status, headers=headers)
+
+
+RECONNECT_SECONDS = 5  # a class's page answered while the store does not answer loads itself again after this
+
+
+def store_unreachable(request: Request) -> Response:
+    """The 503 of a class's route when its store does not answer (Redis down or restarting) or took a change too
+    late. A browser's page load gets a page in its language saying the class is reconnecting, which loads itself
+    again (a GET: ``Refresh``); htmx, an event stream or a script gets the sentence as text."""
+    headers = {"Retry-After": str(RECONNECT_SECONDS), "Cache-Control": "no-store"}
+    if request.headers.get("HX-Request") == "true" or "text/html" not in request.headers.get("accept", ""):
+        return PlainTextResponse(_("The class's storage does not answer: try again in a moment. A change you made "
+                                   "just now did not reach the class."), status_code=503, headers=headers)
+    reloads = request.method in ("GET", "HEAD")
+    if reloads:
+        headers["Refresh"] = str(RECONNECT_SECONDS)
+    return page_response(request, "class_reconnecting.html", {
+        "title": N_("The class is reconnecting"),
+        "message": N_("The class's storage does not answer for a moment, as when it restarts; the class and its "
+                      "predictions are kept."),
+        "reloads": reloads, "seconds": local_number(str(RECONNECT_SECONDS)),
+    }, status=503, headers=headers)
 
 
 def feedback(request: Request, status: int, message: str, sent: bool = False, back: str | None = None, *,

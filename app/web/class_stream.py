@@ -32,7 +32,7 @@ from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
 
 from app.classroom.lesson import real_page
-from app.classroom.store import Room, Rooms, RoomsFull
+from app.classroom.store import Event, Room, Rooms, RoomsFull
 from app.i18n import language
 from app.serving.byte_cache import ByteCache
 from app.web.class_hooks import KEEPALIVE_SECONDS, RETRY_MS, app_root, client_address
@@ -47,6 +47,10 @@ Workspace = Callable[[Request, Room], Awaitable[Response]]  # the room's workspa
 
 _carried: ByteCache[bytes] = ByteCache(CARRIED_BUDGET)
 _making: dict[Hashable, asyncio.Future[bytes]] = {}
+
+
+CLOSED = b"event: closed\ndata: 0\n\n"  # the room has gone: the stream ends
+UNREACHABLE = b"event: unreachable\ndata: 0\n\n"  # the store does not answer: the page says the class is reconnecting
 
 
 def state_event(version: int, packed: bytes = b"") -> bytes:
@@ -115,7 +119,10 @@ def event_stream(request: Request, store: Rooms, room: Room, workspace: Workspac
     """The room's events as server-sent events for one page (the routes' checks done). The first tells the current
     version at once (with its ``id:``, so a reconnected stream starts from the room as it is); a comment every
     KEEPALIVE_SECONDS keeps proxies from closing the stream, and a room that has gone says "closed" and ends it. A
-    store that stops answering says "unreachable" and ends it too."""
+    store that stops answering (a restart of Redis, told by the store or found at a keep-alive) says "unreachable"
+    and the stream stays open: once the store answers again it says the room's version (with its workspace when
+    newer than the page's), which the page takes as the class being back. A store that does not answer as the
+    stream begins says "unreachable" and ends it: the page connects again."""
     code, address = room.code, client_address(request)
     page = request.query_params.get("workspace")  # None: a page that does not follow (the teacher's)
     known = known_version(request)
@@ -132,31 +139,48 @@ def event_stream(request: Request, store: Rooms, room: Room, workspace: Workspac
             async with store.listen(code, address) as box:
                 now = await store.get(code)
                 if now is None:
-                    yield b"event: closed\ndata: 0\n\n"
+                    yield CLOSED
                     return
                 first = state_event(now.version) if known == now.version else await state(now.version)
+                box.sent = now.version
                 yield f"retry: {RETRY_MS}\n".encode() + first
                 while True:
                     try:
                         event = await asyncio.wait_for(box.get(), KEEPALIVE_SECONDS)
                     except TimeoutError:
-                        if await store.get(code) is None:
-                            yield b"event: closed\ndata: 0\n\n"
-                            return
-                        yield b": keep-alive\n\n"
+                        try:
+                            now = await store.get(code)
+                        except store.errors:
+                            event = Event("unreachable", 0)
+                        else:
+                            if now is None:
+                                yield CLOSED
+                                return
+                            if not box.warned:
+                                yield b": keep-alive\n\n"
+                                continue
+                            event = Event("state", now.version)  # the store answers again: the page says so
+                    if event.kind == "unreachable":  # the page says so, and the stream stays open for the return
+                        box.warned = True
+                        yield UNREACHABLE
                         continue
                     if event.kind != "state":
                         yield f"event: {event.kind}\ndata: {event.version} {event.count}\n\n".encode()
+                        continue
+                    if event.version <= box.sent:  # nothing new (a catch-up after the store's return): the version
+                        box.warned = False
+                        yield state_event(box.sent)
                         continue
                     made = await state(event.version)
                     newer = box.latest.get("state")
                     if newer is not None and newer.version > event.version:
                         continue  # overtaken while it was made: the newest goes next
+                    box.sent, box.warned = event.version, False
                     yield made
         except RoomsFull:  # another stream took the last place since the routes' check
-            yield b"event: closed\ndata: 0\n\n"
-        except store.errors:  # the store stopped answering: the page says so, and tries again later
-            yield b"event: unreachable\ndata: 0\n\n"
+            yield CLOSED
+        except store.errors:  # the store did not answer as the stream began: the page says so, and tries again
+            yield UNREACHABLE
 
     return StreamingResponse(events(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})

@@ -8,7 +8,6 @@ class goes through deploy/nginx.conf in front of both replicas. `make test-conta
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -27,7 +26,6 @@ from app.state.page import preset_page
 from app.state.permalink import state_query
 from tests.container.conftest import (
     ARTIFACTS,
-    REPO_ROOT,
     Containers,
     Engine,
     Running,
@@ -36,12 +34,12 @@ from tests.container.conftest import (
     free_port,
     logs,
 )
+from tests.servers import find_nginx, nginx_config
 
 pytestmark = pytest.mark.container
 
 MAX_EVENT_S = 1.0  # from the teacher's step to the "state" event on a student's stream
 HTMX = {"HX-Request": "true"}
-NGINX = "/usr/sbin/nginx"  # Debian's nginx package (make test-container installs it)
 
 
 @pytest.fixture(scope="module")
@@ -194,39 +192,10 @@ def test_several_workers_without_redis_are_refused(containers: Containers) -> No
 # --- the same class through deploy/nginx.conf -----------------------------------------------------
 
 
-def nginx_config(workdir: Path, port: int, upstreams: list[str]) -> Path:
-    """deploy/nginx.conf in a whole nginx config of its own, with the replicas' and the listening
-    addresses of this machine in place of compose's service names."""
-    site = (REPO_ROOT / "deploy" / "nginx.conf").read_text()
-    names = re.findall(r"^\s*server ([\w.-]+:8000);", site, re.M)
-    assert len(names) == len(upstreams) == 2, names
-    for name, upstream in zip(names, upstreams, strict=True):
-        site = site.replace(f"server {name};", f"server {upstream};")
-    site = site.replace("listen 8000;", f"listen 127.0.0.1:{port};")
-    temp = workdir / "temp"
-    temp.mkdir()
-    temp.chmod(0o777)  # nginx's workers, started as root, run as nobody
-    paths = "\n".join(f"    {kind}_temp_path {temp / kind};" for kind in ("client_body", "proxy", "fastcgi",
-                                                                            "uwsgi", "scgi"))
-    config = workdir / "nginx.conf"
-    config.write_text(f"""daemon off;
-worker_processes 1;
-pid {workdir / "nginx.pid"};
-error_log {workdir / "error.log"};
-events {{}}
-http {{
-    access_log {workdir / "access.log"};
-{paths}
-{site}
-}}
-""")
-    return config
-
-
 @pytest.fixture(scope="module")
 def balancer(replicas: tuple[Running, Running]) -> Iterator[str]:
     """nginx on a free loopback port with deploy/nginx.conf in front of both replicas: its URL."""
-    binary = NGINX if os.access(NGINX, os.X_OK) else shutil.which("nginx")
+    binary = find_nginx()
     if binary is None:
         _unavailable("nginx is not installed (make test-container installs it when run as root)")
     port = free_port()

@@ -25,12 +25,14 @@ from app.main import create_app
 from bench.cases import BROWSER, HTMX
 from bench.classroom import Teacher, start_class
 from tests.conftest import form_fields
-from tests.redis_server import RedisServer
+from tests.redis_server import RedisServer, durable_redis_server, find_redis_server
 from tests.servers import LOOPBACK, REPO_ROOT, free_port, running, tail
 
 pytestmark = [pytest.mark.anyio, pytest.mark.server]
 
 EVENT_SECONDS = 1.0  # a step reaches a student's stream on the other server within this
+BACK_SECONDS = 3.0  # after Redis's return, the teacher's next step reaches an open stream within this
+PAGE_LOAD = {**BROWSER, "Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.8"}
 
 
 @pytest.fixture
@@ -237,3 +239,32 @@ async def test_two_workers_with_redis_serve_one_class(redis_db: RedisServer) -> 
                 assert len(set(held.values())) == 2, f"every stream went to one worker: {held}"
                 await step(teacher, lesson, "qkv")
                 assert [await next_event(s) for s in streams] == [("state", 2)] * len(streams)
+
+
+async def test_an_open_stream_lives_through_a_redis_restart_and_gets_the_next_step() -> None:
+    """Redis (its append-only file on) stopped under an open stream and started again: the stream says
+    "unreachable" at once and stays open, a class page loaded meanwhile is the reconnecting page, and the
+    teacher's first step after the return reaches the same stream; the class, its student and the key are kept."""
+    binary = find_redis_server()
+    if binary is None:
+        pytest.skip("redis-server not found (make services installs it)")
+    with durable_redis_server(binary) as redis, replica(redis.url()) as (base, _):
+        async with httpx.AsyncClient(base_url=base, timeout=10) as teacher, \
+                httpx.AsyncClient(base_url=base, timeout=10) as student:
+            lesson = await start_class(teacher)
+            assert (await student.get(f"/class/{lesson.code}", headers=PAGE_LOAD)).status_code == 200
+            async with event_stream(student, lesson.code) as events:
+                assert await next_event(events) == ("state", 1)
+                redis.stop()
+                assert await next_event(events, BACK_SECONDS) == ("unreachable", 0)  # not at the next keep-alive
+                r = await student.get(f"/class/{lesson.code}", headers=PAGE_LOAD)
+                assert r.status_code == 503 and r.headers["refresh"] == "5"
+                assert "<h2>The class is reconnecting</h2>" in r.text
+                assert (await student.get("/", headers=PAGE_LOAD)).status_code == 200  # the page alone needs no Redis
+                redis.start()
+                await step(teacher, lesson, "qkv")  # at once: perhaps before the server subscribed again
+                assert await next_event(events, BACK_SECONDS) == ("state", 2)  # the same stream, still open
+            r = await teacher.get(f"/class/{lesson.code}/teach", headers=PAGE_LOAD)
+            assert r.status_code == 200 and 'class="class-panel teacher"' in r.text and "1 student joined" in r.text
+            r = await student.get(f"/class/{lesson.code}/workspace", headers=HTMX)
+            assert r.status_code == 200 and shown_stage(r.text) == "qkv"

@@ -557,15 +557,88 @@ def test_a_following_students_stream_carries_the_workspace_made_once_for_the_cla
             assert fetched == html
 
 
-def test_a_class_request_while_redis_is_down_is_a_503() -> None:
+def down_redis_app() -> TestClient:
+    """An app whose REDIS_URL names a port nothing listens on: Redis down."""
     from tests.servers import LOOPBACK, free_port
 
-    app = create_app(Settings(redis_url=f"redis://{LOOPBACK}:{free_port()}/0"))  # nothing listens there
-    client = TestClient(app, raise_server_exceptions=False)
-    for r in (client.get("/class/ABCDEFGH"), client.post("/stages", data={"class_code": "ABCDEFGH"})):
-        assert r.status_code == 503 and "Redis" in r.text and r.headers["retry-after"] == "5"
+    return TestClient(create_app(Settings(redis_url=f"redis://{LOOPBACK}:{free_port()}/0")),
+                      raise_server_exceptions=False)
+
+
+PAGE_LOAD = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}  # as a browser asks
+
+
+def test_a_class_request_while_redis_is_down_is_a_503() -> None:
+    client = down_redis_app()
+    for r in (client.get("/class/ABCDEFGH"), client.post("/stages", data={"class_code": "ABCDEFGH"}),
+              client.get("/class/ABCDEFGH/workspace", headers={**PAGE_LOAD, "HX-Request": "true"})):
+        assert r.status_code == 503 and r.headers["retry-after"] == "5"
+        assert r.headers["content-type"].startswith("text/plain")  # htmx or a script: the sentence alone
+        assert "The class's storage does not answer" in r.text
         assert "content-security-policy" in r.headers
     assert client.get("/healthz").status_code == 200  # the page without a class needs no Redis
+
+
+@pytest.mark.parametrize(("lang", "title"), [("en", "The class is reconnecting"),
+                                             ("de", "Der Kurs verbindet sich neu")])
+def test_a_class_page_loaded_while_redis_is_down_says_it_is_reconnecting_and_reloads(lang: str, title: str) -> None:
+    client = down_redis_app()
+    for path in ("/class/ABCDEFGH", "/class/ABCDEFGH/teach", f"/class?code=ABCDEFGH&lang={lang}"):
+        r = client.get(path, headers={**PAGE_LOAD, "Accept-Language": lang})
+        assert r.status_code == 503, (path, r.status_code)
+        assert r.headers["content-type"].startswith("text/html")
+        assert r.headers["retry-after"] == "5" and r.headers["refresh"] == "5"
+        assert r.headers["cache-control"] == "no-store"
+        assert f"<h2>{title}</h2>" in r.text and f'<html lang="{lang}"' in r.text
+    # A form posted without JavaScript is not posted again by itself: the page says to send it again.
+    r = client.post("/class/ABCDEFGH/predict", headers={**PAGE_LOAD, "Accept-Language": lang},
+                    data={"guess_matrix": "softmax", "guess_row": "1", "guess_col": "1", "guess": "0.5"})
+    assert r.status_code == 503 and "refresh" not in r.headers and f"<h2>{title}</h2>" in r.text
+
+
+def no_redis_asked(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> list[tuple[object, ...]]:
+    """Every connection the app's store asks its pool for, each refused as by a Redis that is down."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    asked: list[tuple[object, ...]] = []
+
+    async def refused(*args: object, **kwargs: object) -> None:
+        asked.append(args)
+        raise RedisConnectionError("Redis is down")
+
+    monkeypatch.setattr(client.app.state.rooms.redis.connection_pool, "get_connection", refused)
+    return asked
+
+
+def test_the_pages_without_a_class_answer_while_redis_is_down_without_asking_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.web import decoder_pages
+
+    monkeypatch.setattr(decoder_pages, "decoder_page_ready", lambda: False)  # "Next word" alone is the slow test's
+    with down_redis_app() as client:
+        asked = no_redis_asked(client, monkeypatch)
+        page = client.get("/", headers=PAGE_LOAD)
+        answers = {"/": page, "/model": client.get("/model", params={"text": "The bank of the river."}),
+                   "step": client.post("/stages", data={**join_grids(form_fields(page.text)), "goto": "softmax"},
+                                       headers={"HX-Request": "true"})}
+        assert {name: r.status_code for name, r in answers.items()} == dict.fromkeys(answers, 200)
+        loading = client.get("/decoder", headers=PAGE_LOAD)
+        assert loading.status_code == 503 and "The language model is still being read" in loading.text
+        assert asked == []
+        assert client.get("/class/ABCDEFGH", headers=PAGE_LOAD).status_code == 503  # a class's page does ask
+        assert asked
+
+
+@pytest.mark.slow
+def test_next_word_answers_while_redis_is_down_without_asking_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.view.decoder_view import decoder_catalogue_view
+
+    decoder_catalogue_view()  # the language model read and its heads measured, as the app's start does
+    with down_redis_app() as client:
+        asked = no_redis_asked(client, monkeypatch)
+        r = client.get("/decoder", params={"text": "The capital of France is"}, headers=PAGE_LOAD)
+        assert r.status_code == 200 and "Paris" in r.text
+        assert asked == []
 
 
 @pytest.fixture(autouse=True)
