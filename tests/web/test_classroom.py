@@ -612,9 +612,9 @@ def no_redis_asked(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> list[
 
 def test_the_pages_without_a_class_answer_while_redis_is_down_without_asking_it(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from app.web import decoder_pages
+    from app.serving.real_models import language_model
 
-    monkeypatch.setattr(decoder_pages, "decoder_page_ready", lambda: False)  # "Next word" alone is the slow test's
+    monkeypatch.setattr(language_model(), "ready", lambda: False)  # "Next word" alone is the slow test's
     with down_redis_app() as client:
         asked = no_redis_asked(client, monkeypatch)
         page = client.get("/", headers=PAGE_LOAD)
