@@ -230,3 +230,23 @@ def test_the_faults_block_is_written_between_its_own_markers(tmp_path: Path) -> 
     plain.write_text("no markers\n")
     assert not write_docs(plain, docs_block(results, "python -m bench.faults"))
     assert plain.read_text() == "no markers\n"
+
+
+@pytest.mark.slow
+def test_the_hall_bench_runs_and_writes_its_own_block(tmp_path: Path) -> None:
+    from bench.hall import HEADER, MARKERS
+
+    page = tmp_path / "performance.md"
+    page.write_text(f"before\n{MARKERS[0]}\nold figures\n{MARKERS[1]}\nafter\n")
+    proc = subprocess.run([sys.executable, "-m", "bench.hall", "--students", "6", "--docs", str(page)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = page.read_text()
+    assert text.startswith("before\n") and text.endswith("after\n") and "old figures" not in text
+    [rows] = tables(text)
+    assert rows[0] == HEADER
+    assert [row[0] for row in rows[1:]] == ["6 × one link: /decoder", "6 × one link: /model",
+                                            "6 × one link: /embed/decoder", "6 × one link: /embed/model",
+                                            "6 × own sentence: /decoder"]
+    assert all(row[1] == "6/6" for row in rows[1:])  # every student got the model's answer
+    assert "resident memory" in text
