@@ -40,6 +40,7 @@ class Job(Generic[T]):
     progress: int = 0  # of ``steps`` (a model's layers), written by the job's thread as it goes
     steps: int = 0
     waiters: int = 1
+    origin: str = ""  # where its answer came from: "computed" here, or "shared" by another server
 
     def step(self, done: int, of: int) -> None:
         """The job's work reports ``done`` of ``of`` steps (called from any thread: two ints, no lock needed)."""

@@ -192,6 +192,7 @@ class ModelService(Generic[F]):
         async def work(job: Job[Answer]) -> Answer:
             shared_key = self.name + ":" + hashlib.sha256(repr(full).encode()).hexdigest()
             answer = await self._from_other_servers(shared_key)
+            job.origin = "computed" if answer is None else "shared"
             if answer is None:
                 def compute() -> Answer:
                     token = _job.set(job)

@@ -44,15 +44,18 @@ def answer_of(rendered: Rendered) -> Answer:
     return Answer(rendered.status, body, rendered.media_type, tuple((rendered.headers or {}).items()))
 
 
-def response_of(answer: Answer) -> Response:
-    return Response(answer.body, answer.status, dict(answer.headers), answer.media_type)
+def response_of(answer: Answer, origin: str) -> Response:
+    """The answer, saying where it came from (``Server-Timing``, as browsers' developer tools show it): "kept"
+    by this server, "computed" now, or "shared" by another server through Redis."""
+    return Response(answer.body, answer.status, {**dict(answer.headers), "Server-Timing": f'model;desc="{origin}"'},
+                    answer.media_type)
 
 
 def written_as(request: Request, page: PageRequest) -> tuple:
     """How an answer is written, beyond the question: htmx or a whole page, the language, the root path, the
-    encoding the browser takes, the server's port (the class panel's hint)."""
-    return (page.htmx, page.value_edit, language(), app_root(request), preferred_encoding(page.accept_encoding),
-            page.port)
+    encoding the browser takes. Not the server's port: servers behind one balancer share their answers (the port
+    is read only by a class's panel, never on these pages)."""
+    return page.htmx, page.value_edit, language(), app_root(request), preferred_encoding(page.accept_encoding)
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,7 @@ async def served_page(request: Request, page: PageRequest, service: ModelService
     polling = request.headers.get(WAIT_HEADER) == "page"
     asked = PageRequest(False, page.urls, page.port, page.accept_encoding) if polling else page
     key = (question, written_as(request, asked))
-    answer = service.kept(key)
+    answer, origin = service.kept(key), "kept"
     if answer is None:
         try:
             job = service.ask(key, client_of(request), lambda: answer_of(encoded(asked.accept_encoding, make)))
@@ -102,9 +105,10 @@ async def served_page(request: Request, page: PageRequest, service: ModelService
                 page, "partials/waiting.html", {"waiting": waiting},
                 headers={"HX-Retarget": f"#{slot}", "HX-Reswap": "outerHTML", "Cache-Control": "no-store"})
             return Response(rendered.body, rendered.status, dict(rendered.headers or {}), rendered.media_type)
+        origin = job.origin
     if polling:  # the whole page is ready now: reload it (it is kept, so it comes at once)
         return Response(status_code=200, headers={"HX-Refresh": "true", "Cache-Control": "no-store"})
-    return response_of(answer)
+    return response_of(answer, origin)
 
 
 def _is_poll(request: Request, slot: str) -> bool:
@@ -115,16 +119,16 @@ def _is_poll(request: Request, slot: str) -> bool:
 async def served_api(request: Request, service: ModelService, question: tuple, make: Callable[[], Answer]) -> Response:
     """A real model's API answer for ``question``: kept, or made once by the service's job, however long it waits;
     503 with Retry-After when the queue is full."""
-    answer = service.kept(question)
+    answer, origin = service.kept(question), "kept"
     if answer is None:
         try:
             job = service.ask(question, client_of(request), make)
         except QueueFull:
             return Response('{"detail": "the server is busy: try again in a moment"}', 503,
                             {"Retry-After": RETRY_AFTER}, "application/json")
-        answer = await wait_for(job, None)
+        answer, origin = await wait_for(job, None), job.origin
         assert answer is not None
-    return response_of(answer)
+    return response_of(answer, origin)
 
 
 def busy(request: Request, page: PageRequest) -> Response:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import re
+import tempfile
 import time
 from collections.abc import Iterator
 
@@ -18,6 +20,8 @@ from app.serving.flight import Job
 from app.serving.models import Answer
 from app.serving.real_models import language_model, sentence_model
 from app.web.api import healthz
+from tests.redis_server import RedisServer
+from tests.servers import LOOPBACK, free_port, running, tail
 
 ANSWERED = 'id="candidates"'  # the next word's candidates: the answer, not the waiting page
 
@@ -165,3 +169,36 @@ def test_a_full_queue_is_503_with_retry_after_for_the_api_and_the_page(monkeypat
 
 def test_healthz_is_answered_on_the_event_loop() -> None:
     assert inspect.iscoroutinefunction(healthz)
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_two_servers_sharing_redis_compute_a_question_once(redis_db: RedisServer) -> None:
+    """Two app servers behind a balancer: the page computed on one is sent by the other from Redis; the API too."""
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    common = dict(env, REDIS_URL=redis_db.url(), ATTENTION_PRELOAD_LANGUAGE_MODEL="true", ATTENTION_WORKERS="1",
+                  ATTENTION_HOST=LOOPBACK)
+    ports = free_port(), free_port()
+    with tempfile.TemporaryFile() as log_a, tempfile.TemporaryFile() as log_b, \
+            running(["-m", "app.serve"], port=ports[0], stdout=log_a, log=lambda: tail(log_a),
+                    env=dict(common, ATTENTION_PORT=str(ports[0]))), \
+            running(["-m", "app.serve"], port=ports[1], stdout=log_b, log=lambda: tail(log_b),
+                    env=dict(common, ATTENTION_PORT=str(ports[1]))):
+        a, b = (httpx.Client(base_url=f"http://{LOOPBACK}:{p}", timeout=60) for p in ports)
+        for client in (a, b):
+            for _ in range(300):
+                if client.get("/decoder").status_code == 200:
+                    break
+                time.sleep(0.2)
+        params = {"text": unique("The river bank")}
+        first = a.get("/decoder", params=params)
+        second = b.get("/decoder", params=params)
+        again = b.get("/decoder", params=params)
+        body = {"text": unique("The capital of Italy is")}
+        api = [a.post("/api/decoder", json=body), b.post("/api/decoder", json=body)]
+    assert [r.status_code for r in (first, second, again, *api)] == [200] * 5
+    assert first.headers["server-timing"] == 'model;desc="computed"'
+    assert second.headers["server-timing"] == 'model;desc="shared"' and second.content == first.content
+    assert again.headers["server-timing"] == 'model;desc="kept"'
+    assert [r.headers["server-timing"] for r in api] == ['model;desc="computed"', 'model;desc="shared"']
+    assert api[0].json() == api[1].json()
