@@ -196,13 +196,28 @@ class ModelService(Generic[F]):
         """A finished answer to ``key`` kept in this process."""
         return self.answers.get((self.name, *key))
 
+    def _shared_key(self, full: tuple) -> str:
+        return self.name + ":" + hashlib.sha256(repr(full).encode()).hexdigest()
+
+    async def shared_answer(self, key: tuple) -> Answer | None:
+        """A finished answer to ``key`` that another server made and Redis keeps (then kept here too): asked before
+        a question joins the queue, so that an answer already made never waits its turn."""
+        if self.shared is None:
+            return None
+        found = await self.shared.get(self._shared_key((self.name, *key)))
+        if found is None:
+            return None
+        answer = Answer.unpack(found)
+        self.answers.put((self.name, *key), answer, answer.size)
+        return answer
+
     def ask(self, key: tuple, client: str, make: Callable[[], Answer]) -> Job[Answer]:
         """The job that answers ``key`` (made by ``make()`` in a worker thread, once however many ask), queued in
         ``client``'s turn; QueueFull when the queue is. Await ``wait_for(job, seconds)`` for the answer."""
         full = (self.name, *key)
 
         async def work(job: Job[Answer]) -> Answer:
-            shared_key = self.name + ":" + hashlib.sha256(repr(full).encode()).hexdigest()
+            shared_key = self._shared_key(full)
             answer = await self._from_other_servers(shared_key)
             job.origin = "computed" if answer is None else "shared"
             if answer is None:

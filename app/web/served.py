@@ -89,7 +89,7 @@ async def served_page(request: Request, page: PageRequest, service: ModelService
     polling = request.headers.get(WAIT_HEADER) == "page"
     asked = PageRequest(False, page.urls, page.port, page.accept_encoding) if polling else page
     key = (question, written_as(request, asked))
-    answer, origin = service.kept(key), "kept"
+    answer, origin = await kept_or_shared(service, key)
     if answer is None:
         try:
             job = service.ask(key, client_of(request), lambda: answer_of(encoded(asked.accept_encoding, make)))
@@ -111,6 +111,14 @@ async def served_page(request: Request, page: PageRequest, service: ModelService
     return response_of(answer, origin)
 
 
+async def kept_or_shared(service: ModelService, key: tuple) -> tuple[Answer | None, str]:
+    """The answer kept by this server, or made by another and kept in Redis, with where it came from."""
+    answer = service.kept(key)
+    if answer is not None:
+        return answer, "kept"
+    return await service.shared_answer(key), "shared"
+
+
 def _is_poll(request: Request, slot: str) -> bool:
     """An htmx request from the waiting slot itself (it asks again): it waits longer before it is told again."""
     return request.headers.get("HX-Target") == slot and request.headers.get("HX-Trigger") == slot
@@ -119,7 +127,7 @@ def _is_poll(request: Request, slot: str) -> bool:
 async def served_api(request: Request, service: ModelService, question: tuple, make: Callable[[], Answer]) -> Response:
     """A real model's API answer for ``question``: kept, or made once by the service's job, however long it waits;
     503 with Retry-After when the queue is full."""
-    answer, origin = service.kept(question), "kept"
+    answer, origin = await kept_or_shared(service, question)
     if answer is None:
         try:
             job = service.ask(question, client_of(request), make)
