@@ -374,15 +374,17 @@ def test_the_class_follows_the_teacher_back_to_a_scenario(lesson: Class) -> None
 
 
 @contextlib.asynccontextmanager
-async def asgi_events(app, path: str) -> AsyncIterator[asyncio.Queue[bytes]]:  # noqa: ANN001
-    """A page's event stream, straight from the app on this event loop: each event's bytes, in a queue."""
+async def asgi_events(app, path: str, lang: str = "") -> AsyncIterator[asyncio.Queue[bytes]]:  # noqa: ANN001
+    """A page's event stream, straight from the app on this event loop (``lang``: the page's language cookie):
+    each event's bytes, in a queue."""
     events: asyncio.Queue[bytes] = asyncio.Queue()
     gone = asyncio.Event()
     received = b""
     url, _, query = path.partition("?")
     scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
              "path": url, "raw_path": url.encode(), "query_string": query.encode(), "root_path": "",
-             "headers": [(b"host", b"testserver"), (b"accept-encoding", b"gzip, br, zstd")],
+             "headers": [(b"host", b"testserver"), (b"accept-encoding", b"gzip, br, zstd"),
+                         *([(b"cookie", f"lang={lang}".encode())] if lang else [])],
              "client": ("127.0.0.1", 40000), "server": ("testserver", 80)}
 
     asked = False
@@ -428,7 +430,8 @@ async def test_a_class_moved_to_next_word_sends_its_page_in_the_event_made_once(
         anyio_backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """20 students' streams on a toy scenario's page: after the teacher's move to "Next word" each gets one event
     carrying the class's whole page for it, marked as a page, the same bytes (one page made and rendered once),
-    the page a student's GET of /class/{code} gets; and back to a scenario, the toy scenario's page."""
+    the page a student's GET of /class/{code} gets; 3 more in German get it in German (once more); and back to a
+    scenario, the toy scenario's page."""
     made, rendered_pages = [], []
     page_of, work = classroom.following_page, class_decoder.class_decoder_work
 
@@ -451,9 +454,10 @@ async def test_a_class_moved_to_next_word_sends_its_page_in_the_event_made_once(
         lesson = await start_class(teacher)
         assert (await student.get(f"/class/{lesson.code}", headers=BROWSER)).status_code == 200
         made.clear()
-        streams = [await stack.enter_async_context(asgi_events(app, f"/class/{lesson.code}/events?workspace=&v=1"))
-                   for _ in range(20)]
-        assert [await state_data(s) for s in streams] == [b"1"] * 20  # the page shows version 1 already
+        toy = f"/class/{lesson.code}/events?workspace=&v=1"
+        streams = [await stack.enter_async_context(asgi_events(app, toy)) for _ in range(20)]
+        german = [await stack.enter_async_context(asgi_events(app, toy, "de")) for _ in range(3)]
+        assert [await state_data(s) for s in streams + german] == [b"1"] * 23  # the page shows version 1 already
         shown = await teacher.post(f"/class/{lesson.code}/decoder", data={"text": TEXT}, headers=BROWSER)
         assert shown.status_code == 303, shown.text[:300]
         carried = {await state_data(s) for s in streams}
@@ -464,10 +468,16 @@ async def test_a_class_moved_to_next_word_sends_its_page_in_the_event_made_once(
         assert page.startswith("<!doctype html>") and "<h1>Next word: a real language model</h1>" in page
         assert typed(page) == TEXT and 'id="class-guess"' in page  # the class is asked first
         assert f'data-events="/class/{lesson.code}/events?workspace=decoder"' in page
-        assert made == [2] and rendered_pages == [f"/class/{lesson.code}/decoder"]  # once for the class
+        carried_de = {await state_data(s) for s in german}
+        assert len(carried_de) == 1
+        version, mark, packed = carried_de.pop().split(b" ")
+        assert (version, mark) == (b"2", b"page")
+        page_de = inflated(packed)
+        assert '<html lang="de"' in page_de and "<h1>Nächstes Wort: ein echtes Sprachmodell</h1>" in page_de
+        assert made == [2, 2] and rendered_pages == [f"/class/{lesson.code}/decoder"] * 2  # once per language
         again = await student.get(f"/class/{lesson.code}", headers=BROWSER)
         assert again.status_code == 200 and again.text == page  # a reload's page, without the reload
-        assert rendered_pages == [f"/class/{lesson.code}/decoder"]
+        assert len(rendered_pages) == 2
 
         # Back to a scenario: a page that shows "Next word" gets the toy scenario's page.
         async with asgi_events(app, f"/class/{lesson.code}/events?workspace=decoder&v=2") as events:
