@@ -11,13 +11,15 @@ then GET that page. Either way the student then opens the stream of the new page
 
 Per move: from the teacher's request sent to each student having the new page's bytes (p50, p95, max over the
 students: the event's payload, or the fetched page's body, read off the wire; each distinct one is then inflated and
-checked off the clock, as 300 browsers inflate theirs each on its own device); the teacher's answer; the server's CPU
+checked off the clock, as 300 browsers inflate theirs each on its own device); the teacher's answer (the teacher's
+own page of the new kind is then loaded, as the teacher's browser follows the answer's redirect); the server's CPU
 time. Before the class joins, the teacher shows "Next word" once and comes back (the server's first page of each kind
 is not the class's). A real ``uvicorn app.main:app --workers 1`` on 127.0.0.1, its rooms in the process;
 the students are coroutines of one aiohttp client on the same machine.
 
     python -m bench.class_move --students 300 --moves 6
     python -m bench.class_move --students 300 --moves 6 --fetch
+    python -m bench.class_move --students 300 --moves 6 --no-teacher-page
 """
 
 from __future__ import annotations
@@ -61,31 +63,36 @@ VERSION_RE = re.compile(rb'data-version="(\d+)"')
 class MoveResult:
     students: int
     fetch: bool  # the students fetched the page even when an event carried it (the path before events carried it)
+    teacher_page: bool  # the teacher's browser loaded its own page of the new kind as the students' pages moved
     to_page_ms: dict[str, list[list[float]]] = field(default_factory=dict)  # kind → per move, each student's time
     to_event_ms: dict[str, list[float]] = field(default_factory=dict)  # kind → each student's event, every move
     teacher_ms: dict[str, list[float]] = field(default_factory=dict)  # kind → the teacher's answer, per move
     cpu_ms: list[float] = field(default_factory=list)  # per move: the server's CPU time
+    client_cpu: float = float("nan")  # the students' client's CPU time over the moves' wall time (1.0: a core)
+    load: float = float("nan")  # the machine's load average at the end
     missed: int = 0
     errors: Counter = field(default_factory=Counter)
     wire_kb: dict[str, float] = field(default_factory=dict)  # how and kind: the bytes a student received for the page
 
     def table(self) -> str:
-        rows = ["| students | page | to | moves | teacher's answer p50 ms | to the event p50 / p95 ms "
+        rows = ["| students | page | to | teacher's page | moves | teacher's answer p50 ms | to the event p50 / p95 ms "
                 "| to the page p50 ms | p95 ms | max ms | missed | errors | server CPU per move ms |",
-                "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for kind, moves in self.to_page_ms.items():
             every = [ms for move in moves for ms in move]
             got = {key.split()[0] for key in self.wire_kb if key.split()[1] == (kind or "toy")}
             how = " and ".join(HOW[g] for g in sorted(got)) or "?"
             events = self.to_event_ms.get(kind, [])
-            rows.append(f"| {self.students} | {how} | {kind or 'a toy scenario'} | {len(moves)} | "
+            rows.append(f"| {self.students} | {how} | {kind or 'a toy scenario'} | "
+                        f"{'loaded meanwhile' if self.teacher_page else 'not loaded'} | {len(moves)} | "
                         f"{_pct(self.teacher_ms.get(kind, []), 50):.0f} | {_pct(events, 50):.0f} / "
                         f"{_pct(events, 95):.0f} | {_pct(every, 50):.0f} | {_pct(every, 95):.0f} | "
                         f"{max(every, default=float('nan')):.0f} | {self.missed} | {sum(self.errors.values())} | "
                         f"{_pct(self.cpu_ms, 50):.0f} |")
         if self.errors:
             rows.append("errors: " + ", ".join(f"{k} ×{n}" for k, n in self.errors.most_common()))
-        rows.append("on the wire per student: " + ", ".join(f"{k} {v:.0f} KB" for k, v in self.wire_kb.items()))
+        rows.append("on the wire per student: " + ", ".join(f"{k} {v:.0f} KB" for k, v in self.wire_kb.items()) +
+                    f"; the students' client's CPU {self.client_cpu:.0%} of a core; load average {self.load:.1f}")
         return "\n".join(rows)
 
 
@@ -118,11 +125,12 @@ def wait_for_model(base_url: str) -> None:
 
 
 async def move_class(base_url: str, students: int, moves: int = MOVES, *, fetch: bool = False,
-                     server_pid: int | None = None, pause: float = PAUSE_S) -> MoveResult:
-    """``students`` following a teacher who moves the class ``moves`` times between a toy scenario and "Next word"."""
+                     teacher_page: bool = True, server_pid: int | None = None, pause: float = PAUSE_S) -> MoveResult:
+    """``students`` following a teacher who moves the class ``moves`` times between a toy scenario and "Next word"
+    (``teacher_page``: the teacher's browser loads its own page of the new kind meanwhile)."""
     if httpx.URL(base_url).host not in (LOOPBACK, "localhost"):
         raise ValueError("the class bench only targets this machine's loopback")
-    result = MoveResult(students, fetch)
+    result = MoveResult(students, fetch, teacher_page)
     errors = result.errors
     has_page: dict[int, list[float]] = {}  # version → when each student had its page
     done: dict[int, asyncio.Event] = {}
@@ -232,6 +240,7 @@ async def move_class(base_url: str, students: int, moves: int = MOVES, *, fetch:
         except TimeoutError:
             errors[f"not listening within {CONNECT_TIMEOUT_S:g} s"] += students - listening
 
+        client_before, wall = time.process_time(), 0.0
         for k in range(moves):
             version = k + 4  # the class starts at 1, the warm-up's two moves; each move changes the kind of page
             kind = "decoder" if k % 2 == 0 else ""
@@ -246,10 +255,16 @@ async def move_class(base_url: str, students: int, moves: int = MOVES, *, fetch:
             result.teacher_ms.setdefault(kind, []).append((time.perf_counter() - t0) * 1000)
             if r.status_code != 303:
                 errors[f"teacher HTTP {r.status_code}"] += 1
+            # The teacher's browser follows to its page of the new kind meanwhile, as the students' pages move.
+            teachers_page = asyncio.create_task(teacher_client.get(r.headers.get("location", page), headers=BROWSER)
+                                                if teacher_page else asyncio.sleep(0, httpx.Response(200)))
             try:
                 await asyncio.wait_for(done[version].wait(), MOVE_TIMEOUT_S)
             except TimeoutError:
                 result.missed += students - len(has_page.get(version, []))
+            wall += time.perf_counter() - t0
+            if (await teachers_page).status_code != 200:
+                errors["the teacher's page not 200"] += 1
             cpu_after = _cpu_seconds(server_pid) if server_pid else None
             if cpu_before is not None and cpu_after is not None:
                 result.cpu_ms.append((cpu_after - cpu_before) * 1000)
@@ -257,13 +272,15 @@ async def move_class(base_url: str, students: int, moves: int = MOVES, *, fetch:
             result.to_event_ms.setdefault(kind, []).extend((t - t0) * 1000 for t in arrived[version])
             check(version)
             await asyncio.sleep(pause)
+        result.client_cpu = (time.process_time() - client_before) / wall if wall else float("nan")
+        result.load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
     return result
 
 
-def run_moves(students: int, moves: int = MOVES, *, fetch: bool = False) -> MoveResult:
+def run_moves(students: int, moves: int = MOVES, *, fetch: bool = False, teacher_page: bool = True) -> MoveResult:
     """A fresh server (its language model read first), the class, then the server stopped."""
     raise_open_files(4 * students + 256)
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
@@ -274,7 +291,8 @@ def run_moves(students: int, moves: int = MOVES, *, fetch: bool = False) -> Move
     env["ATTENTION_CLASS_STREAMS_PER_ADDRESS"] = env["ATTENTION_CLASS_MAX_STREAMS"]
     with uvicorn_server(env) as server:
         wait_for_model(server.url)
-        return asyncio.run(move_class(server.url, students, moves, fetch=fetch, server_pid=server.pid))
+        return asyncio.run(move_class(server.url, students, moves, fetch=fetch, teacher_page=teacher_page,
+                                      server_pid=server.pid))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -283,8 +301,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--moves", type=int, default=MOVES)
     parser.add_argument("--fetch", action="store_true",
                         help="the students fetch the new page (workspace, redirect, page), as before")
+    parser.add_argument("--no-teacher-page", action="store_true",
+                        help="the teacher's browser does not load its own page of the new kind meanwhile")
     args = parser.parse_args(argv)
-    print(run_moves(args.students, args.moves, fetch=args.fetch).table())
+    print(run_moves(args.students, args.moves, fetch=args.fetch, teacher_page=not args.no_teacher_page).table())
 
 
 if __name__ == "__main__":
