@@ -89,6 +89,9 @@ class MoveResult:
                         f"{_pct(events, 95):.0f} | {_pct(every, 50):.0f} | {_pct(every, 95):.0f} | "
                         f"{max(every, default=float('nan')):.0f} | {self.missed} | {sum(self.errors.values())} | "
                         f"{_pct(self.cpu_ms, 50):.0f} |")
+        for kind, moves in self.to_page_ms.items():
+            rows.append(f"to {kind or 'a toy scenario'}, each move's last student: "
+                        + ", ".join(f"{max(move, default=float('nan')):.0f} ms" for move in moves))
         if self.errors:
             rows.append("errors: " + ", ".join(f"{k} ×{n}" for k, n in self.errors.most_common()))
         rows.append("on the wire per student: " + ", ".join(f"{k} {v:.0f} KB" for k, v in self.wire_kb.items()) +
