@@ -29,6 +29,7 @@ import asyncio
 import base64
 import contextlib
 import gzip
+import math
 import os
 import re
 import statistics
@@ -66,6 +67,7 @@ class MoveResult:
     teacher_page: bool  # the teacher's browser loaded its own page of the new kind as the students' pages moved
     to_page_ms: dict[str, list[list[float]]] = field(default_factory=dict)  # kind → per move, each student's time
     to_event_ms: dict[str, list[float]] = field(default_factory=dict)  # kind → each student's event, every move
+    first_ms: dict[str, list[float]] = field(default_factory=dict)  # kind → per move, the first student's event
     teacher_ms: dict[str, list[float]] = field(default_factory=dict)  # kind → the teacher's answer, per move
     cpu_ms: list[float] = field(default_factory=list)  # per move: the server's CPU time
     client_cpu: float = float("nan")  # the students' client's CPU time over the moves' wall time (1.0: a core)
@@ -90,8 +92,9 @@ class MoveResult:
                         f"{max(every, default=float('nan')):.0f} | {self.missed} | {sum(self.errors.values())} | "
                         f"{_pct(self.cpu_ms, 50):.0f} |")
         for kind, moves in self.to_page_ms.items():
-            rows.append(f"to {kind or 'a toy scenario'}, each move's last student: "
-                        + ", ".join(f"{max(move, default=float('nan')):.0f} ms" for move in moves))
+            rows.append(f"to {kind or 'a toy scenario'}, each move's first event → last student: " + ", ".join(
+                f"{first:.0f} → {max(move, default=float('nan')):.0f} ms"
+                for first, move in zip(self.first_ms.get(kind, []), moves, strict=False)))
         if self.errors:
             rows.append("errors: " + ", ".join(f"{k} ×{n}" for k, n in self.errors.most_common()))
         rows.append("on the wire per student: " + ", ".join(f"{k} {v:.0f} KB" for k, v in self.wire_kb.items()) +
@@ -273,6 +276,7 @@ async def move_class(base_url: str, students: int, moves: int = MOVES, *, fetch:
                 result.cpu_ms.append((cpu_after - cpu_before) * 1000)
             result.to_page_ms.setdefault(kind, []).append([(t - t0) * 1000 for t in has_page.get(version, [])])
             result.to_event_ms.setdefault(kind, []).extend((t - t0) * 1000 for t in arrived[version])
+            result.first_ms.setdefault(kind, []).append((min(arrived[version], default=math.nan) - t0) * 1000)
             check(version)
             await asyncio.sleep(pause)
         result.client_cpu = (time.process_time() - client_before) / wall if wall else float("nan")
