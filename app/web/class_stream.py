@@ -40,7 +40,7 @@ from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
 
 from app.classroom.byte_cache import ByteCache
-from app.classroom.lesson import real_page
+from app.classroom.lesson import REAL_PAGES, real_page
 from app.classroom.store import Room, Rooms, RoomsFull
 from app.i18n import language
 from app.web.class_hooks import KEEPALIVE_SECONDS, RETRY_MS, app_root, client_address
@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 PACK_LEVEL = 9  # once per change, so the smallest gzip: 40 KB of workspace → about 7 KB, 9 KB in base64
 MAX_CARRIED_BYTES = 4 * 1024 * 1024  # a larger workspace or page (64 tokens × 64 dimensions, all stages) is fetched
 CARRIED_BUDGET = 48 * 1024 * 1024  # this worker's events kept, by version, page, root path and language
+FOLLOWING_PAGES = frozenset(("", *REAL_PAGES))  # the kinds of page that follow: a toy scenario's, a real model's
 
 Workspace = Callable[[Request, Room], Awaitable[Response]]  # the room's workspace for a following student
 PageHtml = Callable[[Request, Room], Awaitable[str]]  # and the class's whole page, for one left on another kind
@@ -152,6 +153,8 @@ def event_stream(request: Request, store: Rooms, room: Room, workspace: Workspac
     store that stops answering says "unreachable" and ends it too."""
     code, address = room.code, client_address(request)
     page = request.query_params.get("workspace")  # None: a page that does not follow (the teacher's)
+    if page not in FOLLOWING_PAGES:  # no such page (each would be packed a page of its own): the version alone
+        page = None
     known = known_version(request)
 
     async def state(version: int) -> bytes:

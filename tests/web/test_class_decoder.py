@@ -457,7 +457,8 @@ async def test_a_class_moved_to_next_word_sends_its_page_in_the_event_made_once(
         toy = f"/class/{lesson.code}/events?workspace=&v=1"
         streams = [await stack.enter_async_context(asgi_events(app, toy)) for _ in range(20)]
         german = [await stack.enter_async_context(asgi_events(app, toy, "de")) for _ in range(3)]
-        assert [await state_data(s) for s in streams + german] == [b"1"] * 23  # the page shows version 1 already
+        unknown = await stack.enter_async_context(asgi_events(app, f"/class/{lesson.code}/events?workspace=x&v=1"))
+        assert [await state_data(s) for s in [*streams, *german, unknown]] == [b"1"] * 24  # shown already
         shown = await teacher.post(f"/class/{lesson.code}/decoder", data={"text": TEXT}, headers=BROWSER)
         assert shown.status_code == 303, shown.text[:300]
         carried = {await state_data(s) for s in streams}
@@ -475,6 +476,7 @@ async def test_a_class_moved_to_next_word_sends_its_page_in_the_event_made_once(
         page_de = inflated(packed)
         assert '<html lang="de"' in page_de and "<h1>Nächstes Wort: ein echtes Sprachmodell</h1>" in page_de
         assert made == [2, 2] and rendered_pages == [f"/class/{lesson.code}/decoder"] * 2  # once per language
+        assert await state_data(unknown) == b"2"  # no such kind of page: the version alone, nothing made for it
         again = await student.get(f"/class/{lesson.code}", headers=BROWSER)
         assert again.status_code == 200 and again.text == page  # a reload's page, without the reload
         assert len(rendered_pages) == 2
