@@ -5,7 +5,8 @@ The teacher shows the language model from the class panel (the class asked first
 page moves to "Next word", shows the teacher's text and the guess form, not the model's candidates; the student
 guesses, the teacher's page counts the guess as it comes, the teacher reveals, and the student's page shows the
 model's candidates with the class's guesses, the guess matched. A guess being typed stays while the teacher picks
-a head. Screenshots of both pages at 1366×768 and 390×844.
+a head. Screenshots of both pages at 1366×768 and 390×844. And a student's page moved to "Next word" and back by the
+event alone: no request for the workspace or the class's page, no reload, the new page's own script following on.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 by two servers: the teacher shows "Next word" and the students' pages follow its text, head and temperature; a bad
 field is a 422 naming it and nothing is stored; a student explores without changing the room and cannot change it;
 the class's guesses of the next word are counted, normalised and matched with the model's candidates; the reveal
-shows both to the students; a bad guess is a 422 naming its field."""
+shows both to the students; a bad guess is a 422 naming its field. A class moved to "Next word" (and back) sends its
+page in one event, made once for the class and once per language."""
 
 from __future__ import annotations
 
