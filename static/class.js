@@ -1,7 +1,9 @@
 // A page in a live class (app.web.classroom). A student's page follows the teacher: each "state"
 // event carries the room's workspace, rendered and gzip-compressed once for the whole class
 // (app.web.class_stream), which the page inflates and swaps in, unless the student explores on their
-// own; an event without one (or a browser without DecompressionStream) fetches the workspace. The
+// own; when the class moved to another kind of page, the event carries that whole page ("page" before
+// it), which replaces this one as a reload would. An event without either (or a browser without
+// DecompressionStream) fetches the workspace. The
 // teacher's page refreshes the class's predictions as they arrive. Events come from the server as
 // server-sent events; the server keeps the latest event of each kind for a slow page, and a stream
 // that reconnects starts with the room's version, so a page never stays on an old step. When the
@@ -64,7 +66,7 @@
   function swapCarried(v, packed) {
     latest = v;
     inflate(packed).then(function (html) {
-      if (v !== latest || !following) return;
+      if (v !== latest || !following || replaced) return;
       const before = { stage: stageId(), drawers: openDrawers(), guess: guessTyped() };
       window.htmx.swap(workTarget(), html, { swapStyle: "outerHTML" }, {
         afterSwapCallback: function () {
@@ -79,6 +81,29 @@
       const page = panel().dataset.page;
       if (page && window.location.pathname !== page) window.history.replaceState(null, "", page);
     }).catch(fetchWorkspace);
+  }
+
+  // --- the whole page an event carries ---------------------------------------------------------------
+  // The class moved to another kind of page (a toy scenario, "Your sentence", "Next word"): the page the
+  // event carries is written over this one, as a reload would load it (its scripts run, htmx starts on it,
+  // its own script opens the stream for its kind), without the reload's requests. Writing a document
+  // erases this one's listeners; this page's stream, its timers and its swaps still on their way stop here.
+  let replaced = false;
+
+  function replacePage(v, packed) {
+    latest = v;
+    inflate(packed).then(function (html) {
+      if (v !== latest || !following || replaced) return;
+      replaced = true;
+      source.close();
+      // The class's own address, as the page's answer would say: a reload follows the teacher.
+      const page = panel().dataset.page;
+      if (page && window.location.pathname !== page) window.history.replaceState(null, "", page);
+      document.open();
+      document.write(html);
+      document.close();
+      window.scrollTo(0, 0);
+    }).catch(function () { if (!replaced) fetchWorkspace(); });
   }
 
   // --- a guess being typed on "Next word" -------------------------------------------------------
@@ -206,7 +231,8 @@
       alertText("");
       // The first event tells the version now: the page may have been rendered just before a change.
       if (p.dataset.role === "student" && following && v !== shown) {
-        if (data[1] && carries) swapCarried(v, data[1]);
+        if (data[1] === "page" && data[2] && carries) replacePage(v, data[2]);
+        else if (data[1] && data[1] !== "page" && carries) swapCarried(v, data[1]);
         else fetchWorkspace();
       }
       version = v;
@@ -226,7 +252,7 @@
     source.addEventListener("unreachable", function () { unreachable(); });
     // A refused stream (503 while the store is down) is not retried by the browser: this page does.
     source.addEventListener("error", function () {
-      if (source.readyState !== EventSource.CLOSED) return;
+      if (replaced || source.readyState !== EventSource.CLOSED) return;
       unreachable();
       window.setTimeout(function () { connect(p); }, retryMs);
       retryMs = Math.min(retryMs * 2, RETRY_MAX_MS);

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from bench.cases import Case, edited
+from bench.class_move import move_class
 from bench.classroom import follow_class
 from bench.load import class_load
 from bench.report import DOCS_BEGIN, DOCS_END, Results, goals, table
@@ -157,6 +158,8 @@ def test_class_load_refuses_other_hosts() -> None:
         asyncio.run(class_load("http://192.0.2.1:8000", students=1, seconds=0.1))
     with pytest.raises(ValueError, match="loopback"):
         asyncio.run(follow_class(["http://192.0.2.1:8000"], students=1, steps=1))
+    with pytest.raises(ValueError, match="loopback"):
+        asyncio.run(move_class("http://192.0.2.1:8000", students=1, moves=1))
 
 
 @pytest.mark.slow

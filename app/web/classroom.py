@@ -8,8 +8,8 @@
 - GET  /class?code=…            the join form's answer: 303 to the class's page
 - GET  /class/{code}            a student's page, showing what the teacher shows
 - GET  /class/{code}/events     server-sent events: "state" when the teacher changes something (carrying a
-                                following student's workspace: app.web.class_stream), "predictions" when a
-                                student predicts
+                                following student's workspace, or the class's page when it moved to another
+                                kind: app.web.class_stream), "predictions" when a student predicts
 - GET  /class/{code}/workspace  the room's workspace for a following student (rendered once per change), for
                                 a browser that cannot inflate an event's
 - POST /class/{code}/predict    a student's prediction of a hidden quiz cell
@@ -241,12 +241,18 @@ async def class_page(request: Request, store: Store, code: str, room: OpenRoom) 
     student, refused = await _student(request, store, room.code)
     if refused is not None:
         return refused
-    real = real_page(room.state)
-    html = await (_toy_page(request, room) if real is None else REAL_PAGES[real[0]][0](request, room))
-    response = HTMLResponse(html, headers={"Cache-Control": "no-store", "Vary": "HX-Request"})
+    response = HTMLResponse(await following_page(request, room),
+                            headers={"Cache-Control": "no-store", "Vary": "HX-Request"})
     _set_student(request, response, room.code, student)
     set_client(request, response)
     return response
+
+
+async def following_page(request: Request, room: Room) -> str:
+    """A following student's whole page, of the kind the room shows (a toy scenario, a real model's): rendered once
+    per change per worker. The event stream carries it to a page left on another kind (app.web.class_stream)."""
+    real = real_page(room.state)
+    return await (_toy_page(request, room) if real is None else REAL_PAGES[real[0]][0](request, room))
 
 
 async def _toy_page(request: Request, room: Room) -> str:
@@ -270,7 +276,7 @@ def _set_student(request: Request, response: Response, code: str, student: str) 
 @router.get("/class/{code}/events", name="class_events", include_in_schema=False)
 async def class_events(request: Request, store: Store, room: OpenRoom) -> Response:
     """The room's events as server-sent events (app.web.class_stream): a following student's carry the room's
-    workspace. Bounded per worker and per address."""
+    workspace, or its page for a page of another kind. Bounded per worker and per address."""
     if not isinstance(room, Room):
         text = "too many codes without a class: wait a minute" if room == 429 else "no class with this code"
         return Response(text, status_code=room, media_type="text/plain",
@@ -282,7 +288,7 @@ async def class_events(request: Request, store: Store, room: OpenRoom) -> Respon
                 else f"this worker has its {fanout.max_streams} event streams open")
         return Response(text, status_code=429 if share else 503, media_type="text/plain",
                         headers={"Retry-After": "10"})
-    return event_stream(request, store, room, following_workspace)
+    return event_stream(request, store, room, following_workspace, following_page)
 
 
 @router.get("/class/{code}/workspace", name="class_workspace", response_class=HTMLResponse, include_in_schema=False)

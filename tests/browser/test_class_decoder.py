@@ -5,7 +5,8 @@ The teacher shows the language model from the class panel (the class asked first
 page moves to "Next word", shows the teacher's text and the guess form, not the model's candidates; the student
 guesses, the teacher's page counts the guess as it comes, the teacher reveals, and the student's page shows the
 model's candidates with the class's guesses, the guess matched. A guess being typed stays while the teacher picks
-a head. Screenshots of both pages at 1366×768 and 390×844.
+a head. Screenshots of both pages at 1366×768 and 390×844. And a student's page moved to "Next word" and back by the
+event alone: no request for the workspace or the class's page, no reload, the new page's own script following on.
 """
 
 from __future__ import annotations
@@ -99,4 +100,59 @@ def test_the_class_guesses_the_next_word_and_the_teacher_reveals_it(contexts: Ca
     expect(student.locator("#class-guess")).to_have_count(0)
     expect(student.locator("#class-results")).not_to_contain_text("Reveal to the class")
     screens(student, "student-revealed")
+    assert not problems.seen, problems.seen
+
+
+def test_a_following_page_moves_to_next_word_and_back_in_one_event(contexts: Callable) -> None:  # noqa: F811
+    """The teacher moves the class to "Next word" and back to a scenario: each time the student's page becomes the
+    class's page of the new kind from the event alone (no request for the workspace or the class's page, no reload:
+    what the window held stays), its scripts running on it (its own stream, the next change followed)."""
+    problems = Problems()
+    teacher = problems.watch(contexts().new_page(), "teacher")
+    code = start_class(teacher)
+    plain = code.replace("-", "")
+    student = problems.watch(contexts(*SCREENS[0]).new_page(), "student")
+    with student.expect_response(re.compile(rf"/class/{plain}/events\?workspace=&")):
+        student.goto(f"/class/{plain}")
+    expect(student.locator("#class-panel")).to_contain_text(f"Following the teacher · class {code}")
+    asked: list[str] = []
+    student.on("request", lambda r: asked.append(r.url.split("://", 1)[1].split("/", 1)[1]))
+    student.evaluate("window.sameWindow = true")  # a reload would start a new window without it
+
+    def moved(kind: str) -> None:
+        """The student's page is the class's page of ``kind``, reached without a request for either."""
+        assert student.url.endswith(f"/class/{plain}"), student.url
+        assert student.evaluate("window.sameWindow") is True, "the page was reloaded"
+        assert not [url for url in asked if url.split("?")[0] in (f"class/{plain}", f"class/{plain}/workspace")], asked
+        panel = student.locator("#class-panel")
+        expect(panel).to_have_attribute("data-events", f"/class/{plain}/events?workspace={kind}")
+        assert student.locator("#class-panel").count() == 1 and student.locator("h1").count() == 1
+
+    # To "Next word": the event carries the page, whose script opens the stream for its kind.
+    with student.expect_request(re.compile(rf"/class/{plain}/events\?workspace=decoder&"), timeout=DECODER_MS):
+        teacher.get_by_role("button", name="Show the language model").click()
+        teacher.wait_for_url(re.compile(rf"/class/{plain}/decoder$"))
+        expect(student.locator("h1")).to_have_text("Next word: a real language model", timeout=DECODER_MS)
+    expect(student.get_by_label("Your guess for the next word")).to_be_visible()
+    moved("decoder")
+    screens(student, "student-moved")
+    # The new page follows the teacher's next change by its own stream and script.
+    teacher.fill("#text", TEXT)
+    teacher.get_by_role("button", name="Run the model").click()
+    expect(student.locator("#text")).to_have_value(TEXT, timeout=FOLLOW_MS + DECODER_MS)
+    moved("decoder")
+
+    # Back to a scenario: the event carries the toy scenario's page.
+    teacher.select_option("#class-scenario", "three-token")
+    teacher.get_by_role("button", name="Show it to the class").click()
+    teacher.wait_for_url(re.compile(rf"/class/{plain}/teach$"))
+    expect(student.locator("h1")).to_have_text("Attention, step by step", timeout=FOLLOW_MS + DECODER_MS)
+    expect(student.locator("#stages article.stage").first).to_be_visible()
+    moved("")
+    screens(student, "student-moved-back")
+    teacher.locator("#next-stage").click()
+    expect(student.locator("#stages article#stage-qkv")).to_be_visible(timeout=FOLLOW_MS)
+    moved("")
+    streams = [url for url in asked if url.startswith(f"class/{plain}/events")]
+    assert len(streams) == 2, streams  # one per page written over the first: none left of the pages before
     assert not problems.seen, problems.seen

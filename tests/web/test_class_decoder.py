@@ -2,12 +2,18 @@
 by two servers: the teacher shows "Next word" and the students' pages follow its text, head and temperature; a bad
 field is a 422 naming it and nothing is stored; a student explores without changing the room and cannot change it;
 the class's guesses of the next word are counted, normalised and matched with the model's candidates; the reveal
-shows both to the students; a bad guess is a 422 naming its field."""
+shows both to the students; a bad guess is a 422 naming its field. A class moved to "Next word" (and back) sends its
+page in one event, made once for the class and once per language."""
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import contextlib
+import gzip
 import html
 import re
+from collections.abc import AsyncIterator
 from urllib.parse import parse_qsl, urlencode
 
 import httpx
@@ -21,6 +27,7 @@ from app.main import create_app
 from app.maths.decoder_files import load_decoder_files
 from app.state.decoder_state import read_decoder_page
 from app.view.decoder_view import candidates_context
+from app.web import class_decoder, classroom
 from bench.cases import BROWSER
 from bench.classroom import start_class
 from tests.redis_server import RedisServer
@@ -362,6 +369,131 @@ def test_the_class_follows_the_teacher_back_to_a_scenario(lesson: Class) -> None
     assert lesson.teacher.post(f"/class/{lesson.code}/decoder/guesses").status_code == 204
     page = student.get(f"/class/{lesson.code}")
     assert page.status_code == 200 and "Attention, step by step</h1>" in page.text
+
+
+# --- a following page moved to "Next word" by its stream's event ---------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def asgi_events(app, path: str, lang: str = "") -> AsyncIterator[asyncio.Queue[bytes]]:  # noqa: ANN001
+    """A page's event stream, straight from the app on this event loop (``lang``: the page's language cookie):
+    each event's bytes, in a queue."""
+    events: asyncio.Queue[bytes] = asyncio.Queue()
+    gone = asyncio.Event()
+    received = b""
+    url, _, query = path.partition("?")
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+             "path": url, "raw_path": url.encode(), "query_string": query.encode(), "root_path": "",
+             "headers": [(b"host", b"testserver"), (b"accept-encoding", b"gzip, br, zstd"),
+                         *([(b"cookie", f"lang={lang}".encode())] if lang else [])],
+             "client": ("127.0.0.1", 40000), "server": ("testserver", 80)}
+
+    asked = False
+
+    async def receive() -> dict:
+        nonlocal asked
+        if not asked:  # the request's (empty) body, then nothing until the page goes
+            asked = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:
+        nonlocal received
+        if message["type"] == "http.response.body":
+            received += message.get("body", b"")
+            while b"\n\n" in received:
+                event, received = received.split(b"\n\n", 1)
+                events.put_nowait(event)
+
+    task = asyncio.create_task(app(scope, receive, send))
+    try:
+        yield events
+    finally:
+        gone.set()
+        await asyncio.wait_for(task, 10)
+
+
+async def state_data(events: asyncio.Queue[bytes]) -> bytes:
+    """The data of the stream's next "state" event."""
+    while True:
+        event = (await asyncio.wait_for(events.get(), 60)).decode()
+        if "event: state" in event:
+            return next(line for line in event.split("\n") if line.startswith("data: "))[6:].encode()
+
+
+def inflated(packed: bytes) -> str:
+    return gzip.decompress(base64.b64decode(packed)).decode()
+
+
+@pytest.mark.anyio
+async def test_a_class_moved_to_next_word_sends_its_page_in_the_event_made_once(
+        anyio_backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """20 students' streams on a toy scenario's page: after the teacher's move to "Next word" each gets one event
+    carrying the class's whole page for it, marked as a page, the same bytes (one page made and rendered once),
+    the page a student's GET of /class/{code} gets; 3 more in German get it in German (once more); and back to a
+    scenario, the toy scenario's page."""
+    made, rendered_pages = [], []
+    page_of, work = classroom.following_page, class_decoder.class_decoder_work
+
+    async def counted_page(request, room):  # noqa: ANN001, ANN202
+        made.append(room.version)
+        return await page_of(request, room)
+
+    def counted_work(page, read, lesson, url, template, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if template == "decoder.html":
+            rendered_pages.append(url)
+        return work(page, read, lesson, url, template, *args, **kwargs)
+
+    monkeypatch.setattr(classroom, "following_page", counted_page)
+    monkeypatch.setattr(class_decoder, "class_decoder_work", counted_work)
+    app = create_app(Settings())
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver", timeout=60) as teacher, \
+            httpx.AsyncClient(transport=transport, base_url="http://testserver", timeout=60) as student, \
+            contextlib.AsyncExitStack() as stack:
+        lesson = await start_class(teacher)
+        assert (await student.get(f"/class/{lesson.code}", headers=BROWSER)).status_code == 200
+        made.clear()
+        toy = f"/class/{lesson.code}/events?workspace=&v=1"
+        streams = [await stack.enter_async_context(asgi_events(app, toy)) for _ in range(20)]
+        german = [await stack.enter_async_context(asgi_events(app, toy, "de")) for _ in range(3)]
+        unknown = await stack.enter_async_context(asgi_events(app, f"/class/{lesson.code}/events?workspace=x&v=1"))
+        assert [await state_data(s) for s in [*streams, *german, unknown]] == [b"1"] * 24  # shown already
+        shown = await teacher.post(f"/class/{lesson.code}/decoder", data={"text": TEXT}, headers=BROWSER)
+        assert shown.status_code == 303, shown.text[:300]
+        carried = {await state_data(s) for s in streams}
+        assert len(carried) == 1  # the same bytes to every stream
+        version, mark, packed = carried.pop().split(b" ")
+        assert (version, mark) == (b"2", b"page")  # a page, never swapped in as a workspace
+        page = inflated(packed)
+        assert page.startswith("<!doctype html>") and "<h1>Next word: a real language model</h1>" in page
+        assert typed(page) == TEXT and 'id="class-guess"' in page  # the class is asked first
+        assert f'data-events="/class/{lesson.code}/events?workspace=decoder"' in page
+        carried_de = {await state_data(s) for s in german}
+        assert len(carried_de) == 1
+        version, mark, packed = carried_de.pop().split(b" ")
+        assert (version, mark) == (b"2", b"page")
+        page_de = inflated(packed)
+        assert '<html lang="de"' in page_de and "<h1>Nächstes Wort: ein echtes Sprachmodell</h1>" in page_de
+        assert made == [2, 2] and rendered_pages == [f"/class/{lesson.code}/decoder"] * 2  # once per language
+        assert await state_data(unknown) == b"2"  # no such kind of page: the version alone, nothing made for it
+        again = await student.get(f"/class/{lesson.code}", headers=BROWSER)
+        assert again.status_code == 200 and again.text == page  # a reload's page, without the reload
+        assert len(rendered_pages) == 2
+
+        # Back to a scenario: a page that shows "Next word" gets the toy scenario's page.
+        async with asgi_events(app, f"/class/{lesson.code}/events?workspace=decoder&v=2") as events:
+            assert await state_data(events) == b"2"
+            back = await teacher.post(f"/class/{lesson.code}/teach", data={"preset": "three-token"},
+                                      headers=BROWSER)
+            assert back.status_code == 303
+            version, mark, packed = (await state_data(events)).split(b" ")
+            assert (version, mark) == (b"3", b"page")
+            page = inflated(packed)
+            assert "Attention, step by step</h1>" in page and 'id="stage-x"' in page
+            assert f'data-events="/class/{lesson.code}/events?workspace="' in page
+            assert page == (await student.get(f"/class/{lesson.code}", headers=BROWSER)).text
 
 
 # --- the round trip through Redis, over two real servers ----------------------------------------------------
