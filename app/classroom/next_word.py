@@ -124,8 +124,9 @@ def tally(guesses: Iterable[str], model: DecoderFiles, bars: Sequence[Bar]) -> l
 @dataclass(frozen=True)
 class ClassGuesses:
     """The class's question as one page shows it: the teacher's page always sees the model's candidates and the
-    guesses as they come; a following student's sees the guess form until the reveal and, while the class is
-    asked first, the candidates only after it; a student exploring on their own sees their own candidates."""
+    guesses as they come; while the class is asked first, a following student's sees the guess form and the
+    candidates only after the reveal; when it is not asked, the candidates at once and no guess form; a student
+    exploring on their own sees their own candidates."""
 
     question: NextWord
     teacher: bool
@@ -144,7 +145,10 @@ class ClassGuesses:
 
     @property
     def show_form(self) -> bool:
-        return not self.teacher and self.following and not self.question.revealed
+        """The guess box: only while the class is asked first, never beside the model's candidates (a guess with
+        the answer under it is no guess)."""
+        q = self.question
+        return not self.teacher and self.following and q.ask and not q.revealed
 
     @property
     def show_tally(self) -> bool:

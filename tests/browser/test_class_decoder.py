@@ -103,6 +103,40 @@ def test_the_class_guesses_the_next_word_and_the_teacher_reveals_it(contexts: Ca
     assert not problems.seen, problems.seen
 
 
+def test_the_class_toggle_says_its_state_and_never_shows_the_answer_beside_the_guess_box(
+        contexts: Callable) -> None:  # noqa: F811
+    """Unticking "Ask the class first" is said in words on the teacher's page and the students' (the candidates at
+    once, no guess box); ticking it again gives the students the guess box and takes the candidates away."""
+    problems = Problems()
+    teacher = problems.watch(contexts().new_page(), "teacher")
+    code = start_class(teacher)
+    plain = code.replace("-", "")
+    student = problems.watch(contexts().new_page(), "student")
+    student.goto(f"/class/{plain}")
+    teacher.get_by_role("button", name="Show the language model").click()
+    teacher.wait_for_url(re.compile(rf"/class/{plain}/decoder$"))
+    teacher.fill("#text", TEXT)
+    teacher.get_by_role("button", name="Run the model").click()
+    expect(student.locator("#text")).to_have_value(TEXT, timeout=FOLLOW_MS + DECODER_MS)
+    mode = teacher.locator("#class-mode")
+    expect(mode).to_contain_text("The class is asked first.")
+    expect(student.locator("#class-guess")).to_be_visible()
+
+    teacher.get_by_label("Ask the class first").uncheck()
+    expect(mode).to_contain_text("The class is not asked.", timeout=FOLLOW_MS)
+    expect(student.locator("#cand-bars li").first).to_contain_text("␣cold", timeout=FOLLOW_MS + DECODER_MS)
+    expect(student.locator("#class-guess")).to_have_count(0)
+    expect(student.locator(".class-mode")).to_have_text(
+        "The teacher shows the model's candidates at once: no guessing this time.")
+    screens(student, "student-not-asked")
+
+    teacher.get_by_label("Ask the class first").check()
+    expect(mode).to_contain_text("The class is asked first.", timeout=FOLLOW_MS)
+    expect(student.locator("#class-guess")).to_be_visible(timeout=FOLLOW_MS + DECODER_MS)
+    expect(student.locator("#candidates")).to_have_count(0)
+    assert not problems.seen, problems.seen
+
+
 def test_a_following_page_moves_to_next_word_and_back_in_one_event(contexts: Callable) -> None:  # noqa: F811
     """The teacher moves the class to "Next word" and back to a scenario: each time the student's page becomes the
     class's page of the new kind from the event alone (no request for the workspace or the class's page, no reload:

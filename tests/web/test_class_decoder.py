@@ -252,7 +252,7 @@ def test_a_student_cannot_change_the_room_and_explores_on_their_own(lesson: Clas
 # --- the class predicts the next word ----------------------------------------------------------------------
 
 
-def test_while_the_class_is_asked_first_students_see_the_guess_form_not_the_candidates(lesson: Class) -> None:
+def test_asked_first_students_see_the_guess_form_not_the_candidates_and_never_both(lesson: Class) -> None:
     student = lesson.student()
     show(lesson, text=TEXT, ask="on")
     page = student.get(f"/class/{lesson.code}").text
@@ -262,11 +262,16 @@ def test_while_the_class_is_asked_first_students_see_the_guess_form_not_the_cand
     assert f'<input type="hidden" name="about" value="{guess_ref(TEXT)}" form="guess-form">' in page
     assert f'<form id="guess-form" method="post" action="/class/{lesson.code}/decoder/guess"' in page
     assert 'id="class-results"' not in page  # the class's guesses: the teacher's until revealed
-    # Not asked first: the candidates, and the form still there.
+    teacher_says = lesson.teacher.get(f"/class/{lesson.code}/decoder").text
+    assert "The class is asked first." in teacher_says and "no candidates until you reveal them" in teacher_says
+    # Not asked first: the candidates at once, never beside a guess box, and both sides say so.
     assert lesson.teacher.post(f"/class/{lesson.code}/decoder/question", data={"ask": ""}).status_code == 303
     assert question(lesson).ask is False
     page = student.get(f"/class/{lesson.code}").text
-    assert 'id="candidates"' in page and "␣Paris" in page and 'id="class-guess"' in page
+    assert 'id="candidates"' in page and "␣Paris" in page and 'id="class-guess"' not in page
+    assert "The teacher shows the model's candidates at once: no guessing this time." in page
+    teacher_says = lesson.teacher.get(f"/class/{lesson.code}/decoder").text
+    assert "The class is not asked." in teacher_says and "with no guess box" in teacher_says
 
 
 def test_guesses_are_counted_normalised_and_matched_with_the_candidates(lesson: Class) -> None:
@@ -460,7 +465,7 @@ async def test_a_class_moved_to_next_word_sends_its_page_in_the_event_made_once(
         german = [await stack.enter_async_context(asgi_events(app, toy, "de")) for _ in range(3)]
         unknown = await stack.enter_async_context(asgi_events(app, f"/class/{lesson.code}/events?workspace=x&v=1"))
         assert [await state_data(s) for s in [*streams, *german, unknown]] == [b"1"] * 24  # shown already
-        shown = await teacher.post(f"/class/{lesson.code}/decoder", data={"text": TEXT}, headers=BROWSER)
+        shown = await teacher.post(f"/class/{lesson.code}/decoder", data={"text": TEXT, "ask": "on"}, headers=BROWSER)
         assert shown.status_code == 303, shown.text[:300]
         carried = {await state_data(s) for s in streams}
         assert len(carried) == 1  # the same bytes to every stream
