@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import multiprocessing
 import multiprocessing.synchronize
 import os
@@ -181,17 +182,7 @@ async def hall(base: str, name: str, urls: list[str], spread: float, *, edits: l
                                                                      health_out), daemon=True)
         prober.start()
         await asyncio.sleep(0.5)  # /healthz answered before the hall, and throughout
-        edit_task = None
-        if edits:
-            cycle = iter(edits * 1000)
-
-            async def edit() -> None:
-                request = next(cycle)
-                async with session.post(str(request.url.raw_path.decode()), data=request.content,
-                                        headers=dict(request.headers)) as r:
-                    await r.read()
-
-            edit_task = asyncio.create_task(probe(edit, EDIT_EVERY_S, stop))
+        edit_task = asyncio.create_task(probe(editor(session, edits), EDIT_EVERY_S, stop)) if edits else None
         started = time.perf_counter()
 
         async def one(i: int, url: str) -> Student:
@@ -212,18 +203,23 @@ async def hall(base: str, name: str, urls: list[str], spread: float, *, edits: l
     return figures
 
 
+def editor(session: aiohttp.ClientSession, edits: list[httpx.Request]) -> Callable[[], Awaitable[None]]:
+    """A student editing the toy page: each call posts the next of ``edits`` (prebuilt, in turn)."""
+    cycle = itertools.cycle(edits)
+
+    async def edit() -> None:
+        request = next(cycle)
+        async with session.post(request.url.raw_path.decode(), data=request.content,
+                                headers=dict(request.headers)) as r:
+            await r.read()
+
+    return edit
+
+
 async def edits_alone(base: str, edits: list[httpx.Request], seconds: float = 5.0) -> float:
     async with aiohttp.ClientSession(base, auto_decompress=False) as session:
         stop = asyncio.Event()
-        cycle = iter(edits * 1000)
-
-        async def edit() -> None:
-            request = next(cycle)
-            async with session.post(str(request.url.raw_path.decode()), data=request.content,
-                                    headers=dict(request.headers)) as r:
-                await r.read()
-
-        task = asyncio.create_task(probe(edit, EDIT_EVERY_S, stop))
+        task = asyncio.create_task(probe(editor(session, edits), EDIT_EVERY_S, stop))
         await asyncio.sleep(seconds)
         stop.set()
         return percentile(await task, 0.95)
