@@ -18,11 +18,9 @@ has computed (``progress``), which the page that waits shows as a progress bar.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import hashlib
 import json
-import os
 import threading
 from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
@@ -40,7 +38,6 @@ from app.serving.shared import SharedAnswers
 R = TypeVar("R")
 F = TypeVar("F")
 
-JOB_NICENESS = 10  # of a model's job threads: below the server's own (0)
 LOCK_SECONDS = 10.0  # how long another server waits for the server computing a question before computing it itself
 SHARED_POLL_SECONDS = 0.1
 
@@ -80,14 +77,6 @@ def current_progress() -> Callable[[int, int], None] | None:
     return None if job is None else job.step
 
 
-def _lower_priority() -> None:
-    """This thread (a model's job) at a lower priority than the server's event loop, where the system allows it
-    (Linux: a thread's own nice value), so that the kernel gives a core to /healthz, the event streams and the toy
-    page's edits first, as the heavy lane's processes are niced."""
-    with contextlib.suppress(AttributeError, OSError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), JOB_NICENESS)
-
-
 class _Making:
     """A record being computed by one thread, that the others wait for."""
 
@@ -115,8 +104,7 @@ class ModelService(Generic[F]):
         self.flight: Flight[Answer] = Flight(config.model_runners, config.model_queue)
         # The jobs' own threads, as many as run at once: the same few threads each time, so that the C library's
         # memory arenas are the same few (the default pool's forty threads each kept one, hundreds of MB).
-        self.threads = ThreadPoolExecutor(config.model_runners, thread_name_prefix=f"model-{name.split('/')[-1]}",
-                                          initializer=_lower_priority)
+        self.threads = ThreadPoolExecutor(config.model_runners, thread_name_prefix=f"model-{name.split('/')[-1]}")
         self.first_screen_seconds = config.first_screen_seconds
         self.shared: SharedAnswers | None = None
         self.computed = 0  # answers this service made itself (not from its cache, nor another server's)
