@@ -28,6 +28,7 @@ import os
 import random
 import re
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +97,12 @@ class Figures:
                 f"{percentile(answers, 0.95):.2f} s", f"{max(answers, default=float('nan')):.2f} s",
                 f"{sum(s.waited for s in done)}", f"{self.seconds:.1f} s",
                 f"{percentile(self.health, 0.95) * 1000:.0f} / {max(self.health, default=0) * 1000:.0f} ms", edit]
+
+
+    def errors(self) -> str:
+        """What went wrong for the students who got no answer, counted by kind ("" when none)."""
+        kinds = Counter(s.error for s in self.students if s.error)
+        return "" if not kinds else "\n  failed: " + ", ".join(f"{n} × {kind}" for kind, n in kinds.most_common())
 
 
 HEADER = ["what", "answered", "first screen ≤ 1 s", "answer p50", "answer p95", "answer max", "shown the queue",
@@ -249,7 +256,7 @@ async def measure(base: str, students: int, log: Callable[[str], None], workers:
                        ("/embed/decoder", "The capital of France is"), ("/embed/model", "The animal was tired")):
         url = f"{path}?{urlencode({'text': f'{text} {stamp}'})}"  # a question no earlier run left in the cache
         figures = await hall(base, f"{students} × one link: {path}", [url] * students, PAGE_SECONDS)
-        log(" | ".join(figures.row()))
+        log(" | ".join(figures.row()) + figures.errors())
         results.append(figures)
     async with httpx.AsyncClient(base_url=base) as client:
         edits = (await edit_requests(client, DEFAULT_CASE))["stage"]
@@ -258,7 +265,7 @@ async def measure(base: str, students: int, log: Callable[[str], None], workers:
     urls = [f"/decoder?{urlencode({'text': own_sentence(rng) + f' {stamp}'})}" for _ in range(students)]
     figures = await hall(base, f"{students} × own sentence: /decoder", urls, OWN_SECONDS, edits=edits,
                          edit_alone=alone)
-    log(" | ".join(figures.row()))
+    log(" | ".join(figures.row()) + figures.errors())
     results.append(figures)
     return results
 
