@@ -84,7 +84,6 @@ class Figures:
     students: list[Student]
     health: list[float]
     seconds: float  # from the first student's request to the last answer
-    computed: str = ""
     edits: tuple[float, float] | None = None  # the toy edit's p95 alone, and beside the hall
 
     def row(self) -> list[str]:
@@ -97,7 +96,6 @@ class Figures:
                 f"{percentile(answers, 0.95):.2f} s", f"{max(answers, default=float('nan')):.2f} s",
                 f"{sum(s.waited for s in done)}", f"{self.seconds:.1f} s",
                 f"{percentile(self.health, 0.95) * 1000:.0f} / {max(self.health, default=0) * 1000:.0f} ms", edit]
-
 
     def errors(self) -> str:
         """What went wrong for the students who got no answer, counted by kind ("" when none)."""
