@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from markupsafe import Markup, escape
 
-from app.i18n import N_, local_number, ngettext
+from app.i18n import N_, count, local_number, ngettext, weight
 from app.i18n import gettext as _
 
 SVG_NS = "http://www.w3.org/2000/svg"
@@ -170,12 +170,12 @@ def attention_lines(
     key_name = _("key {n} {token}: largest weight per head: {heads}")
 
     def q_name(i: int) -> str:
-        per_head = "; ".join(f"{heads[h].label} → {keys[best_key[h][i]] or empty} {top_key[h][i]:.2f}"
+        per_head = "; ".join(f"{heads[h].label} → {keys[best_key[h][i]] or empty} {weight(top_key[h][i], 2)}"
                              for h in range(h_count))
         return str(escape(query_name.format(n=i + 1, token=queries[i], heads=per_head) + hidden_from(i)))
 
     def k_name(j: int) -> str:
-        per_head = "; ".join(f"{heads[h].label} ← {queries[best_query[h][j]] or empty} {top_query[h][j]:.2f}"
+        per_head = "; ".join(f"{heads[h].label} ← {queries[best_query[h][j]] or empty} {weight(top_query[h][j], 2)}"
                              for h in range(h_count))
         return str(escape(key_name.format(n=j + 1, token=keys[j], heads=per_head)))
 
@@ -200,7 +200,7 @@ def attention_lines(
     drawn = len(ws)
     note = (_("Only weights of at least {threshold} are drawn ({drawn} of {total} lines): with more than "
               "{most} lines, the faint ones would hide the others.").format(
-                threshold=f"{THRESHOLD:g}", drawn=f"{drawn:,}", total=f"{a.size:,}", most=f"{ALL_LINES_UP_TO:,}")
+                threshold=weight(THRESHOLD, 2), drawn=count(drawn), total=count(a.size), most=count(ALL_LINES_UP_TO))
             if threshold else "")
     colours = ", ".join(f"{k.label}: {k.colour}" for k in heads)
     desc = " ".join(part for part in (
