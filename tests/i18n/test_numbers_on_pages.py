@@ -26,6 +26,7 @@ PAGES = {
     "scenario": "/?preset=bank-river&stage=softmax",
     "scenario rope": "/?preset=bank-river&stage=qkv&positions=rope",
     "scenario every stage": "/?preset=bank-river&show_all=on&temperature=0.7",
+    "scenario's panels": "/?preset=why-scale&stage=softmax&panels=lab+cost+inputs+learn+target",
     "embed decoder": "/embed/decoder?text=The+capital+of+France+is&layer=17&head=2",
     "embed model": "/embed/model?text=The+cat+sat+on+the+mat.&layer=2&head=3",
     "embed": "/embed?preset=bank-river&stage=softmax",
@@ -83,7 +84,7 @@ def test_no_number_keeps_a_decimal_point(client: TestClient, page: str, lang: st
     assert f'lang="{lang}"' in r.text
     left = sorted({(where, text[:100]) for where, text in visible_text(r.text)
                    if DECIMAL_POINT.search(NAMES.sub("", text)) and not URL.fullmatch(text)})
-    assert not left, f"{len(left)} pieces of text with a decimal point: {left[:40]}"
+    assert not left, f"{len(left)} pieces of text with a decimal point: {left[:200]}"
 
 
 def text_of(html: str) -> str:
