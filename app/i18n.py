@@ -267,6 +267,12 @@ def frequency(theta: float) -> str:
     return _written(format_decimal(float(theta), format="@@@", locale=_locale(lang)), lang)
 
 
+def temperature(tau: float) -> str:
+    """A softmax temperature as its slider sets it, in steps of 0.1 without a trailing zero: 0.5, 1, 2.3."""
+    lang = _current.get()
+    return _written(format_decimal(round(float(tau), 2), format="#,##0.##", locale=_locale(lang)), lang)
+
+
 def angle(radians: float) -> str:
     """An angle in radians (RoPE's rotation of a pair of dimensions): 1.571."""
     return decimal(radians, 3)

@@ -44,6 +44,7 @@ from app.i18n import (
     probability,
     score,
     speaking,
+    temperature,
     weight,
 )
 from app.lesson.articles import source_line
@@ -130,7 +131,8 @@ templates.env.filters["num"] = lambda text: local_decimals(str(text))
 # {{ b.probability | percent }}, {{ b.logit | logit }}, {{ v | decimal(2) }}: a number (a float, not text) of each
 # kind, written by app.i18n in the reader's language.
 templates.env.filters.update(decimal=decimal, percent=percent, count=count, weight=weight, probability=probability,
-                             logit=logit, score=score, cosine=cosine, angle=angle, frequency=frequency)
+                             logit=logit, score=score, cosine=cosine, angle=angle, frequency=frequency,
+                             temperature=temperature)
 
 
 # Which error slot on the page shows a field's message.

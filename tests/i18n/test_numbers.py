@@ -25,6 +25,7 @@ from app.i18n import (
     score,
     signed,
     speaking,
+    temperature,
     weight,
 )
 
@@ -47,6 +48,9 @@ KINDS = [
     (frequency, 0.0031623, "0.00316", "0,00316"),
     (frequency, 1.43e-05, "0.0000143", "0,0000143"),
     (frequency, 1.0, "1.00", "1,00"),
+    (temperature, 0.5, "0.5", "0,5"),
+    (temperature, 1.0, "1", "1"),
+    (temperature, 2.3, "2.3", "2,3"),
     (count, 1, "1", "1"),
     (count, 49152, "49,152", f"49{THIN_SPACE}152"),
     (lambda v: decimal(v, 1), -12345.67, f"{MINUS}12,345.7", f"{MINUS}12{THIN_SPACE}345,7"),
