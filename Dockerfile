@@ -29,14 +29,12 @@ RUN groupadd --gid 10001 attention \
     && useradd --uid 10001 --gid 10001 --no-create-home --shell /usr/sbin/nologin attention
 
 # 3) The code, compiled now: the server, which may not write here, would otherwise compile it at every start;
-#    and each language's catalogue (app/locales/<lang>/LC_MESSAGES/messages.po) compiled to its messages.mo.
+#    each language's catalogue (app/locales/<lang>/LC_MESSAGES/messages.po) is read as it is, and checked here.
 COPY app ./app
 COPY templates ./templates
 COPY static ./static
 RUN /opt/venv/bin/python -m compileall -q app \
-    && for po in app/locales/*/LC_MESSAGES/messages.po; do \
-         /opt/venv/bin/pybabel compile -i "$po" -o "${po%.po}.mo" -l "$(basename "$(dirname "$(dirname "$po")")")" || exit 1; \
-       done
+    && /opt/venv/bin/python -c 'from app.i18n import load_catalogues; load_catalogues()'
 
 ENV PATH=/opt/venv/bin:$PATH \
     ATTENTION_HOST=0.0.0.0 \

@@ -68,16 +68,14 @@ run: $(VENV)/.installed catalogues
 	OPENBLAS_NUM_THREADS=1 ATTENTION_HOST=$(HOST) ATTENTION_PORT=$(PORT) $(BIN)/python -m app.serve
 
 # The page's languages (app/i18n.py): one gettext catalogue each, app/locales/<lang>/LC_MESSAGES/messages.po,
-# compiled to messages.mo (not committed) whenever it changed. `make messages` extracts the English messages of
-# the app's Python (_(), N_()), the templates (_(), {% trans %}) and the scripts (t()) and merges them into each
-# catalogue: a new or changed message is then missing or fuzzy there until translated (tests/i18n fail on both).
+# read as it is when the app starts (nothing to compile); `catalogues` reads each one, as the app will, and stops
+# on a broken one. `make messages` extracts the English messages of the app's Python (_(), N_()), the templates
+# (_(), {% trans %}) and the scripts (t()) and merges them into each catalogue: a new or changed message is then
+# missing or fuzzy there until translated (tests/i18n fail on both).
 LOCALES := app/locales
-MO := $(patsubst %.po,%.mo,$(wildcard $(LOCALES)/*/LC_MESSAGES/messages.po))
 
-$(LOCALES)/%/LC_MESSAGES/messages.mo: $(LOCALES)/%/LC_MESSAGES/messages.po | $(BIN)/python
-	$(BIN)/pybabel compile --statistics -l $* -i $< -o $@
-
-catalogues: $(MO)
+catalogues: $(VENV)/.installed
+	$(BIN)/python -c 'from app.i18n import load_catalogues; load_catalogues()'
 
 messages: $(VENV)/.installed-test
 	$(BIN)/pybabel extract -F babel.cfg -k t -k N_ --no-wrap --sort-by-file -o $(LOCALES)/messages.pot .

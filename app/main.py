@@ -25,6 +25,7 @@ from app.classroom.memory import MemoryRooms
 from app.classroom.redis_store import RedisRooms
 from app.classroom.store import Rooms, StoreUnavailable
 from app.config import Settings, settings
+from app.i18n import load_catalogues
 from app.serving.real_models import language_model, sentence_model
 from app.serving.shared import SharedAnswers
 from app.web import (
@@ -221,6 +222,7 @@ def make_rooms(config: Settings) -> Rooms:
 
 
 def create_app(config: Settings = settings) -> FastAPI:
+    load_catalogues()  # a missing or broken language's catalogue stops the app here, naming its file
     app = FastAPI(
         lifespan=lifespan,
         title="Attention, step by step",

@@ -23,7 +23,7 @@ from app.classroom.store import (
     new_code,
     same_key,
 )
-from app.i18n import gettext
+from app.i18n import gettext, ngettext
 
 
 @dataclass
@@ -113,7 +113,9 @@ class MemoryRooms(Rooms):
             raise RoomsFull(gettext("this class has its {most} students").format(most=self.max_students))
         address = address_hash(address)
         if address and room.seats[address] >= self.seats_per_address:
-            raise ShareUsed(gettext("{n} students of this class joined from this address").format(
+            raise ShareUsed(ngettext("{n} student of this class joined from this address",
+                                     "{n} students of this class joined from this address",
+                                     self.seats_per_address).format(
                 n=self.seats_per_address))
         student = secrets.token_urlsafe(16)
         room.students.add(student)

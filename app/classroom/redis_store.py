@@ -29,7 +29,7 @@ from app.classroom.store import (
     new_code,
     same_key,
 )
-from app.i18n import gettext
+from app.i18n import gettext, ngettext
 
 REDIS_CONNECTIONS = 50  # per worker, its subscription included: Redis answers in well under a millisecond
 SUBSCRIBE_SECONDS = 2.0  # how long a new stream waits for Redis to confirm its room's subscription
@@ -219,7 +219,9 @@ class RedisRooms(Rooms):
         if int(count) == -2:
             raise RoomsFull(gettext("this class has its {most} students").format(most=self.max_students))
         if int(count) == -3:
-            raise ShareUsed(gettext("{n} students of this class joined from this address").format(
+            raise ShareUsed(ngettext("{n} student of this class joined from this address",
+                                     "{n} students of this class joined from this address",
+                                     self.seats_per_address).format(
                 n=self.seats_per_address))
         await self.redis.publish(channel, Event("joined", int(version or 0), int(count)).encode())
         return student

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from markupsafe import Markup, escape
 
-from app.i18n import N_, local_number, ngettext
+from app.i18n import N_, count, local_number, ngettext, weight
 from app.i18n import gettext as _
 
 SVG_NS = "http://www.w3.org/2000/svg"
@@ -87,6 +87,12 @@ def _num(v: float) -> str:
     return f"{v:.2f}".rstrip("0").rstrip(".")
 
 
+def _heading_width(text: str) -> float:
+    """A column heading's width in viewBox units (11 px letters spaced .04 em, static/lines.css): a wide CJK
+    character is a full em, another letter about 0.62 em, so that "requêtes" or "Schlüssel" is never cut."""
+    return sum((11.0 if ord(c) >= 0x2E80 else 6.9) + 0.44 for c in text)
+
+
 def _short(token: str) -> str:
     return token if len(token) <= LABEL_CHARS else token[: LABEL_CHARS - 1] + "…"
 
@@ -117,11 +123,12 @@ def attention_lines(
 
     # 1) Layout: query labels | lines | key labels | a key's weights (a query in use). A key in use
     #    prints its weights just right of the query labels, and its own lines start after them.
-    # At least the width of the column's heading, "queries" (11 px letters spaced .04 em, right-aligned).
-    q_w = max(52.0, CHAR_W * max((len(_short(q)) for q in queries), default=0) + 8)
+    # At least the width of the column's heading, "queries" in the reader's language (right-aligned).
+    queries_heading, keys_heading = _("queries"), _("keys (source)") if cross else _("keys")
+    q_w = max(52.0, _heading_width(queries_heading) + 4, CHAR_W * max((len(_short(q)) for q in queries), default=0) + 8)
     k_w = max(40.0, CHAR_W * max((len(_short(k)) for k in keys), default=0) + 8)
-    if cross:  # the column's heading, "keys (source)", is wider than short keys
-        k_w = max(k_w, 13 * CHAR_W * 11 / 14 + 4 - h_count * NUM_W)
+    # The keys' heading may run over the weights' columns after them, never past the figure's edge.
+    k_w = max(k_w, _heading_width(keys_heading) + 4 - h_count * NUM_W)
     num_zone = h_count * NUM_W  # one column of printed weights per head
     span = max(SPAN, num_zone + 110)
     x0 = q_w + GAP  # a query's lines start
@@ -170,12 +177,12 @@ def attention_lines(
     key_name = _("key {n} {token}: largest weight per head: {heads}")
 
     def q_name(i: int) -> str:
-        per_head = "; ".join(f"{heads[h].label} → {keys[best_key[h][i]] or empty} {top_key[h][i]:.2f}"
+        per_head = "; ".join(f"{heads[h].label} → {keys[best_key[h][i]] or empty} {weight(top_key[h][i], 2)}"
                              for h in range(h_count))
         return str(escape(query_name.format(n=i + 1, token=queries[i], heads=per_head) + hidden_from(i)))
 
     def k_name(j: int) -> str:
-        per_head = "; ".join(f"{heads[h].label} ← {queries[best_query[h][j]] or empty} {top_query[h][j]:.2f}"
+        per_head = "; ".join(f"{heads[h].label} ← {queries[best_query[h][j]] or empty} {weight(top_query[h][j], 2)}"
                              for h in range(h_count))
         return str(escape(key_name.format(n=j + 1, token=keys[j], heads=per_head)))
 
@@ -200,7 +207,7 @@ def attention_lines(
     drawn = len(ws)
     note = (_("Only weights of at least {threshold} are drawn ({drawn} of {total} lines): with more than "
               "{most} lines, the faint ones would hide the others.").format(
-                threshold=f"{THRESHOLD:g}", drawn=f"{drawn:,}", total=f"{a.size:,}", most=f"{ALL_LINES_UP_TO:,}")
+                threshold=weight(THRESHOLD, 2), drawn=count(drawn), total=count(a.size), most=count(ALL_LINES_UP_TO))
             if threshold else "")
     colours = ", ".join(f"{k.label}: {k.colour}" for k in heads)
     desc = " ".join(part for part in (
@@ -218,7 +225,6 @@ def attention_lines(
     ) if part)
     title = ngettext("Attention weights as lines, {n} head", "Attention weights as lines, {n} heads",
                      h_count).format(n=h_count)
-    queries_heading, keys_heading = _("queries"), _("keys (source)") if cross else _("keys")
     parts = [
         f'<svg xmlns="{SVG_NS}" viewBox="0 0 {width} {height}" width="{round(width * DRAWN_SCALE)}" '
         f'height="{round(height * DRAWN_SCALE)}" '

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.i18n import N_
+from app.i18n import N_, angle, decimal, frequency, percent, probability, weight
 from app.i18n import gettext as _
 from app.lesson.decoder_texts import DECODER_BEHAVIOUR_TEXTS
 from app.maths.arithmetic import CellRef, explain
@@ -121,11 +121,12 @@ class Bar:
 
     @property
     def intact_percent(self) -> str:
-        return "" if self.intact is None else f"{100 * self.intact:.1f}"
+        return "" if self.intact is None else percent(self.intact)
 
     @property
     def percent(self) -> str:
-        return f"{100 * self.probability:.1f}"
+        """Its probability as a percentage in the reader's language: 77.3% (77,3 % in French)."""
+        return percent(self.probability)
 
     @property
     def width(self) -> str:
@@ -214,13 +215,13 @@ def steps(model: DecoderFiles, run: DecoderRun, page: DecoderPage, layer: int, h
     sharing = [h for h in range(cfg.heads) if cfg.kv_head(h) == g]
     theta = [cfg.rope_base ** (-2 * i / cfg.d_k) for i in range(cfg.d_k // 2)]
     last = t - 1
-    rope_rows = [{"pair": i + 1, "theta": f"{theta[i]:.3g}", "angle": f"{last * theta[i]:.3f}"}
+    rope_rows = [{"pair": i + 1, "theta": frequency(theta[i]), "angle": angle(last * theta[i])}
                  for i in (0, 1, 2, cfg.d_k // 4, cfg.d_k // 2 - 1)]
     lines = attention_lines(heads.weights[head][None], [readable(p) for p in run.tokens],
                             [readable(p) for p in run.tokens], [_("head {n}").format(n=head + 1)],
                             fig_id="decoder-lines",
                             focus=last)
-    return {"x_svg": x_svg, "x_top": f"{x_top:.2f}", "x_legend": legend("signed", x_top, 2), "panels": panels,
+    return {"x_svg": x_svg, "x_top": decimal(x_top, 2), "x_legend": legend("signed", x_top, 2), "panels": panels,
             "d_k": cfg.d_k, "d_model": cfg.d_model, "sqrt_d_k": f"{np.sqrt(cfg.d_k):g}", "kv_head": g,
             "sharing": sharing, "rope_rows": rope_rows, "rope_base": f"{cfg.rope_base:,.0f}", "last": last,
             "last_token": readable(run.tokens[last]), "lines": lines, "explanation": explanation,
@@ -230,7 +231,7 @@ def steps(model: DecoderFiles, run: DecoderRun, page: DecoderPage, layer: int, h
 def last_row(run: DecoderRun, layer: int, head: int) -> list[dict]:
     """The last token's attention over every token before it (and itself), in the chosen head."""
     w = run.attention[layer, head, -1]  # (T,)
-    return [{"token": readable(p), "weight": f"{float(v):.2f}", "bucket": bucket(float(v))}
+    return [{"token": readable(p), "weight": weight(float(v), 2), "bucket": bucket(float(v))}
             for p, v in zip(run.tokens, w, strict=True)]
 
 
@@ -242,12 +243,12 @@ def bucket(p: float) -> str:
 def lens_view(model: DecoderFiles, run: DecoderRun, every: bool) -> dict:
     """The logit lens: the top token after each layer at the last position, and (``every``) at every position."""
     ids, probs = lens(model, run.hidden_states[1:, -1])  # (N,)
-    last = [{"layer": la + 1, "token": readable(model.vocabulary[i]), "probability": f"{p:.2f}",
+    last = [{"layer": la + 1, "token": readable(model.vocabulary[i]), "probability": probability(p),
              "width": f"{max(0.5, 100 * p):.1f}"} for la, (i, p) in enumerate(zip(ids, probs, strict=True))]
     table = None
     if every:
         all_ids, all_probs = lens(model, run.hidden_states[1:])  # (N, T)
-        table = [[{"token": readable(model.vocabulary[i]), "p": f"{p:.2f}", "bucket": bucket(p)}
+        table = [[{"token": readable(model.vocabulary[i]), "p": probability(p), "bucket": bucket(p)}
                   for i, p in zip(row_i, row_p, strict=True)] for row_i, row_p in zip(all_ids, all_probs, strict=True)]
     return {"last": last, "table": table}
 

@@ -16,7 +16,7 @@ from functools import lru_cache
 import numpy as np
 from markupsafe import Markup, escape
 
-from app.i18n import LANGUAGES, language, ngettext
+from app.i18n import LANGUAGES, language, ngettext, score
 from app.i18n import gettext as _
 from app.lesson.model_sentences import BEHAVIOUR_TEXTS, EXAMPLE_SENTENCE, MODEL_SENTENCES
 from app.maths.bert import ModelRun
@@ -109,7 +109,7 @@ def attention_svg(weights: np.ndarray, tokens: tuple[str, ...], *, title: str, d
 
 def row_peaks(weights: np.ndarray, tokens: tuple[str, ...]) -> tuple[RowPeak, ...]:
     strongest = weights.argmax(axis=1)  # (T,)
-    return tuple(RowPeak(f"{i + 1} {tokens[i]}", f"{j + 1} {tokens[j]}", f"{weights[i, j]:.2f}")
+    return tuple(RowPeak(f"{i + 1} {tokens[i]}", f"{j + 1} {tokens[j]}", score(float(weights[i, j])))
                  for i, j in enumerate(strongest.tolist()))
 
 
@@ -118,7 +118,7 @@ def entry_view(entry: CatalogueEntry, example: ModelRun, sentence: str,
     """One behaviour for the page; ``pronoun`` (its position, its noun's) is outlined in the pronoun's figure."""
     text = BEHAVIOUR_TEXTS[entry.behaviour]
     best = entry.best
-    threshold = f"{entry.threshold:.2f}"
+    threshold = score(entry.threshold)
     if entry.showing:
         verdict = ngettext("{n} of the model's {total} heads reaches the threshold of {threshold}.",
                            "{n} of the model's {total} heads reach the threshold of {threshold}.",
@@ -138,10 +138,10 @@ def entry_view(entry: CatalogueEntry, example: ModelRun, sentence: str,
     return EntryView(
         key=entry.behaviour, title=_(text.title), explanation=_(text.explanation),
         claim=_("{head}: {behaviour}, {score} of {whose} attention on average.").format(
-            head=head_title(best), behaviour=_(text.short), score=f"{best.score:.2f}", whose=_(text.whose)),
+            head=head_title(best), behaviour=_(text.short), score=score(best.score), whose=_(text.whose)),
         shown=entry.showing > 0,
-        verdict=verdict, threshold=f"{entry.threshold:.2f}", baseline=f"{entry.baseline:.2f}",
-        heads=tuple(HeadLine(head_title(h), f"{h.score:.2f}", h.score >= entry.threshold) for h in entry.heads),
+        verdict=verdict, threshold=threshold, baseline=score(entry.baseline),
+        heads=tuple(HeadLine(head_title(h), score(h.score), h.score >= entry.threshold) for h in entry.heads),
         figure=attention_svg(weights, example.tokens, title=caption, desc=desc, mark=mark), figure_caption=caption,
         peaks=row_peaks(weights, example.tokens))
 

@@ -116,7 +116,7 @@ def legend(kind: str, top: float, decimals: int, constant: float | None = None) 
     if kind == "weights":
         places = min(decimals, 2)
         return Legend(kind, tuple(f"s{i}" for i in range(SEQUENTIAL_BUCKETS)),
-                      tuple(f"{v:.{places}f}" for v in (0.0, 0.5, 1.0)))
+                      tuple(signed_text(v, places) for v in (0.0, 0.5, 1.0)))
     places = min(decimals, 2)
     while places < decimals and round(top, places) == 0.0:
         places += 1

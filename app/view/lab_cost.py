@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from app.i18n import N_, ngettext
+from app.i18n import N_, count, decimal, local_number, ngettext, percent
 from app.i18n import gettext as _
 from app.maths.cost import Cost, cost_growth, crossover
 from app.maths.lab import (
@@ -29,18 +29,14 @@ ATTENTION_LABELS = {"softmax": N_("softmax"), "linear": N_("linear (φ = elu + 1
 
 
 def seed_number(x: float) -> str:
-    """Seed 003's precision: one decimal from 100 up (2981.0, 403.4, 3384.4), else three (0.018, 2.718)."""
-    return f"{x:.1f}" if abs(x) >= 100 else f"{x:.3f}"
+    """Seed 003's precision: one decimal from 100 up (2,981.0, 403.4, 3,384.4), else three (0.018, 2.718), in the
+    reader's language (its decimal sign, its groups of thousands)."""
+    return decimal(x, 1 if abs(x) >= 100 else 3)
 
 
 def fixed(x: float, decimals: int = 3) -> str:
-    """Fixed point with a true minus sign, and −0.000 shown as 0.000."""
-    return f"{round(x, decimals) + 0.0:.{decimals}f}".replace("-", "\u2212")
-
-
-def count(n: int) -> str:
-    """An exact count with thousands separators: 1,048,576."""
-    return f"{n:,}"
+    """Fixed point in the reader's language, with a true minus sign, and −0.000 shown as 0.000."""
+    return decimal(x, decimals)
 
 
 def _score_cells(stats: ScoreStats) -> dict[str, str]:
@@ -63,7 +59,7 @@ def _example(key: str, title: str, note: str, ex: SoftmaxExample) -> dict:
         "title": title,
         "note": note,
         "rows": [
-            {"j": j + 1, "z": f"{z:g}".replace("-", "\u2212"), "exp": seed_number(e), "weight": fixed(w, 3)}
+            {"j": j + 1, "z": local_number(f"{z:g}"), "exp": seed_number(e), "weight": fixed(w, 3)}
             for j, (z, e, w) in enumerate(zip(ex.z, ex.exps, ex.weights, strict=True))
         ],
         "total": seed_number(ex.total),
@@ -128,7 +124,7 @@ def lab_context(*, seed: int, temperature: float, scale: bool, d_k: int) -> dict
                 _(r"Std $\approx 1$: weight spreads across all positions."), scaled_ex,
             ),
         ],
-        "jacobian_ratio": f"{scaled_ex.jacobian_norm / unscaled_ex.jacobian_norm:.1f}",
+        "jacobian_ratio": decimal(scaled_ex.jacobian_norm / unscaled_ex.jacobian_norm, 1),
     }
 
 
@@ -216,7 +212,7 @@ def cost_context(c: Cost, *, scale: bool = True) -> dict:
         "total_elementwise": count(c.total_elementwise),
         "quadratic_macs": count(c.quadratic_macs),
         "linear_macs": count(c.linear_macs),
-        "quadratic_share": f"{100 * quadratic_share:.0f}%",
+        "quadratic_share": percent(quadratic_share, 0),
         "param_rows": [
             {"name": worded(p.name), "shape": p.shape, "formula": p.formula, "count": count(p.count)} for p in c.params
         ],

@@ -19,7 +19,7 @@ import numpy as np
 from markupsafe import Markup, escape
 
 from app.i18n import gettext as _
-from app.i18n import local_number
+from app.i18n import local_number, weight
 
 SEQUENTIAL = ("#ffffd9", "#edf8b1", "#c7e9b4", "#7fcdbb", "#41b6c4", "#1d91c0", "#225ea8", "#253494", "#081d58")
 DIVERGING = ("#7f3b08", "#b35806", "#e08214", "#fdb863", "#fee0b6", "#f7f7f7", "#d8daeb", "#b2abd2", "#73649e",
@@ -135,7 +135,7 @@ def head_svg(weights: np.ndarray, tokens: Sequence[str], title: str) -> Markup:
                 ink = "dark" if w >= 0.45 else "light"
                 parts.append(
                     f'<g><title>{escape(pair.format(i=i + 1, query=tokens[i], j=j + 1, key=tokens[j]))}'
-                    f': {w:.3f}</title>'
+                    f': {weight(w)}</title>'
                     f'<rect x="{left + j * CELL}" y="{top + i * CELL}" width="{CELL}" height="{CELL}" '
                     f'fill="#{r:02x}{g:02x}{b:02x}"/>'
                     f'<text class="num {ink}" x="{left + j * CELL + CELL / 2:.0f}" '

@@ -11,6 +11,7 @@ import numpy as np
 from markupsafe import Markup
 from nbformat import NotebookNode
 
+from app.i18n import cosine, decimal, signed, weight
 from app.i18n import gettext as _
 from app.maths.arithmetic import CellRef, explain
 from app.maths.bert import ModelRun, layer_attention_run
@@ -109,9 +110,9 @@ def steps(model: ModelFiles, run: ModelRun, page: ModelPage, layer: int, head: i
     x_row = None
     if page.x_row is not None:
         x_row = {"index": page.x_row, "token": run.tokens[page.x_row],
-                 "numbers": [f"{v:.3f}".replace("-", "−") for v in att.x[page.x_row].tolist()]}
-    return {"x_svg": x_svg, "x_top": f"{x_top:.2f}", "x_legend": legend("signed", x_top, 2), "panels": panels,
-            "d_k": att.d_k, "d_model": att.d_model, "sqrt_d_k": f"{att.scale_factor:.3f}", "lines": lines,
+                 "numbers": [decimal(v, 3) for v in att.x[page.x_row].tolist()]}
+    return {"x_svg": x_svg, "x_top": decimal(x_top, 2), "x_legend": legend("signed", x_top, 2), "panels": panels,
+            "d_k": att.d_k, "d_model": att.d_model, "sqrt_d_k": decimal(att.scale_factor, 3), "lines": lines,
             "explanation": explanation,
             "worked": None if explanation is None else worked(explanation, DECIMALS), "x_row": x_row,
             "inspectable": INSPECTABLE}
@@ -120,10 +121,10 @@ def steps(model: ModelFiles, run: ModelRun, page: ModelPage, layer: int, head: i
 def _shift_line(s: HeadShift, first: tuple[str, ...], second: tuple[str, ...], query: str, page: ModelPage) -> dict:
     """"L4 H2: it → 3 animal 0.41 → 0.12; → 1 [CLS] 0.20 → 0.49" as its parts, with a link that steps through it."""
     return {"link": model_query(page, layer=s.layer, head=s.head, cell=None), "name": head_name(s.layer, s.head),
-            "moved": f"{s.moved:.2f}", "query": query, "layer": s.layer, "head": s.head,
-            "lost": f"{s.lost + 1} {first[s.lost]}", "lost_before": f"{s.before[s.lost]:.2f}",
-            "lost_after": f"{s.after[s.lost]:.2f}", "gained": f"{s.gained + 1} {second[s.gained]}",
-            "gained_before": f"{s.before[s.gained]:.2f}", "gained_after": f"{s.after[s.gained]:.2f}"}
+            "moved": weight(s.moved, 2), "query": query, "layer": s.layer, "head": s.head,
+            "lost": f"{s.lost + 1} {first[s.lost]}", "lost_before": weight(s.before[s.lost], 2),
+            "lost_after": weight(s.after[s.lost], 2), "gained": f"{s.gained + 1} {second[s.gained]}",
+            "gained_before": weight(s.before[s.gained], 2), "gained_after": weight(s.after[s.gained], 2)}
 
 
 def compare(one: ModelRun, two: ModelRun, page: ModelPage, query: int, layer: int, head: int) -> dict:
@@ -133,13 +134,13 @@ def compare(one: ModelRun, two: ModelRun, page: ModelPage, query: int, layer: in
     if len(one.tokens) != len(two.tokens):
         other = first_position(two.tokens, token)
         rows = [{"sentence": 1, "query": query, "pairs": list(zip(token_labels(one.tokens),
-                                                                  [f"{w:.2f}" for w in one.attention[layer, head,
+                                                                  [weight(w, 2) for w in one.attention[layer, head,
                                                                                                       query]],
                                                                   strict=True))}]
         if other is not None:
             rows.append({"sentence": 2, "query": other,
                          "pairs": list(zip(token_labels(two.tokens),
-                                           [f"{w:.2f}" for w in two.attention[layer, head, other]], strict=True))})
+                                           [weight(w, 2) for w in two.attention[layer, head, other]], strict=True))})
         return {"aligned": False, "token": token, "lengths": (len(one.tokens), len(two.tokens)), "rows": rows,
                 "head": head_name(layer, head), "missing": other is None}
     shifts = attention_shifts(one.attention, two.attention, query)
@@ -190,8 +191,8 @@ def model_context(model: ModelFiles, read: ModelRead) -> dict:
         "view": model_view(one, page, layer, head),
         "steps": steps(model, one, page, layer, head, query),
         "compare": compare(one, two, page, query, layer, head),
-        "switched": {"off": off, "before": f"{switched.before:.4f}", "after": f"{switched.after:.4f}",
-                     "change": f"{switched.after - switched.before:+.4f}".replace("-", "−"),
+        "switched": {"off": off, "before": cosine(switched.before), "after": cosine(switched.after),
+                     "change": signed(cosine(switched.after - switched.before)),
                      "count": len(off)},
         "catalogue": catalogue_context(),
     }

@@ -24,13 +24,14 @@ from functools import lru_cache
 from latex2mathml.converter import convert
 from markupsafe import Markup, escape
 
+from app.i18n import decimal_sign_of, language, local_number
 from app.i18n import gettext as _
-from app.i18n import language, local_number
 from app.maths.phrases import say
 
 MINUS = "\u2212"
 _MATH_OPEN = re.compile(r'^<math xmlns="http://www.w3.org/1998/Math/MathML" display="(inline|block)">')
 _INLINE_MATH = re.compile(r"\$([^$]+)\$")
+_MN_DECIMAL = re.compile(r"<mn>(\d+)\.(\d+)</mn>")  # a formula's decimal number, as latex2mathml writes it
 # A minus after an opening bracket, "=" or "," is a sign, not a subtraction: no operator spacing.
 _PREFIX_MINUS = re.compile(
     r"(<mo[^>]*>&#x0002[8C];</mo>|<mo[^>]*>&#x0003D;</mo>|<mo[^>]*>&#x0005B;</mo>)<mo>&#x02212;</mo>")
@@ -101,6 +102,8 @@ def _tex(latex: str, display: bool, lang: str) -> Markup:
     mathml = mathml.replace("<mo>&#x0221E;</mo>", "<mi>&#x0221E;</mi>")  # ∞ is a symbol, not an operator
     mathml = _PREFIX_MINUS.sub(r'\1<mo form="prefix">&#x02212;</mo>', mathml)
     mathml = _FUNCTION_NAME.sub(_function_space, mathml)
+    if decimal_sign_of(lang) != ".":  # a number of the formula (√2 ≈ 1.414) in the reader's decimal sign
+        mathml = _MN_DECIMAL.sub(rf"<mn>\1{decimal_sign_of(lang)}\2</mn>", mathml)
     opening = f'<math display="{"block" if display else "inline"}" alttext="{escape(_alttext(latex))}">'
     mathml, found = _MATH_OPEN.subn(opening, mathml, count=1)
     if not found:  # the converter's opening tag changed: fail loudly rather than render something else

@@ -28,13 +28,24 @@ from app.i18n import (
     DEFAULT,
     HTML_LANG,
     LANGUAGES,
+    angle,
+    cosine,
+    count,
+    decimal,
     decimal_sign,
+    frequency,
     gettext,
     language,
     local_decimals,
+    logit,
     ngettext,
+    percent,
     pgettext,
+    probability,
+    score,
     speaking,
+    temperature,
+    weight,
 )
 from app.lesson.articles import source_line
 from app.maths.decoder_files import SMOLLM2_135M
@@ -117,6 +128,11 @@ templates.env.filters["edits"] = encode_edits
 templates.env.filters.update(tex=tex, prose=prose)
 # {{ head.score | num }}: a number the view wrote in English (0.25, 1,234) as the reader's language writes it.
 templates.env.filters["num"] = lambda text: local_decimals(str(text))
+# {{ b.probability | percent }}, {{ b.logit | logit }}, {{ v | decimal(2) }}: a number (a float, not text) of each
+# kind, written by app.i18n in the reader's language.
+templates.env.filters.update(decimal=decimal, percent=percent, count=count, weight=weight, probability=probability,
+                             logit=logit, score=score, cosine=cosine, angle=angle, frequency=frequency,
+                             temperature=temperature)
 
 
 # Which error slot on the page shows a field's message.

@@ -94,7 +94,7 @@ def test_the_class_guesses_the_next_word_and_the_teacher_reveals_it(contexts: Ca
     teacher.get_by_role("button", name="Reveal to the class").click()
     expect(results).to_contain_text("Revealed to the class.")
     expect(student.locator("#cand-bars li").first).to_contain_text("␣cold", timeout=FOLLOW_MS + DECODER_MS)
-    expect(student.locator("#cand-bars li .pct").first).to_have_text("68.4 %")
+    expect(student.locator("#cand-bars li .pct").first).to_have_text("68.4%")
     expect(student.locator("#class-results .guess-word")).to_have_text(["Cold"])
     expect(student.locator("#class-results .guess-mark")).to_have_text(["✓ the model's no. 1"])
     expect(student.locator("#class-guess")).to_have_count(0)

@@ -99,7 +99,7 @@ def set_temperature(page: Page, value: str) -> None:
 
 
 def first_percent(page: Page) -> float:
-    return float(page.locator("li.bar .pct").first.inner_text().rstrip(" %"))
+    return float(page.locator("li.bar .pct").first.inner_text().rstrip("%"))
 
 
 @pytest.mark.slow
@@ -162,7 +162,7 @@ def test_the_sampler_swaps_only_the_candidates(page: Page) -> None:
     expect(slider).to_have_attribute("data-unswapped", "")
     # a cold τ: the first bar near 100 %, its percentage on one line
     set_temperature(page, "0.1")
-    expect(page.locator("li.bar .pct").first).to_have_text("100.0 %")
+    expect(page.locator("li.bar .pct").first).to_have_text("100.0%")
     assert rect_height(page, "li.bar .pct") <= 1.2 * rect_height(page, "li.bar .tok")
     # top-k: the tokens a sampler can no longer draw are greyed
     page.locator("#top_k").fill("3")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import re
 from functools import cache
+from gettext import c2py
 from pathlib import Path
 
 import pytest
@@ -127,15 +128,47 @@ def test_the_textbook_words_are_the_ones_each_language_uses(lang: str) -> None:
 
 
 @pytest.mark.parametrize("lang", TRANSLATED)
-def test_the_compiled_catalogue_is_the_catalogue(lang: str) -> None:
-    """make test compiles each .po; the app reads the .mo (app.i18n): it says what the .po says."""
-    from app.i18n import gettext, speaking, translations
+def test_the_app_says_what_the_catalogue_says(lang: str) -> None:
+    """The app reads each .po as it is (app.i18n, no compiled .mo): a message, a plural and a context say what the
+    .po says."""
+    from app.i18n import gettext, ngettext, speaking, translations
 
     translations.cache_clear()
-    mo = LOCALES_DIR / lang / "LC_MESSAGES" / "messages.mo"
-    po = LOCALES_DIR / lang / "LC_MESSAGES" / "messages.po"
-    assert mo.exists() and mo.stat().st_mtime >= po.stat().st_mtime, "run make catalogues"
     sample = [m for m in catalogue(lang) if m.id and isinstance(m.id, str) and m.string and not m.context][:200]
+    plurals = [m for m in catalogue(lang) if isinstance(m.id, tuple) and not m.context][:20]
+    form = c2py(catalogue(lang).plural_expr)
     with speaking(lang):
         for m in sample:
             assert gettext(m.id) == m.string
+        for m in plurals:
+            assert ngettext(m.id[0], m.id[1], 1) == m.string[form(1)]
+            assert ngettext(m.id[0], m.id[1], 2) == m.string[form(2)]
+
+
+@pytest.mark.parametrize("text", [b"", b'msgid "Next"\nmsgstr ""\n', b"a line that is no entry\n",
+                                  b'msgid "Next"\nmsgid "Back"\nmsgstr "Retour"\n', b'msgid "\xff"\nmsgstr "x"\n'])
+def test_a_broken_or_empty_catalogue_stops_the_app_naming_its_file(
+        text: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import app.i18n as i18n
+
+    (tmp_path / "fr" / "LC_MESSAGES").mkdir(parents=True)
+    (tmp_path / "fr" / "LC_MESSAGES" / "messages.po").write_bytes(text)
+    monkeypatch.setattr(i18n, "LOCALES_DIR", tmp_path)
+    i18n.translations.cache_clear()
+    try:
+        with pytest.raises(i18n.CatalogueError, match=re.escape(str(tmp_path / "fr" / "LC_MESSAGES" / "messages.po"))):
+            i18n.load_catalogues()
+    finally:
+        i18n.translations.cache_clear()
+
+
+def test_a_missing_catalogue_stops_the_app_naming_its_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import app.i18n as i18n
+
+    monkeypatch.setattr(i18n, "LOCALES_DIR", tmp_path)
+    i18n.translations.cache_clear()
+    try:
+        with pytest.raises(i18n.CatalogueError, match=r"fr.LC_MESSAGES.messages\.po"):
+            i18n.load_catalogues()
+    finally:
+        i18n.translations.cache_clear()

@@ -174,6 +174,6 @@ def test_head_grid_and_candidates() -> None:
     root = parsed(head_grid_svg(rows, ["H1", "H2", "H3"], "Every head", "“a b”"))
     assert len(list(root.iter(f"{NS}image"))) == 6
     assert {"L1", "L2", "H1", "H3"} <= set(texts(root))
-    bars = [CandidateBar("␣Paris", "77.3", 77.3, True), CandidateBar("␣the", "6.5", 6.5, False, "7.0")]
+    bars = [CandidateBar("␣Paris", "77.3%", 77.3, True), CandidateBar("␣the", "6.5%", 6.5, False, "7.0%")]
     words = texts(parsed(candidates_svg(bars, "The next word", "τ = 1")))
-    assert {"␣Paris", "77.3 %", "␣the", "6.5 %", "was 7.0 %"} <= set(words)
+    assert {"␣Paris", "77.3%", "␣the", "6.5%", "was 7.0%"} <= set(words)

@@ -111,7 +111,7 @@ def test_lab_shows_seed_003_examples_side_by_side() -> None:
     examples = re.findall(r'<figure class="example example-(\w+)">(.*?)</figure>', html, re.S)
     assert [k for k, _ in examples] == ["unscaled", "scaled"]
     unscaled, scaled = (body for _, body in examples)
-    for digits in ("2981.0", "0.018", "403.4", "3384.4", "0.881", "0.000", "0.119", "0.210"):
+    for digits in ("2,981.0", "0.018", "403.4", "3,384.4", "0.881", "0.000", "0.119", "0.210"):
         assert f"{digits}" in unscaled, digits
     for digits in ("2.718", "0.607", "2.117", "5.442", "0.500", "0.111", "0.389", "0.463"):
         assert f"{digits}" in scaled, digits

@@ -307,7 +307,7 @@ def test_the_reveal_shows_the_students_the_guesses_and_the_candidates(lesson: Cl
     assert lesson.room().version == before + 1 and question(lesson).revealed and question(lesson).ask
     for student in (ann, bob):
         work = student.get(f"/class/{lesson.code}/workspace?page=decoder", headers=HTMX).text
-        assert 'id="candidates"' in work and "␣Paris" in work and "77.3 %" in work  # the probabilities
+        assert 'id="candidates"' in work and "␣Paris" in work and "77.3%" in work  # the probabilities
         assert 'id="class-results"' in work and 'id="class-guess"' not in work
         assert counted(work) == [("banana", 1, ""), ("London", 1, "✓ the model's no. 3"),
                                  ("Paris", 1, "✓ the model's no. 1")]

@@ -182,4 +182,4 @@ def test_the_language_models_candidates(client: TestClient, monkeypatch: pytest.
     assert r.status_code == 200, r.text
     assert r.headers["content-disposition"] == 'attachment; filename="decoder-candidates.svg"'
     words = ["".join(t.itertext()) for t in ET.fromstring(r.content).iter(f"{NS}text")]
-    assert any(w.endswith(" %") for w in words) and "␣Paris" in words
+    assert any(w.endswith("%") for w in words) and "␣Paris" in words

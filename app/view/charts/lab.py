@@ -14,7 +14,7 @@ import re
 
 from markupsafe import Markup, escape
 
-from app.i18n import N_, local_decimals
+from app.i18n import N_, count, decimal, local_decimals
 from app.i18n import gettext as _
 from app.maths.cost import CostGrowth
 from app.maths.lab import ScalingLab
@@ -80,8 +80,8 @@ def score_spread_svg(lab: ScalingLab, *, current_d_k: int, title: str = N_("Spre
 
     row_words = _("d_k = {d_k}: q·k has σ = {unscaled} (√d_k = {root}), q·k/√d_k has σ = {scaled}")
     desc = "; ".join(
-        row_words.format(d_k=r.d_k, unscaled=f"{r.unscaled.std:.2f}", root=f"{math.sqrt(r.d_k):.2f}",
-                         scaled=f"{r.scaled.std:.2f}")
+        row_words.format(d_k=r.d_k, unscaled=decimal(r.unscaled.std, 2), root=decimal(math.sqrt(r.d_k), 2),
+                         scaled=decimal(r.scaled.std, 2))
         for r in lab.rows
     )
     parts = [_open("lab-spread", width, height, "spread-chart", title,
@@ -183,12 +183,12 @@ def cost_growth_svg(
     if at is not None:
         desc.append(
             _("At the current T = {t}: T² part {quadratic}, T part {linear}, total {total}; linear attention "
-              "{linear_attention}.").format(t=current_t, quadratic=f"{growth.quadratic[at]:,}",
-                                            linear=f"{growth.linear[at]:,}", total=f"{growth.total[at]:,}",
-                                            linear_attention=f"{growth.linear_attention[at]:,}")
+              "{linear_attention}.").format(t=current_t, quadratic=count(growth.quadratic[at]),
+                                            linear=count(growth.linear[at]), total=count(growth.total[at]),
+                                            linear_attention=count(growth.linear_attention[at]))
         )
     if growth.crossover is not None:
-        desc.append(_("The T² part reaches the T part at T = {t}.").format(t=f"{growth.crossover:,}"))
+        desc.append(_("The T² part reaches the T part at T = {t}.").format(t=count(growth.crossover)))
     parts = [_open("cost-growth", width, height, "growth-chart", title, " ".join(desc))]
     for d in y_decades:
         if ly0 <= d <= ly1:
@@ -197,7 +197,7 @@ def cost_growth_svg(
     for d in x_decades:
         if lx0 <= d <= lx1 + 1e-9:
             parts.append(_line(x_of(10**d), top, x_of(10**d), bottom, "grid"))
-            parts.append(_text(x_of(10**d), bottom + 16, f"{10**d:,}", "tick", "middle"))
+            parts.append(_text(x_of(10**d), bottom + 16, count(10**d), "tick", "middle"))
     parts.append(_line(left, bottom, right, bottom, "axis"))
     parts.append(_line(left, top, left, bottom, "axis"))
     parts.append(_text((left + right) / 2, bottom + 34, _("T (tokens; S = T), log scale"), "axis-label", "middle"))
@@ -205,7 +205,7 @@ def cost_growth_svg(
     if growth.crossover is not None and ts[0] <= growth.crossover <= ts[-1]:
         xc = x_of(growth.crossover)
         parts.append(_line(xc, top, xc, bottom, "marker-crossover"))
-        label = _("crossover T = {t}").format(t=f"{growth.crossover:,}")
+        label = _("crossover T = {t}").format(t=count(growth.crossover))
         # On the side away from the current-T line, where there is room for it.
         room_left, room_right = xc - left > 120, right - xc > 120
         if room_right and (current_t < growth.crossover or not room_left):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from markupsafe import Markup, escape
 
-from app.i18n import N_, gettext, local_decimals, ngettext
+from app.i18n import N_, count, gettext, local_decimals, ngettext
 from app.i18n import gettext as _
 from app.view.charts.lab import SUPERSCRIPT, _line, _num, _open, _pow10, _text, nice_step
 
@@ -187,7 +187,7 @@ def _draw_plot(
         parts.append(_text(frame.left - 5, y + 4, label, "tick", "end"))
     for step in _x_ticks(last_step):
         parts.append(_line(x_of(step), frame.bottom, x_of(step), frame.bottom + 4, "axis"))
-        parts.append(_text(x_of(step), frame.bottom + 16, f"{step:,}", "tick", "middle"))
+        parts.append(_text(x_of(step), frame.bottom + 16, count(step), "tick", "middle"))
     parts.append(_line(frame.left, frame.bottom, frame.right, frame.bottom, "axis"))
     parts.append(_line(frame.left, frame.top, frame.left, frame.bottom, "axis"))
     parts.append(_text((frame.left + frame.right) / 2, frame.bottom + 31, _("step"), "axis-label", "middle"))
@@ -234,12 +234,12 @@ def _loss_desc(losses: Sequence[float], log: bool) -> str:
         "minimum {least} at step {at}.",
         "The loss at each step, 0 to {last} ({steps} steps): first {first_loss}, last {last_loss}, "
         "minimum {least} at step {at}.", steps).format(
-        last=f"{steps:,}", steps=f"{steps:,}", first_loss=short_number(v[0]), last_loss=short_number(v[-1]),
-        least=short_number(v[at_min]), at=f"{at_min:,}")
+        last=count(steps), steps=count(steps), first_loss=short_number(v[0]), last_loss=short_number(v[-1]),
+        least=short_number(v[at_min]), at=count(at_min))
     if not finite.all():
         n = int((~finite).sum())
         desc += " " + ngettext("{n} value is not finite and not drawn.", "{n} values are not finite and not drawn.",
-                               n).format(n=f"{n:,}")
+                               n).format(n=count(n))
     if log:
         desc += " " + _("The loss axis is a log scale.")
     return desc

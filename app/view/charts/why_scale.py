@@ -16,7 +16,7 @@ from types import MappingProxyType
 import numpy as np
 from markupsafe import Markup
 
-from app.i18n import N_, language
+from app.i18n import N_, count, decimal, language, local_number
 from app.i18n import gettext as _
 from app.lesson.goals import SATURATED, WHY_SCALE_STEPS, why_scale
 from app.lesson.seed_numbers import WHY_SCALE_SEED
@@ -47,8 +47,8 @@ def _chart_desc(result: Mapping, key: str) -> str:
         words = _("‖∂L/∂Scores‖, Scores = Q·Kᵀ before any ÷√d_k, on a log scale, at each of {steps} steps of SGD "
                   "(learning rate {rate}), d_k = {d_k}, the same start for both runs: {runs}. The solid line is "
                   "the run with ÷√d_k, the dashed line the run without.")
-    return words.format(steps=f"{result['steps']:,}", rate=f"{result['learning_rate']:g}", d_k=result["d_k"],
-                        runs=runs)
+    return words.format(steps=count(result["steps"]), rate=local_number(f"{result['learning_rate']:g}"),
+                        d_k=result["d_k"], runs=runs)
 
 
 def why_scale_chart(result: Mapping, key: str, *, chart_id: str) -> Markup:
@@ -57,7 +57,7 @@ def why_scale_chart(result: Mapping, key: str, *, chart_id: str) -> Markup:
     _check_id(chart_id)
     y_label, log = next((label, log) for k, label, log in CHARTS if k == key)
     title = (_("Why ÷√d_k: the loss over {steps} SGD steps") if key == "losses"
-             else _("Why ÷√d_k: ‖∂L/∂Scores‖ over {steps} SGD steps")).format(steps=f"{result['steps']:,}")
+             else _("Why ÷√d_k: ‖∂L/∂Scores‖ over {steps} SGD steps")).format(steps=count(result['steps']))
     parts = [_open(chart_id, CHART_WIDTH, CHART_HEIGHT, "learn-chart why-scale-chart", title, _chart_desc(result, key))]
     frame = _Frame(x0=0, left=44, right=CHART_WIDTH - 84, top=26, bottom=CHART_HEIGHT - 40)
     series = [_Series(run, tuple(result[run][key]), _(RUN_LABELS[run])) for run in RUNS]
@@ -72,7 +72,7 @@ def why_scale_chart(result: Mapping, key: str, *, chart_id: str) -> Markup:
 def _times(a: float, b: float) -> str:
     """a/b as the text says it: 11×, 2.5×."""
     r = a / b
-    return f"{r:,.0f}×" if r >= 10 else f"{r:.1f}×"
+    return f"{count(round(r))}×" if r >= 10 else f"{decimal(r, 1)}×"
 
 
 def _saturation(unscaled: Sequence[float]) -> str:
@@ -80,12 +80,12 @@ def _saturation(unscaled: Sequence[float]) -> str:
     saturated = sum(w >= SATURATED for w in unscaled)
     if saturated == rows:
         return _("every row of $A$ starts nearly one-hot: its largest weight is {weight} or more").format(
-            weight=f"{min(unscaled):.3f}")
+            weight=decimal(min(unscaled), 3))
     if saturated:
         return _("{saturated} of the {rows} rows of $A$ start nearly one-hot (largest weight {weight} or more)").format(
             saturated=saturated, rows=rows, weight=SATURATED)
     return _("no row of $A$ starts nearly one-hot: the largest weight is {weight}").format(
-        weight=f"{max(unscaled):.3f}")
+        weight=decimal(max(unscaled), 3))
 
 
 def _gradient(scaled: Sequence[float], unscaled: Sequence[float]) -> str:
@@ -99,10 +99,10 @@ def _gradient(scaled: Sequence[float], unscaled: Sequence[float]) -> str:
     below = sum(u < s for s, u in zip(scaled, unscaled, strict=True))
     last = len(scaled) - 1
     if below == len(scaled):
-        along = _("stays smaller at every step from 0 to {last}").format(last=f"{last:,}")
+        along = _("stays smaller at every step from 0 to {last}").format(last=count(last))
     else:
         along = _("is smaller at {below} of the {steps} steps from 0 to {last}").format(
-            below=f"{below:,}", steps=f"{len(scaled):,}", last=f"{last:,}")
+            below=count(below), steps=count(len(scaled)), last=count(last))
     norm = r"$\|\partial L / \partial \text{Scores}\|$"
     return _("{norm} {start} ({unscaled} against {scaled}) and {along}").format(
         norm=norm, start=start, unscaled=short_number(u0), scaled=short_number(s0), along=along)
@@ -111,7 +111,7 @@ def _gradient(scaled: Sequence[float], unscaled: Sequence[float]) -> str:
 def loss_change(first: float, last: float) -> str:
     """first → last, with four decimals where three would print the same number twice."""
     a, b = short_number(first), short_number(last)
-    return f"{first:.4f} → {last:.4f}" if a == b and 0.01 <= abs(first) < 10 else f"{a} → {b}"
+    return f"{decimal(first, 4)} → {decimal(last, 4)}" if a == b and 0.01 <= abs(first) < 10 else f"{a} → {b}"
 
 
 def _loss(losses: Sequence[float]) -> str:
@@ -133,10 +133,10 @@ def why_scale_claim(result: Mapping) -> str:
         "average). A saturated softmax passes little gradient: {gradient}. With the same $\\eta = {rate}$ the "
         "loss without {scale} {unscaled_loss}, while with {scale} it {scaled_loss}."
     ).format(
-        scale=scale, std=f"{unscaled['softmax_input_std_start']:.2f}", d_k=result["d_k"],
+        scale=scale, std=decimal(unscaled['softmax_input_std_start'], 2), d_k=result["d_k"],
         root=f"{math.sqrt(result['d_k']):g}", saturation=_saturation(unscaled["max_weight_start"]),
-        scaled_std=f"{scaled['softmax_input_std_start']:.2f}",
-        scaled_weight=f"{np.mean(scaled['max_weight_start']):.3f}",
+        scaled_std=decimal(scaled['softmax_input_std_start'], 2),
+        scaled_weight=decimal(np.mean(scaled['max_weight_start']), 3),
         gradient=_gradient(scaled["grad_scores_norm"], unscaled["grad_scores_norm"]),
         rate=f"{result['learning_rate']:g}", unscaled_loss=_loss(unscaled["losses"]),
         scaled_loss=_loss(scaled["losses"]),
@@ -161,13 +161,13 @@ def why_scale_bump(result: Mapping) -> str:
     token = result["tokens"][row]
     bump = _("The gradient without $\\div \\sqrt{{d_k}}$ rises again up to step {peak}, still below its start: "
              "row {row} ({token}) is slowly leaving saturation, its largest weight going from {first} to {last} by "
-             "step {step}.").format(peak=f"{peak:,}", row=row + 1, token=token, first=f"{first:.4f}",
-                                    last=f"{last:.3f}", step=f"{len(g) - 1:,}")
+             "step {step}.").format(peak=count(peak), row=row + 1, token=token, first=decimal(first, 4),
+                                    last=decimal(last, 3), step=count(len(g) - 1))
     return bump + (" " + _("The loss falls at every step in both runs.") if falls else "")
 
 
 def _span(values: Sequence[float]) -> str:
-    return f"{min(values):.3f} to {max(values):.3f}"
+    return _("{low} to {high}").format(low=decimal(min(values), 3), high=decimal(max(values), 3))
 
 
 def comparison_rows(result: Mapping) -> tuple[dict, ...]:
@@ -186,13 +186,13 @@ def comparison_rows(result: Mapping) -> tuple[dict, ...]:
         row(
             _(r"standard deviation of the softmax's input, step 0"),
             "softmax_input_std_start",
-            {k: (r["softmax_input_std_start"], f"{r['softmax_input_std_start']:.2f}") for k, r in runs.items()},
+            {k: (r["softmax_input_std_start"], decimal(r['softmax_input_std_start'], 2)) for k, r in runs.items()},
         ),
         row(
             _(r"largest weight in a row of $A$, step 0: mean"),
             "max_weight_start_mean",
             {
-                k: (float(np.mean(r["max_weight_start"])), f"{np.mean(r['max_weight_start']):.3f}")
+                k: (float(np.mean(r["max_weight_start"])), decimal(np.mean(r['max_weight_start']), 3))
                 for k, r in runs.items()
             },
         ),
@@ -207,7 +207,7 @@ def comparison_rows(result: Mapping) -> tuple[dict, ...]:
             {k: (r["grad_scores_norm"][0], short_number(r["grad_scores_norm"][0])) for k, r in runs.items()},
         ),
         row(
-            _(r"loss $L$, step 0 → {last}").format(last=f"{last:,}"),
+            _(r"loss $L$, step 0 → {last}").format(last=count(last)),
             "losses",
             {
                 k: (

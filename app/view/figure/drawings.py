@@ -244,7 +244,7 @@ def head_grid_svg(rows: Sequence[Sequence[Sequence[HeadMap]]], group_names: Sequ
 @dataclass(frozen=True)
 class CandidateBar:
     token: str
-    percent: str  # "41.2"
+    percent: str  # "41.2%", "41,2 %": as the reader's language writes it
     width: float  # out of 100
     kept: bool  # a sampler may draw it (inside top-k and top-p)
     was: str = ""  # its percent with every head on, when some are off
@@ -267,9 +267,9 @@ def candidates_svg(bars: Sequence[CandidateBar], title: str, detail: str) -> str
         body.append(f'<rect x="{num(left)}" y="{num(row_y + 3)}" width="{num(BAR_LEN)}" height="15" rx="2" '
                     f'fill="#eef0f3"/><rect x="{num(left)}" y="{num(row_y + 3)}" '
                     f'width="{num(BAR_LEN * b.width / 100)}" height="15" rx="2" fill="{ACCENT if b.kept else CUT}"/>')
-        body.append(text(left + BAR_LEN + 8, row_y + 14, f"{b.percent} %", size=13, fill=ink, extra=cut))
+        body.append(text(left + BAR_LEN + 8, row_y + 14, b.percent, size=13, fill=ink, extra=cut))
         if b.was:
-            body.append(text(left + BAR_LEN + 70, row_y + 14, _("was {percent} %").format(percent=b.was), size=12,
+            body.append(text(left + BAR_LEN + 70, row_y + 14, _("was {percent}").format(percent=b.was), size=12,
                              fill="#8a5300"))
     width = max(left + BAR_LEN + (140 if any(b.was for b in bars) else 70) + MARGIN, caption_width(title, detail))
     height = y + 4 + len(bars) * BAR_ROW + MARGIN
