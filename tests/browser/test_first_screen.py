@@ -21,9 +21,6 @@ pytestmark = pytest.mark.browser
 LAPTOP = {"width": 1366, "height": 768}
 HEADING_MAX_Y = 260
 WHOLE_ROWS = 7
-# The block's feed-forward network: three results 12 columns wide (H, ReLU(H), the output) that do not yet share
-# the first screen; named here so that the sweep says so, and fails the day they do.
-NOT_YET = {("block", "ffn")}
 
 # The stage's heading, and each result (a panel that is not an operand and is drawn) with its rows and bottom.
 MEASURE = """(key) => {
@@ -62,7 +59,5 @@ def misses(page: Page, preset: str, key: str) -> list[str]:
 def test_each_stage_owns_a_laptops_first_screen(page: Page, preset: str) -> None:
     page.set_viewport_size(LAPTOP)
     found = {key: misses(page, preset, key) for key in forward_stages(preset)}
-    wrong = {key: m for key, m in found.items() if m and (preset, key) not in NOT_YET}
+    wrong = {key: m for key, m in found.items() if m}
     assert not wrong, f"{preset}, below a 1366×768 first screen: {wrong}"
-    fixed = [key for key in found if (preset, key) in NOT_YET and not found[key]]
-    assert not fixed, f"{preset}: {fixed} now fit the first screen: take them out of NOT_YET"
