@@ -258,7 +258,8 @@
 
   // After a value edit the map stays, but its links (each stage's permalink, for a new tab or without
   // JavaScript) held the old values: each becomes the new permalink at its own stage, as the server
-  // writes them (app.state.permalink.stage_permalinks), or the step buttons when one is too long for a link.
+  // writes them (app.state.permalink.stage_permalinks, landing at #stages), or the step buttons when one is too long
+  // for a link.
   function refreshMapLinks() {
     const map = document.querySelector(".pipeline-map[data-max-url]");
     if (!map) return;
@@ -266,7 +267,7 @@
     const base = permalink ? permalink.getAttribute("href") : null;
     const links = map.querySelectorAll("a[data-stage]");
     const hrefs = Array.from(links, function (a) {
-      return base && base.replace(/([?&]stage=)[^&]*/, "$1" + encodeURIComponent(a.getAttribute("data-stage")));
+      return base && base.replace(/([?&]stage=)[^&]*/, "$1" + encodeURIComponent(a.getAttribute("data-stage"))) + "#stages";
     });
     const fit = hrefs.every(function (h) { return h && h.length <= Number(map.dataset.maxUrl); });
     links.forEach(function (a, i) { a.setAttribute("href", fit ? hrefs[i] : "#map-steps"); });
