@@ -61,11 +61,26 @@
       const tr = table && table.tBodies[0].rows[row];
       const td = tr && tr.cells[col + 1];
       if (td) { moveFocus(td, true); }
-      // The arithmetic just asked for: bring the inspector into view (on a laptop it opens below the fold).
-      const inspector = document.getElementById("inspector");
-      if (inspector) { inspector.scrollIntoView({ block: "nearest" }); }
+      revealInspector(table);
     }
     markFields();
+  }
+
+  // The arithmetic just asked for: the inspector comes into view (on a laptop it opens below the fold), scrolled by
+  // the least that shows it whole, but never so far that the selected cell's matrix leaves the top of the screen;
+  // at least the inspector's first lines (its heading and the cell's result) come up in any case.
+  const INSPECTOR_LINES = 140; // px
+  function revealInspector(table) {
+    const inspector = document.getElementById("inspector");
+    if (!inspector) return;
+    const margin = 8;
+    const box = inspector.getBoundingClientRect();
+    let delta = box.bottom + margin - window.innerHeight;
+    if (delta <= 0) return;
+    const figure = table && table.closest("figure");
+    if (figure) delta = Math.min(delta, figure.getBoundingClientRect().top - margin);
+    delta = Math.max(delta, Math.min(box.top, box.top + INSPECTOR_LINES - window.innerHeight));
+    if (delta > 0) window.scrollBy({ top: delta, behavior: "auto" });
   }
 
   function moveFocus(td, preventScroll) {
@@ -258,7 +273,8 @@
 
   // After a value edit the map stays, but its links (each stage's permalink, for a new tab or without
   // JavaScript) held the old values: each becomes the new permalink at its own stage, as the server
-  // writes them (app.state.permalink.stage_permalinks), or the step buttons when one is too long for a link.
+  // writes them (app.state.permalink.stage_permalinks, landing at #stages), or the step buttons when one is too long
+  // for a link.
   function refreshMapLinks() {
     const map = document.querySelector(".pipeline-map[data-max-url]");
     if (!map) return;
@@ -266,7 +282,7 @@
     const base = permalink ? permalink.getAttribute("href") : null;
     const links = map.querySelectorAll("a[data-stage]");
     const hrefs = Array.from(links, function (a) {
-      return base && base.replace(/([?&]stage=)[^&]*/, "$1" + encodeURIComponent(a.getAttribute("data-stage")));
+      return base && base.replace(/([?&]stage=)[^&]*/, "$1" + encodeURIComponent(a.getAttribute("data-stage"))) + "#stages";
     });
     const fit = hrefs.every(function (h) { return h && h.length <= Number(map.dataset.maxUrl); });
     links.forEach(function (a, i) { a.setAttribute("href", fit ? hrefs[i] : "#map-steps"); });

@@ -286,7 +286,8 @@
     const f = document.getElementById("state");
     if (!p || !f || p.dataset.role !== "student" || !following || ev.detail.verb !== "post") return;
     const path = ev.detail.path;
-    if (path !== f.getAttribute("action") && path !== f.dataset.stagesUrl) return;
+    const action = (f.getAttribute("action") || "").split("#")[0]; // the form's address lands at #stages
+    if (path !== action && path !== f.dataset.stagesUrl) return;
     if (ev.detail.elt === f && path === f.dataset.stagesUrl) return;
     follow(false);
     ev.detail.parameters.set("class_follow", "");

@@ -53,7 +53,10 @@
         hint.className = "edit-hint";
         hint.id = hintId;
         hint.textContent = t("Double-click a number, or press Enter on it, to edit it.");
-        figure.querySelector(".scroll").after(hint);
+        // Q, K and V side by side: under the three equations, so that no column is taller than the others.
+        const columns = figure.closest(".qkv-eqs");
+        if (columns) columns.after(hint);
+        else figure.querySelector(".scroll").after(hint);
       }
       table.setAttribute("aria-describedby", hintId);
       if (!table.querySelector("td[tabindex='0']")) {

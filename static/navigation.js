@@ -19,9 +19,17 @@
     return stepper.getBoundingClientRect().height;
   }
 
+  // What a bar fixed at the bottom (a phone's stepper) covers at the bottom of the screen.
+  function coveredBottom() {
+    const stepper = document.querySelector("#stages .stepper");
+    if (!stepper || getComputedStyle(stepper).position !== "fixed") return 0;
+    return stepper.getBoundingClientRect().height;
+  }
+
   // The stage's heading and its result (its first matrix that is not an operand) on screen: when one of them
   // is not, scroll by the least that shows the whole result, never past the heading. `top` puts the heading at
-  // the top of the screen instead (the skip link). Scrolling never moves the focus.
+  // the top of the screen instead (the skip link, and every step on a phone, whose stepper is fixed at the bottom:
+  // each stage lands at the same place). Scrolling never moves the focus.
   function revealStage(top) {
     const stage = currentStage();
     const heading = stage && stage.querySelector(".stage-head h3");
@@ -30,9 +38,10 @@
     const margin = MARGIN + coveredTop();
     const h = heading.getBoundingClientRect();
     const r = result.getBoundingClientRect();
-    const height = window.innerHeight;
+    const below = coveredBottom();
+    const height = window.innerHeight - below;
     let delta = 0;
-    if (top || h.top < margin) delta = h.top - margin;
+    if (top || below || h.top < margin) delta = h.top - margin;
     else if (h.bottom > height || r.bottom > height) delta = Math.min(h.top - margin, r.bottom + MARGIN - height);
     if (Math.abs(delta) < 1) return;
     window.scrollBy({ top: delta, behavior: calm() ? "auto" : "smooth" });

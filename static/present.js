@@ -39,6 +39,7 @@
       bottom = Math.max(bottom, box.bottom + window.scrollY);
     }
     for (const box of stage.querySelectorAll(".scroll")) {
+      if (box.closest("details:not([open])")) continue; // a folded weight: not on the screen
       if (box.scrollWidth - box.clientWidth > 1) return false;
     }
     return bottom <= window.innerHeight - 2;
@@ -129,4 +130,8 @@
   window.addEventListener("load", fitAll); // after the fonts: a stage fitted before them may have grown
   document.addEventListener("htmx:afterSettle", fitAll);
   window.addEventListener("resize", fitSoon);
+  // A folded weight opened (or closed again) changes what the stage must fit.
+  document.addEventListener("toggle", function (ev) {
+    if (ev.target.matches && ev.target.matches("#workspace.present details.fold")) fitSoon();
+  }, true);
 })();

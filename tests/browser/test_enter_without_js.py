@@ -31,6 +31,7 @@ EDITS = (
 def test_enter_in_a_field_applies_the_edit_and_starts_no_class(page: Page) -> None:
     for name, typed, shown, text in EDITS:
         page.goto("/?preset=default")
+        page.locator("#editor > summary").click()  # the drawer comes closed: the student opens it to edit
         field = page.locator(f"input[name='{name}']")
         field.fill(typed)
         field.press("Enter")

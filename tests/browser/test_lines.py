@@ -262,3 +262,23 @@ def test_the_lines_are_a_view_beside_the_weights_sized_to_the_screen(
         low = [(text, round(r, 2)) for text, r in m["contrast"] if r < 4.5]
         assert not low, f"{where}: labels under 4.5:1 contrast: {low}"
         screenshot(f"lines-view-{width}x{height}", full_page=False)
+
+
+PROJECTOR = {"width": 1920, "height": 1080}
+LABEL_ON_A_PROJECTOR = 17  # px: a token's name read from the back of a room (14-unit labels drew 16 px here)
+
+
+def test_presenter_mode_sets_the_tokens_labels_large_enough_for_a_room(page: Page) -> None:
+    """Bank ①'s weights and their lines in presenter mode at 1920×1080: every token's label at least 17 px as drawn
+    (its font size times the drawing's scale), and none cut off by the drawing's box."""
+    page.set_viewport_size(PROJECTOR)
+    page.goto("/?preset=bank-river&stage=softmax&present=on")
+    page.wait_for_selector('#stage-softmax[data-fitted="1920x1080"]', state="attached")
+    labels = page.evaluate("""() => [...document.querySelectorAll('#stage-softmax .lines-svg .lab')].map((t) => {
+      const b = t.getBoundingClientRect();
+      return {size: parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a, left: b.left, right: b.right};
+    })""")
+    assert labels, "no labels drawn"
+    smallest = min(label["size"] for label in labels)
+    assert smallest >= LABEL_ON_A_PROJECTOR, f"the lines' labels are {smallest:.1f} px on a projector"
+    assert all(label["left"] >= 0 and label["right"] <= PROJECTOR["width"] for label in labels)

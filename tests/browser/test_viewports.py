@@ -211,6 +211,12 @@ def test_selecting_a_cell_brings_the_inspector_into_view_on_a_laptop(page: Page)
     expect(inspector.locator(".heading math")).to_be_visible()
     expect(inspector).to_be_in_viewport()
     expect(inspector).to_contain_text("bank")
+    # The selected cell's matrix stays on the screen: the page scrolled to the inspector, not past the matrix.
+    page.wait_for_timeout(300)
+    weights = page.locator("#stage-softmax figure.panel:has(table[data-ref='softmax.0'])").bounding_box()
+    assert weights and weights["y"] >= 0, f"the selected cell's matrix starts above the screen: {weights}"
+    assert weights["y"] + weights["height"] <= 768, f"the selected cell's matrix ends below the screen: {weights}"
+    expect(inspector.locator(".heading")).to_be_in_viewport()
 
 
 def test_the_inspector_typesets_its_arithmetic_with_true_minus_signs(page: Page) -> None:
@@ -256,3 +262,26 @@ def test_bank_lines_beside_the_weights_on_a_laptop_and_the_readme_picture(page: 
     page.locator("#next-stage").click()
     expect(page.locator("#stage-output")).to_be_visible()
     expect(summary.locator("p.about")).to_be_visible()
+
+
+# Each "=" and the result it gives: the sign's centre level with the result's table and left of it.
+EQUALS = """(key) => [...document.querySelectorAll(`#stage-${key} .gives`)].map((g) => {
+  const op = g.querySelector(':scope > .op').getBoundingClientRect();
+  const table = g.querySelector(':scope > figure table').getBoundingClientRect();
+  const middle = (op.top + op.bottom) / 2;
+  return {beside: op.right <= table.left + 0.5, level: middle >= table.top && middle <= table.bottom,
+          op: [Math.round(op.left), Math.round(op.top)], table: [Math.round(table.left), Math.round(table.top)]};
+})"""
+
+
+@pytest.mark.parametrize("key", ["qkv", "scores", "output", "multihead"])
+def test_presenter_mode_keeps_each_equals_sign_beside_its_result(page: Page, key: str) -> None:
+    """Bank ①'s heads concatenated and projected (stage 7) drew "=" at the end of one line and its 7×6 result on the
+    next: the sign now wraps with its result."""
+    page.set_viewport_size({"width": 1920, "height": 1080})
+    page.goto(f"/?preset=bank-river&stage={key}&present=on")
+    page.wait_for_selector(f'#stage-{key}[data-fitted="1920x1080"]', state="attached")
+    signs = page.evaluate(EQUALS, key)
+    assert signs, f"stage {key}: no '=' drawn"
+    apart = [s for s in signs if not (s["beside"] and s["level"])]
+    assert not apart, f"stage {key}: '=' not beside its result: {apart}"

@@ -181,3 +181,20 @@ def test_the_handout_needs_no_inline_script_or_style(client: TestClient, preset:
     finder = _InlineFinder()
     finder.feed(r.text)
     assert finder.found == []
+
+
+# What only a screen does: select a cell, tick a box, press Next. The page says it; paper does not.
+SCREEN_ONLY = ("Select a cell of Q, K or V", "Select a score", "Select a weight", "Select an output cell",
+               "tick cells here", "Select a cell to see its arithmetic", "Next → follows it")
+
+
+@pytest.mark.parametrize("preset", ["default", "linear", "additive", "block"])
+def test_the_handout_leaves_out_the_screens_instructions(client: TestClient, preset: str) -> None:
+    r = client.get("/handout", params={"preset": preset})
+    assert r.status_code == 200
+    text = unescape(r.text[r.text.index("<article"):])  # the stages (a preset's own paragraph is its article's)
+    assert "Each row sums to 1." in text  # what the stage says stays
+    assert [s for s in SCREEN_ONLY if s in text] == []
+    page = client.get("/", params={"preset": preset, "show_all": "on"})
+    assert page.status_code == 200
+    assert "Select a weight" in unescape(page.text)  # the page still says how

@@ -210,7 +210,7 @@ def test_every_map_link_names_its_stage_for_the_page_script(client: TestClient) 
     permalink = html_unescape(re.search(r'href="([^"]*)" id="permalink"', r.text).group(1))
     for key, stage, href in links:
         assert key == stage
-        assert html_unescape(href) == re.sub(r"([?&]stage=)[^&]*", rf"\g<1>{stage}", permalink)
+        assert html_unescape(href) == re.sub(r"([?&]stage=)[^&]*", rf"\g<1>{stage}", permalink) + "#stages"
     assert 'data-max-url="8000"' in r.text
 
 
