@@ -39,6 +39,7 @@ ERROR_SLOTS = ("text", "view")
 # other target, and every request without htmx, gets the whole workspace or page.
 TARGET_PARTS = {"candidates": "candidates", "next-row": "next", "decoder-rest": "rest", "steps": "head"}
 PART_TEMPLATES = {"next": "decoder/next_part.html", "rest": "decoder/rest.html", "head": "decoder/head_part.html"}
+PART_SLOTS = {"next": "next-row", "rest": "decoder-rest", "head": "steps"}  # a part's question waits in its place
 
 
 def error_slot(field: str) -> str:
@@ -118,7 +119,8 @@ async def decoder_answer(request: Request, url: str, work: DecoderWork) -> Respo
         return work(asked, pairs, url, "waiting", waiting)
 
     return await served_page(request, page, service, (url, part, tuple(sorted(pairs))),
-                             lambda: work(page, pairs, url, part), waiting_page, "decoder-work", "SmolLM2-135M")
+                             lambda: work(page, pairs, url, part), waiting_page, PART_SLOTS.get(part, "decoder-work"),
+                             "SmolLM2-135M")
 
 
 @router.get("/decoder", response_class=HTMLResponse, include_in_schema=False, name="decoder_page")

@@ -99,4 +99,4 @@ async def model_page(request: Request) -> Response:
     return await served_page(request, page, sentence_model(), (model_url, typing, part, tuple(sorted(pairs))),
                              lambda: model_work(page, pairs, model_url, typing, part=part),
                              lambda asked, waiting: model_work(asked, pairs, model_url, typing, waiting),
-                             "model-work", "all-MiniLM-L6-v2")
+                             "steps" if part == "head" else "model-work", "all-MiniLM-L6-v2")
