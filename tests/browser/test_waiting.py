@@ -77,6 +77,7 @@ def test_a_new_text_sent_from_the_form_waits_in_place_and_its_answer_is_swapped_
     try:
         page.goto(f"{waiting_url}/decoder?text={unique('The Eiffel Tower is in')}")
         expect(page.locator("#candidates")).to_be_visible(timeout=ANSWER_MS)
+        page.wait_for_load_state("load")  # the reloaded page's own load event (its 270 maps) may come after
         loads = []
         page.on("load", lambda: loads.append(1))
         text = unique("Harry Potter went to Hogwarts. Harry Potter went to")
