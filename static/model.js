@@ -1,4 +1,4 @@
-// "Your sentence" and "Next word": a click on a cell of the step-through's scores, scaled scores, weights or output inspects it
+// "Your sentence" and "Next word": Enter in the text runs the model; a head's selection marks its map; a click on a cell of the step-through's scores, scaled scores, weights or output inspects it
 // (the form's matrix, row and column fields, then the form's own submit, which htmx sends). No inline handlers.
 (function () {
   "use strict";
@@ -7,6 +7,24 @@
   document.addEventListener("change", function (ev) {
     if (ev.target.matches && ev.target.matches("#model-form textarea")) ev.stopPropagation();
   }, true);
+  // Enter in the text runs the model (the form's own submit, which htmx sends); Shift+Enter makes a new line.
+  document.addEventListener("keydown", function (ev) {
+    if (ev.key !== "Enter" || ev.shiftKey || ev.isComposing || ev.altKey) return;
+    const box = ev.target.closest && ev.target.closest("#decoder-form textarea#text, #model-form .sentences textarea");
+    if (!box || !box.form) return;
+    ev.preventDefault();
+    box.form.requestSubmit();
+  });
+  // A head's selection swaps its step-through alone (#steps, which names its head in data-at): the maps mark it.
+  document.addEventListener("htmx:afterSettle", function () {
+    const steps = document.getElementById("steps");
+    if (!steps || !steps.dataset.at) return;
+    document.querySelectorAll(".thumb[data-at]").forEach(function (t) {
+      const chosen = t.dataset.at === steps.dataset.at;
+      t.classList.toggle("selected", chosen);
+      if (chosen) t.setAttribute("aria-current", "true"); else t.removeAttribute("aria-current");
+    });
+  });
   document.addEventListener("click", function (ev) {
     const td = ev.target.closest && ev.target.closest("#steps .mpanel table.heatmap[data-ref] td");
     if (!td) return;
@@ -17,6 +35,8 @@
     matrix.value = table.dataset.ref;
     document.getElementById("inspect-row").value = td.parentElement.rowIndex; // the header row is row 0: rows count from 1
     document.getElementById("inspect-col").value = td.cellIndex; // the row header is cell 0
-    form.requestSubmit();
+    // Where the step-through asks for itself alone (its "Step through" button, outside a class), it is that ask.
+    const own = document.querySelector('#steps button[hx-target="#steps"]');
+    if (own) own.click(); else form.requestSubmit();
   });
 })();

@@ -29,9 +29,9 @@ from app.state.decoder_state import CANDIDATES, DECODER_SPEC, GENERATE_CHOICES, 
 from app.state.model_state import INSPECTABLE
 from app.view.attention_lines import attention_lines
 from app.view.heatmap import SEQUENTIAL_BUCKETS, legend
-from app.view.labels import numbered
+from app.view.labels import head_name, numbered
 from app.view.model_maps import condensed_svg, head_svg, thumbnail
-from app.view.model_view import head_name, head_panel
+from app.view.model_view import head_panel
 from app.view.worked import worked
 
 DECIMALS = 3
@@ -289,26 +289,51 @@ def default_head(page: DecoderPage) -> tuple[int, int]:
     return best["layer"], best["head"]
 
 
-def decoder_context(model: DecoderFiles, read: DecoderRead) -> dict:
-    """The whole page's context for a state read by app.state.decoder_state.read_decoder_page."""
+# The parts of the page a request may ask for (app.web.decoder_pages): the whole page; the next word and the text
+# written on ("next"); everything below it ("rest"); one head's step-through and what names its head ("head").
+PAGE_PARTS = ("page", "next", "rest", "head")
+
+
+def decoder_context(model: DecoderFiles, read: DecoderRead, part: str = "page") -> dict:
+    """The context of the whole page, or of one of its PAGE_PARTS, for a state read by
+    app.state.decoder_state.read_decoder_page: a part computes only what it shows."""
     page = read.page
     run = decoder_run(model, page.text, page.heads_off)
     layer, head = default_head(page)
-    title = _("Layer {layer}, head {head}: attention weights, queries down, keys across").format(
-        layer=layer + 1, head=head + 1)
-    return {
-        "page": page, "run": run, "layer": layer, "head": head, "head_name": head_name(layer, head),
-        "query_string": decoder_query(page), "spec": DECODER_SPEC, "rows": labels(run.tokens),
-        "readable": [readable(p) for p in run.tokens],
-        "bars": candidate_bars(model, run.logits, page, intact_logits(model, page)), "switch": switch_view(page),
-        "generate_choices": GENERATE_CHOICES, "last_row": last_row(run, layer, head),
-        "maps": head_maps(run, page, layer, head), "enlarged": head_svg(run.attention[layer, head],
-                                                                        [readable(p) for p in run.tokens], title),
-        "steps": steps(model, run, page, layer, head), "lens": lens_view(model, run, page.lens_all),
-        "lens_all_query": decoder_query(page, lens_all=not page.lens_all),
-        "catalogue": [dict(e, heads=[dict(h, query=decoder_query(page, layer=h["layer"], head=h["head"], cell=None))
-                                     for h in e["heads"]]) for e in decoder_catalogue_view()],
-    }
+    tokens = [readable(p) for p in run.tokens]
+    ctx = {"page": page, "run": run, "layer": layer, "head": head, "head_name": head_name(layer, head),
+           "query_string": decoder_query(page), "spec": DECODER_SPEC, "rows": labels(run.tokens), "readable": tokens}
+    if part in ("page", "next", "head"):
+        intact = intact_logits(model, page)
+        ctx.update(bars=candidate_bars(model, run.logits, page, intact),
+                   change=off_change(model, run.logits, intact, page), generate_choices=GENERATE_CHOICES,
+                   last_row=last_row(run, layer, head), last_token=tokens[-1])
+    if part in ("page", "rest", "head"):
+        title = _("Layer {layer}, head {head}: attention weights, queries down, keys across").format(
+            layer=layer + 1, head=head + 1)
+        ctx.update(enlarged=head_svg(run.attention[layer, head], tokens, title), switch=switch_view(page),
+                   steps=steps(model, run, page, layer, head))
+    if part in ("page", "rest"):
+        ctx.update(maps=head_maps(run, page, layer, head), lens=lens_view(model, run, page.lens_all),
+                   lens_all_query=decoder_query(page, lens_all=not page.lens_all),
+                   catalogue=[dict(e, heads=[dict(h, query=decoder_query(page, layer=h["layer"], head=h["head"],
+                                                                         cell=None)) for h in e["heads"]])
+                              for e in decoder_catalogue_view()])
+    return ctx
+
+
+def off_change(model: DecoderFiles, logits: np.ndarray, intact: np.ndarray | None, page: DecoderPage) -> dict | None:
+    """With heads switched off, what changed for the next token: which heads are off, the token that came first
+    with every head on and its probability then and now, and the one that comes first now."""
+    if intact is None:
+        return None
+    now = temperature_softmax(logits, page.temperature)  # (vocab,)
+    before = temperature_softmax(intact, page.temperature)  # (vocab,)
+    first_before, first_now = int(np.argmax(before)), int(np.argmax(now))
+    return {"names": ", ".join(head_name(la, h) for la, h in sorted(page.heads_off)),
+            "before": readable(model.vocabulary[first_before]), "after": readable(model.vocabulary[first_now]),
+            "same": first_before == first_now, "was": float(before[first_before]),
+            "then": float(now[first_before]), "now": float(now[first_now])}
 
 
 def candidates_context(model: DecoderFiles, read: DecoderRead) -> dict:

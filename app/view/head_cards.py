@@ -23,6 +23,7 @@ from app.maths.bert import ModelRun
 from app.maths.head_catalogue import CatalogueEntry, HeadScore
 from app.serving.real_models import sentence_model
 from app.view.heatmap import bucket_classes
+from app.view.labels import head_name
 
 CELL = 12  # px per attention weight
 LABEL_W = 78  # px for a token's label beside or above the map
@@ -30,13 +31,13 @@ LABEL_CHARS = 11  # a longer token is cut with "…" in the figure (its full tex
 
 
 def head_title(h: HeadScore) -> str:
-    """As the page counts: layers and heads from 1."""
-    return _("Layer {layer} Head {head}").format(layer=h.layer + 1, head=h.head + 1)
+    """As the page counts: layers and heads from 1, named as every page names a head."""
+    return head_name(h.layer, h.head)
 
 
 @dataclass(frozen=True)
 class HeadLine:
-    name: str  # "Layer 1 Head 3"
+    name: str  # "L1 H3"
     score: str  # "0.87"
     shows: bool  # reaches the threshold
 
@@ -53,7 +54,7 @@ class EntryView:
     key: str
     title: str
     explanation: str
-    claim: str  # "Layer 1 Head 3: previous token, 1.00 of each token's attention on average."
+    claim: str  # "L1 H3: previous token, 1.00 of each token's attention on average."
     shown: bool  # some head reaches the threshold; if not, the claim names the closest head
     verdict: str  # how many heads reach the threshold, or that none does
     threshold: str

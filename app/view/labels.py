@@ -58,6 +58,11 @@ def token_labels(tokens: tuple[str, ...]) -> list[str]:
     return [f"{i + 1} {t}" for i, t in enumerate(tokens)]
 
 
+def head_name(layer: int, head: int) -> str:
+    """"L5 H3": a real model's head, layer and head counted from 1; the one name every page and figure gives it."""
+    return _("L{layer} H{head}").format(layer=layer + 1, head=head + 1)
+
+
 def numbered(prefix: str, n: int) -> list[str]:
     """q1, q2, …: the labels of rows or columns that are not tokens."""
     return [f"{prefix}{j + 1}" for j in range(n)]

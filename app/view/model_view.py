@@ -22,7 +22,7 @@ from app.state.model_state import DEFAULT_QUERY_WORD, HEADS, INSPECTABLE, LAYERS
 from app.view.attention_lines import attention_lines
 from app.view.head_cards import catalogue_context
 from app.view.heatmap import constant_value, heatmap_table, legend
-from app.view.labels import numbered, token_labels
+from app.view.labels import head_name, numbered, token_labels
 from app.view.model_maps import condensed_svg, head_svg, thumbnail
 from app.view.notebook.model import model_notebook
 from app.view.panels import Panel
@@ -30,11 +30,6 @@ from app.view.worked import worked
 
 DECIMALS = 3
 TOP_SHIFTS = 8  # heads listed under the comparison
-
-
-def head_name(layer: int, head: int) -> str:
-    """"L5 H3": layer and head counted from 1."""
-    return _("L{layer} H{head}").format(layer=layer + 1, head=head + 1)
 
 
 @dataclass(frozen=True)

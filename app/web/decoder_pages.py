@@ -2,8 +2,11 @@
 
 One GET form holds the page's whole state, so every view is a permalink and the page works without
 JavaScript: the candidates are links that append their token, Generate writes on and answers with the longer
-text's page. htmx gets the workspace back as a fragment (#decoder-work); the temperature slider and the
-cut-offs get only the candidates (#candidates), recomputed from the text's kept logits. A bad field is a 422
+text's page. htmx asks for the part that changes (TARGET_PARTS): a new text, a token written on or heads switched
+off get the next word first (#next-row), which asks at once for the rest (#decoder-rest); a head's selection gets its
+step-through (#steps); the temperature slider and the cut-offs get only the candidates (#candidates), recomputed
+from the text's kept logits; a class's page gets the whole workspace (#decoder-work). Each part is a question of its
+own for the service, kept apart. A bad field is a 422
 with its message beside it; the last good result stays. While the model is still being read at start, the
 page says so and asks to be reloaded. The work runs through the language model's service (app.web.served): one
 computation per question however many ask, kept; a question that waits answers at once with its place in the queue.
@@ -30,6 +33,13 @@ from app.web.served import Waiting, served_page
 router = APIRouter()
 
 ERROR_SLOTS = ("text", "view")
+
+# The part of the page an htmx request asks for, by the element it swaps (HX-Target): the candidates alone (the
+# sampler's controls), the next word and the text written on, everything below it, one head's step-through. Any
+# other target, and every request without htmx, gets the whole workspace or page.
+TARGET_PARTS = {"candidates": "candidates", "next-row": "next", "decoder-rest": "rest", "steps": "head"}
+PART_TEMPLATES = {"next": "decoder/next_part.html", "rest": "decoder/rest.html", "head": "decoder/head_part.html"}
+PART_SLOTS = {"next": "next-row", "rest": "decoder-rest", "head": "steps"}  # a part's question waits in its place
 
 
 def error_slot(field: str) -> str:
@@ -82,11 +92,12 @@ def decoder_work(page: PageRequest, pairs: list[tuple[str, str]], url: str, part
         ctx = candidates_context(model, read)
         ctx.update(decoder_url=url, candidates_oob=True)  # the controls stay; what they change is swapped
         return render(page, "decoder/candidates.html", ctx, headers={"HX-Replace-Url": f"{url}?{ctx['query_string']}"})
-    ctx = decoder_context(model, read)
+    ctx = decoder_context(model, read, part if page.htmx and part in PART_TEMPLATES else "page")
     ctx.update(decoder_url=url, error=None, error_slots=ERROR_SLOTS, typed=read.page.text)
-    if page.htmx:
-        return render(page, "decoder/fragment.html", ctx, headers={"HX-Push-Url": f"{url}?{ctx['query_string']}"})
-    return render(page, "decoder.html", ctx)
+    if not page.htmx:
+        return render(page, "decoder.html", ctx)
+    pushed = {} if part == "rest" else {"HX-Push-Url": f"{url}?{ctx['query_string']}"}  # "rest" follows "next"
+    return render(page, PART_TEMPLATES.get(part, "decoder/fragment.html"), ctx, headers=pushed)
 
 
 DecoderWork = Callable[..., Rendered]  # page, pairs, its url, part[, waiting]: decoder_work, or an embed's
@@ -102,13 +113,14 @@ async def decoder_answer(request: Request, url: str, work: DecoderWork) -> Respo
         return respond(render(page, "decoder/loading.html", {"decoder_url": url}, status=503,
                               headers={"Retry-After": "5", "Refresh": "5"}))
     pairs = list(request.query_params.multi_items())
-    part = "candidates" if request.headers.get("HX-Target") == "candidates" else "page"
+    part = TARGET_PARTS.get(request.headers.get("HX-Target", ""), "page")
 
     def waiting_page(asked: PageRequest, waiting: Waiting) -> Rendered:
         return work(asked, pairs, url, "waiting", waiting)
 
     return await served_page(request, page, service, (url, part, tuple(sorted(pairs))),
-                             lambda: work(page, pairs, url, part), waiting_page, "decoder-work", "SmolLM2-135M")
+                             lambda: work(page, pairs, url, part), waiting_page, PART_SLOTS.get(part, "decoder-work"),
+                             "SmolLM2-135M")
 
 
 @router.get("/decoder", response_class=HTMLResponse, include_in_schema=False, name="decoder_page")

@@ -245,11 +245,11 @@ def decoder_embed_work(page: PageRequest, pairs: list[tuple[str, str]], embed_ur
         return render(page, "embed/decoder.html", ctx, status=422)
     if part == "candidates":
         ctx = candidates_context(model, read)
-        ctx.update(decoder_url=embed_url, candidates_oob=True, urls=urls)
+        ctx.update(decoder_url=embed_url, candidates_oob=True, urls=urls, embedded=True)
         return render(page, "decoder/candidates.html", ctx)
     ctx = decoder_context(model, read)
     ctx.update(decoder_url=embed_url, page_url=decoder_url, notebook_url=decoder_url + "/notebook", error=None,
-               error_slots=DECODER_ERROR_SLOTS, typed=read.page.text, urls=urls)
+               error_slots=DECODER_ERROR_SLOTS, typed=read.page.text, urls=urls, embedded=True)
     return render(page, "embed/decoder_work.html" if page.htmx else "embed/decoder.html", ctx)
 
 

@@ -32,10 +32,11 @@ def model_error_slot(field: str) -> str:
 
 
 def model_work(page: PageRequest, pairs: list[tuple[str, str]], model_url: str, typing: bool = False,
-               waiting: Waiting | None = None) -> Rendered:
+               waiting: Waiting | None = None, part: str = "page") -> Rendered:
     """The page or its fragment for one query string; a bad field's 422; or the page around ``waiting``, the
     question's place in the queue. ``typing``: the request comes from a sentence being typed, which replaces the
-    address rather than adding a step to the browser's history."""
+    address rather than adding a step to the browser's history. ``part`` "head": a head's selection, which gets
+    its step-through and what names the head (model/head_part.html) rather than the whole workspace."""
     if waiting is not None:
         given = dict(pairs)
         return render(page, "model.html", {
@@ -52,7 +53,8 @@ def model_work(page: PageRequest, pairs: list[tuple[str, str]], model_url: str, 
                typed={"text": read.page.text, "text2": read.page.text2})
     if page.htmx:  # the address bar gets the clean permalink, not the form's every field
         history = "HX-Replace-Url" if typing else "HX-Push-Url"
-        return render(page, "model/fragment.html", ctx, headers={history: f"{model_url}?{ctx['query_string']}"})
+        template = "model/head_part.html" if part == "head" else "model/fragment.html"
+        return render(page, template, ctx, headers={history: f"{model_url}?{ctx['query_string']}"})
     return render(page, "model.html", ctx)
 
 
@@ -93,7 +95,8 @@ async def model_page(request: Request) -> Response:
     pairs = list(request.query_params.multi_items())
     model_url = request.url_for("model_page").path
     typing = request.headers.get("HX-Trigger-Name") in ("text", "text2")
-    return await served_page(request, page, sentence_model(), (model_url, typing, tuple(sorted(pairs))),
-                             lambda: model_work(page, pairs, model_url, typing),
+    part = "head" if request.headers.get("HX-Target") == "steps" else "page"  # a head selected: its step-through
+    return await served_page(request, page, sentence_model(), (model_url, typing, part, tuple(sorted(pairs))),
+                             lambda: model_work(page, pairs, model_url, typing, part=part),
                              lambda asked, waiting: model_work(asked, pairs, model_url, typing, waiting),
-                             "model-work", "all-MiniLM-L6-v2")
+                             "steps" if part == "head" else "model-work", "all-MiniLM-L6-v2")

@@ -36,7 +36,7 @@ pytestmark = pytest.mark.browser
 
 TEXT = "The capital of France is"
 FIRST = "␣Paris"  # the model's likeliest next token for TEXT
-LOAD_S = 90.0  # the model is read in ~5 s; a slow CI machine gets a generous bound
+LOAD_S = 300.0  # the model is read in ~5 s; a slow or busy machine (its catalogue measured too) in minutes
 
 
 @pytest.fixture(scope="module", autouse=True)

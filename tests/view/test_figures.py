@@ -177,3 +177,8 @@ def test_head_grid_and_candidates() -> None:
     bars = [CandidateBar("␣Paris", "77.3%", 77.3, True), CandidateBar("␣the", "6.5%", 6.5, False, "7.0%")]
     words = texts(parsed(candidates_svg(bars, "The next word", "τ = 1")))
     assert {"␣Paris", "77.3%", "␣the", "6.5%", "was 7.0%"} <= set(words)
+    # the text the candidates follow, under the caption: wrapped, a new line shown, cut after four lines
+    said = texts(parsed(candidates_svg(bars, "The next word", "τ = 1", "After the text “The capital of\nFrance is”")))
+    assert "After the text “The capital of ↵ France is”" in said
+    long = texts(parsed(candidates_svg(bars, "The next word", "τ = 1", "After the text “" + "word " * 200 + "”")))
+    assert sum(w.startswith(("After", "word")) for w in long) == 4 and any(w.endswith("…") for w in long)

@@ -55,6 +55,38 @@ def test_heads_switched_off_change_the_candidates_beside_what_they_were(client: 
     assert 'value="17.1" checked' in r.text and 'value="30" checked' in r.text
 
 
+def test_a_head_selected_gets_its_step_through_alone(client: TestClient) -> None:
+    r = client.get("/decoder", params={"text": TEXT, "layer": "18", "head": "7"}, headers=HTMX | {"HX-Target": "steps"})
+    assert r.status_code == 200
+    assert r.headers["HX-Push-Url"] == "/decoder?text=The+capital+of+France+is&layer=18&head=7"
+    assert r.text.lstrip().startswith('<section class="steps" id="steps"') and 'data-at="17.6"' in r.text
+    assert 'class="thumb' not in r.text and 'id="catalogue"' not in r.text  # not the maps, not the page
+    for oob in ("enlarged", "last-row", "cand-bars", "switch-shortcuts", "decoder-permalink", "decoder-embed"):
+        assert re.search(rf'id="{oob}"[^>]* hx-swap-oob="true"', r.text), oob
+    whole = client.get("/decoder", params={"text": TEXT, "layer": "18", "head": "7"}, headers=HTMX)
+    assert len(r.content) < 150_000 < len(whole.content)  # each part a question of its own, kept apart
+
+
+def test_a_token_written_on_gets_the_next_word_then_asks_for_the_rest(client: TestClient) -> None:
+    r = client.get("/decoder", params={"text": TEXT, "generate": "1"}, headers=HTMX | {"HX-Target": "next-row"})
+    assert r.status_code == 200
+    assert r.headers["HX-Push-Url"] == "/decoder?text=The+capital+of+France+is+Paris"
+    assert r.text.lstrip().startswith('<div class="next-row" id="next-row">') and 'class="thumb' not in r.text
+    loader = re.search(r'<div id="rest-loader"[^>]*>', r.text)
+    assert loader is not None and 'hx-get="/decoder?text=The+capital+of+France+is+Paris"' in loader.group(0)
+    rest = client.get("/decoder", params={"text": f"{TEXT} Paris"}, headers=HTMX | {"HX-Target": "decoder-rest"})
+    assert rest.status_code == 200 and "HX-Push-Url" not in rest.headers
+    assert rest.text.count('class="thumb') == 270 and 'id="next-row"' not in rest.text
+
+
+def test_heads_switched_off_say_what_changed(client: TestClient) -> None:
+    r = client.get("/decoder", params=[("text", TEXT), ("off", "17.1"), ("off", "2.3")],
+                   headers=HTMX | {"HX-Target": "next-row"})
+    assert r.status_code == 200
+    said = text_of(re.search(r'<span id="heads-off-change".*?</span>', r.text, re.S).group(0))
+    assert said.startswith("Off now: L2 H3, L17 H1. ") and "“␣Paris”: 77.3 % with every head on" in said
+
+
 def test_the_slider_gets_the_candidates_alone(client: TestClient) -> None:
     r = client.get("/decoder", params={"text": TEXT, "temperature": "0.5"}, headers=HTMX | {"HX-Target": "candidates"})
     assert r.status_code == 200

@@ -92,7 +92,7 @@ def test_htmx_gets_the_workspace_alone_and_empties_the_message_slots(client: Tes
 def test_the_permalink_reads_back_to_the_same_view(client: TestClient) -> None:
     r = client.get("/model", params={"text": "Bank of the river.", "layer": 3, "head": 7, "q": 2, "off": "2.4"})
     assert r.status_code == 200
-    link = unescape(re.search(r'<p class="permalink">Permalink to this view: <a href="([^"]+)"', r.text).group(1))
+    link = unescape(re.search(r'<p class="permalink"[^>]*>Permalink to this view: <a href="([^"]+)"', r.text).group(1))
     query = dict(parse_qsl(urlsplit(link).query))
     assert query == {"text": "Bank of the river.", "layer": "3", "head": "7", "q": "2", "off": "2.4"}
     again = client.get(link)
@@ -110,6 +110,18 @@ def test_selecting_a_map_links_to_its_step_through(client: TestClient) -> None:
     page = client.get(target.split("#")[0])
     assert "Step through one head: L5 H3" in page.text
     assert '<a class="thumb selected" ' in page.text
+
+
+def test_a_head_selected_gets_its_step_through_alone(client: TestClient) -> None:
+    r = client.get("/model", params={"layer": "2", "head": "9"}, headers=HTMX | {"HX-Target": "steps"})
+    assert r.status_code == 200
+    assert r.headers["HX-Push-Url"].startswith("/model?") and r.headers["HX-Push-Url"].endswith("&layer=2&head=9")
+    assert r.text.lstrip().startswith('<section class="steps" id="steps"') and 'data-at="1.8"' in r.text
+    assert 'class="thumb' not in r.text  # not the 72 maps
+    for oob in ("enlarged", "compare", "model-permalink", "model-embed"):
+        assert re.search(rf'id="{oob}"[^>]* hx-swap-oob="true"', r.text), oob
+    whole = client.get("/model", params={"layer": "2", "head": "9"}, headers=HTMX)
+    assert 'class="thumb' in whole.text and len(r.content) < len(whole.content)
 
 
 def test_text_is_escaped_everywhere(client: TestClient) -> None:
@@ -223,7 +235,7 @@ def test_the_comparison_lists_the_heads_that_moved_it_most(client: TestClient) -
     moved = {(la, h): independent_shift(one.attention[la, h, it], two.attention[la, h, it])
              for la in range(6) for h in range(12)}
     ranked = sorted(moved, key=lambda k: -moved[k])
-    items = re.findall(r'class="shift-head">L(\d+) H(\d+)</a>: it → (\d+) (\S+) ([\d.]+) → ([\d.]+); '
+    items = re.findall(r'class="shift-head"[^>]*>L(\d+) H(\d+)</a>: it → (\d+) (\S+) ([\d.]+) → ([\d.]+); '
                        r'→ (\d+) (\S+) ([\d.]+) → ([\d.]+) <span class="hint">\(moved ([\d.]+)\)', r.text)
     assert len(items) == 8
     for (la, h), item in zip(ranked[:8], items, strict=True):

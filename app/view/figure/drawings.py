@@ -7,6 +7,7 @@ the page says beside the drawing in HTML (the heads' colours, a note), are drawn
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -253,10 +254,27 @@ class CandidateBar:
 BAR_ROW, BAR_LEN, CUT = 22.0, 260.0, "#b8bcc4"
 
 
-def candidates_svg(bars: Sequence[CandidateBar], title: str, detail: str) -> str:
-    """The next token's candidates: a bar per token, as long as its probability, the percent after it."""
+PROMPT_CHARS, PROMPT_LINES = 64, 4  # the text a figure's candidates follow: wrapped, and cut with "…" past 4 lines
+
+
+def prompt_lines(prompt: str) -> list[str]:
+    """A caption's sentence about the text, in lines of at most PROMPT_CHARS characters (a new line shown as ↵)."""
+    lines = textwrap.wrap(prompt.replace("\n", " ↵ "), PROMPT_CHARS) or [""]
+    if len(lines) > PROMPT_LINES:
+        lines = lines[:PROMPT_LINES]
+        lines[-1] = lines[-1][: PROMPT_CHARS - 1] + "…"
+    return lines
+
+
+def candidates_svg(bars: Sequence[CandidateBar], title: str, detail: str, prompt: str = "") -> str:
+    """The next token's candidates: a bar per token, as long as its probability, the percent after it; under the
+    caption, ``prompt``, the sentence naming the text they follow."""
     line, y = caption(title, detail)
     body = [line]
+    said = prompt_lines(prompt) if prompt else []
+    for i, words in enumerate(said):
+        body.append(text(MARGIN, y + 10 + i * 16, words, size=NOTE_PX, fill=INK))
+    y += 16 * len(said) + (4 if said else 0)
     token_w = max((text_width(b.token, 13) for b in bars), default=40) + 12
     left = MARGIN + token_w
     for i, b in enumerate(bars):
@@ -271,6 +289,7 @@ def candidates_svg(bars: Sequence[CandidateBar], title: str, detail: str) -> str
         if b.was:
             body.append(text(left + BAR_LEN + 70, row_y + 14, _("was {percent}").format(percent=b.was), size=12,
                              fill="#8a5300"))
-    width = max(left + BAR_LEN + (140 if any(b.was for b in bars) else 70) + MARGIN, caption_width(title, detail))
+    width = max(left + BAR_LEN + (140 if any(b.was for b in bars) else 70) + MARGIN, caption_width(title, detail),
+                *(2 * MARGIN + text_width(words, NOTE_PX) for words in said))
     height = y + 4 + len(bars) * BAR_ROW + MARGIN
     return document(width, height, body, title, _("Each bar is a token's probability to come next."))

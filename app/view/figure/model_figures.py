@@ -64,7 +64,8 @@ def decoder_figure(model: DecoderFiles, read: DecoderRead, figure: str) -> Saved
     if figure == "candidates":
         bars = [CandidateBar(b.token, b.percent, float(b.width), b.kept, b.intact_percent)
                 for b in candidate_bars(model, run.logits, page, intact_logits(model, page))]
-        return SavedFigure(candidates_svg(bars, _("The next word"), f"τ = {page.temperature:g}"),
+        prompt = _("After the text “{text}”").format(text=page.text)
+        return SavedFigure(candidates_svg(bars, _("The next word"), f"τ = {page.temperature:g}", prompt),
                            "decoder-candidates")
     spec = SMOLLM2_135M
     rows = [[[HeadMap(t.src, t.selected, t.off) for t in group] for group in groups]
