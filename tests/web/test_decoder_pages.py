@@ -84,7 +84,7 @@ def test_heads_switched_off_say_what_changed(client: TestClient) -> None:
                    headers=HTMX | {"HX-Target": "next-row"})
     assert r.status_code == 200
     said = text_of(re.search(r'<span id="heads-off-change".*?</span>', r.text, re.S).group(0))
-    assert said.startswith("Off now: L2 H3, L17 H1. ") and "“␣Paris”: 77.3 % with every head on" in said
+    assert said.startswith("Off now: L2 H3, L17 H1. ") and "“␣Paris”: 77.3% with every head on" in said
 
 
 def test_the_slider_gets_the_candidates_alone(client: TestClient) -> None:
