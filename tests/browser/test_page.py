@@ -476,6 +476,7 @@ def test_two_heads_show_a_head_selector_and_a_wider_concat(page: Page) -> None:
 @pytest.mark.parametrize("js_enabled", [False])
 def test_without_javascript_forms_post_and_the_page_follows(page: Page) -> None:
     page.goto("/")
+    page.locator("#editor > summary").click()  # the drawer comes closed: the student opens it to edit
     expect(page.locator('.nojs[value="apply"]')).to_be_visible()  # hidden only when JS runs
     page.locator('input[name="x-0-0"]').fill("2.5")
     page.locator("#next-stage").click()  # a step posts the form, the edit with it

@@ -101,10 +101,10 @@ def test_the_page_claims_what_was_measured(measured: dict) -> None:
     for entry in view.entries:
         scores, even = measured[entry.key]
         (layer, head), score = max(scores.items(), key=lambda kv: kv[1])
-        assert entry.claim.startswith(f"Layer {layer + 1} Head {head + 1}: "), entry.claim  # counted from 1
+        assert entry.claim.startswith(f"L{layer + 1} H{head + 1}: "), entry.claim  # counted from 1
         assert f" {score:.2f} of " in entry.claim
         assert entry.baseline == f"{even:.2f}"
-        assert entry.heads[0].name == f"Layer {layer + 1} Head {head + 1}"
+        assert entry.heads[0].name == f"L{layer + 1} H{head + 1}"
 
 
 def test_the_recognisable_heads_stand_far_above_an_even_spread(measured: dict) -> None:
