@@ -25,6 +25,18 @@
       if (chosen) t.setAttribute("aria-current", "true"); else t.removeAttribute("aria-current");
     });
   });
+  // Ticking a head (or a layer) off redraws the workspace: the cosine it changes is brought back into view, where
+  // the swap would leave the reader wherever the new page's height put them.
+  let offTicked = false;
+  document.addEventListener("change", function (ev) {
+    if (ev.target.matches && ev.target.matches('#switch input[name="off"], #switch input[name="off_layer"]')) offTicked = true;
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    if (!offTicked) return;
+    offTicked = false;
+    const cosines = document.querySelector("#switch .cosines");
+    if (cosines) cosines.scrollIntoView({ block: "center" });
+  });
   document.addEventListener("click", function (ev) {
     const td = ev.target.closest && ev.target.closest("#steps .mpanel table.heatmap[data-ref] td");
     if (!td) return;

@@ -159,6 +159,15 @@ def test_selecting_a_head_on_model_shows_its_step_through(page: Page) -> None:
     select_head(page, link.click, name, MODEL_HEAD_PART_BYTES)
 
 
+def test_a_head_ticked_off_on_the_model_page_keeps_its_cosine_in_view(page: Page) -> None:
+    page.goto("/model")
+    page.locator("#off-3-4").scroll_into_view_if_needed()
+    before = page.locator("#switch .cos-after").inner_text()
+    page.locator("#off-3-4").check()
+    expect(page.locator("#switch .cos-after")).not_to_have_text(before)
+    in_view(page, "#switch .cosines")
+
+
 def test_the_saved_candidates_figure_names_its_text(page: Page) -> None:
     page.goto(f"/decoder?text={TEXT}")
     words = saved_svg(page, page.locator("#candidates details.save-figure"), "decoder-candidates.svg")
