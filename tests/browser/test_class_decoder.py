@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -24,6 +25,9 @@ try:
     from playwright.sync_api import expect
 except ImportError:  # conftest's fixtures skip every test (or fail them under REQUIRE_BROWSER=1)
     expect = None
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 pytestmark = pytest.mark.browser
 
@@ -45,13 +49,20 @@ def screens(page, name: str) -> None:  # noqa: ANN001 - a Playwright Page
     page.set_viewport_size({"width": SCREENS[0][0], "height": SCREENS[0][1]})
 
 
-def test_the_class_guesses_the_next_word_and_the_teacher_reveals_it(contexts: Callable) -> None:  # noqa: F811
+def teacher_and_student(contexts: Callable) -> tuple[Problems, Page, Page, str, str]:
+    """A class started by a teacher's page and joined by a student's, both watched for problems: the pages, the code
+    as said ("ABCD-EFGH") and as typed."""
     problems = Problems()
     teacher = problems.watch(contexts().new_page(), "teacher")
     code = start_class(teacher)
     plain = code.replace("-", "")
     student = problems.watch(contexts().new_page(), "student")
     student.goto(f"/class/{plain}")
+    return problems, teacher, student, code, plain
+
+
+def test_the_class_guesses_the_next_word_and_the_teacher_reveals_it(contexts: Callable) -> None:  # noqa: F811
+    problems, teacher, student, code, plain = teacher_and_student(contexts)
     expect(student.locator("#class-panel")).to_contain_text(f"Following the teacher · class {code}")
 
     # The teacher shows the language model, the class asked first: the student's page follows it.
@@ -107,12 +118,7 @@ def test_the_class_toggle_says_its_state_and_never_shows_the_answer_beside_the_g
         contexts: Callable) -> None:  # noqa: F811
     """Unticking "Ask the class first" is said in words on the teacher's page and the students' (the candidates at
     once, no guess box); ticking it again gives the students the guess box and takes the candidates away."""
-    problems = Problems()
-    teacher = problems.watch(contexts().new_page(), "teacher")
-    code = start_class(teacher)
-    plain = code.replace("-", "")
-    student = problems.watch(contexts().new_page(), "student")
-    student.goto(f"/class/{plain}")
+    problems, teacher, student, code, plain = teacher_and_student(contexts)
     teacher.get_by_role("button", name="Show the language model").click()
     teacher.wait_for_url(re.compile(rf"/class/{plain}/decoder$"))
     teacher.fill("#text", TEXT)
