@@ -57,6 +57,7 @@ class Flight(Generic[T]):
         self.queues: OrderedDict[str, deque[Job[T]]] = OrderedDict()  # the clients in their turn's order
         self.running = 0
         self.started = 0  # jobs started since the flight was made: what tests and benches count
+        self._loop: asyncio.AbstractEventLoop | None = None  # the event loop the jobs' futures belong to
 
     @property
     def waiting(self) -> int:
@@ -64,13 +65,19 @@ class Flight(Generic[T]):
 
     def submit(self, key: Hashable, client: str, work: Callable[[Job[T]], Awaitable[T]]) -> Job[T]:
         """The job that answers ``key``: the one in flight, or a new one queued behind ``client``'s own."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # a new event loop (an app started again in this process): the old one's jobs
+            self._loop = loop       # can never finish, and must not hold a runner's place or a key
+            self.jobs.clear()
+            self.queues.clear()
+            self.running = 0
         job = self.jobs.get(key)
         if job is not None:
             job.waiters += 1
             return job
         if self.waiting >= self.most_waiting:
             raise QueueFull
-        job = Job(key, client, work, asyncio.get_running_loop().create_future())
+        job = Job(key, client, work, loop.create_future())
         job.done.add_done_callback(_consume)  # a job nobody waits for any more does not log its error
         self.jobs[key] = job
         self.queues.setdefault(client, deque()).append(job)
@@ -109,25 +116,24 @@ class Flight(Generic[T]):
             self.running += 1
             self.started += 1
             job.started = True
-            asyncio.get_running_loop().create_task(self._run(job))
+            task = asyncio.get_running_loop().create_task(job.work(job))
+            task.add_done_callback(lambda task, job=job: self._finished(job, task))
 
-    async def _run(self, job: Job[T]) -> None:
-        try:
-            result = await job.work(job)
-        except BaseException as error:  # the waiters get it; a cancelled server ends here too
-            if not job.done.done():
-                if isinstance(error, Exception):
-                    job.done.set_exception(error)
-                else:
-                    job.done.cancel()
-            if not isinstance(error, Exception):
-                raise
-        else:
-            if not job.done.done():
-                job.done.set_result(result)
-        finally:
-            self.running -= 1
-            self.jobs.pop(job.key, None)
+    def _finished(self, job: Job[T], task: asyncio.Task[T]) -> None:
+        """The job's task ended (answered, failed, or cancelled before or while it ran): its waiters are told, and
+        its runner's place goes to the next in turn. A done callback, so a task cancelled before it ever started
+        (an event loop closing) still gives its place back."""
+        self.running -= 1
+        if self.jobs.get(job.key) is job:
+            del self.jobs[job.key]
+        if not job.done.done():
+            if task.cancelled():
+                job.done.cancel()
+            elif task.exception() is not None:
+                job.done.set_exception(task.exception())
+            else:
+                job.done.set_result(task.result())
+        if not task.get_loop().is_closed():
             self._pump()
 
 

@@ -124,3 +124,48 @@ def test_a_waiter_that_leaves_does_not_cancel_the_question_for_the_others() -> N
         return await wait_for(flight.submit("q", "b", work), 5)
 
     assert run(main()) == "done"
+
+
+def test_a_job_cancelled_before_it_starts_gives_its_runner_s_place_back() -> None:
+    async def main() -> str | None:
+        flight: Flight[str] = Flight(runners=1)
+        gate = asyncio.Event()
+
+        async def work(job: Job[str]) -> str:
+            await gate.wait()
+            return job.key
+
+        first = flight.submit("first", "a", work)
+        waiting = flight.submit("second", "b", work)
+        for task in asyncio.all_tasks():  # the first job's task, cancelled as a closing event loop does
+            if task is not asyncio.current_task():
+                task.cancel()
+        await asyncio.gather(first.done, return_exceptions=True)
+        assert first.done.cancelled() and "first" not in flight.jobs
+        gate.set()
+        return await wait_for(waiting, 5)
+
+    assert run(main()) == "second"
+
+
+def test_an_app_started_again_in_the_same_process_starts_a_fresh_flight() -> None:
+    """asyncio.run cancels a task made as the loop closes before it ever ran: the next event loop's questions
+    must not queue behind it."""
+    flight: Flight[str] = Flight(runners=1)
+
+    async def work(job: Job[str]) -> str:
+        await asyncio.sleep(0)
+        return f"answer to {job.key}"
+
+    async def leave_a_job_unstarted() -> None:
+        flight.runners = 0
+        flight.submit("left behind", "a", work)
+        flight.runners = 1
+        flight._pump()  # its task is made as the loop ends: cancelled before it starts
+
+    run(leave_a_job_unstarted())
+
+    async def ask_again() -> str | None:
+        return await wait_for(flight.submit("next", "b", work), 5)
+
+    assert run(ask_again()) == "answer to next"
