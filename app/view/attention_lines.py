@@ -72,6 +72,7 @@ class LinesFigure:
     note: str  # what the figure leaves out, if anything ("" when every pair is drawn)
     lines: int  # lines drawn, all heads (each pair once: the key view's copies are not counted)
     pairs: int  # h·T·S
+    drawn: tuple[int, int] = (0, 0)  # its width and height on the page, px (a placeholder's size before it comes)
 
 
 def line_width(w: float) -> float:
@@ -255,4 +256,5 @@ def attention_lines(
         parts.extend(groups(k_lines, k_nums, j, x1, x0 + 2, y[j]))
         parts.append("</g>")
     parts.append("</g></svg>")
-    return LinesFigure(Markup("".join(parts)), heads, note, drawn, a.size)
+    return LinesFigure(Markup("".join(parts)), heads, note, drawn, a.size,
+                       (round(width * DRAWN_SCALE), round(height * DRAWN_SCALE)))

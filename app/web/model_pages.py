@@ -25,6 +25,10 @@ router = APIRouter()
 
 # Which slot beside the form shows a field's message.
 MODEL_ERROR_SLOTS = ("text", "text2", "view")
+# A head's selection asks for its step-through (htmx's target #steps: part "head"), whose loader then asks for the
+# rest that names the head (target #enlarged: part "named"); a part's question waits in its own place.
+PARTS = {"steps": "head", "enlarged": "named"}
+PART_SLOTS = {"head": "steps", "named": "enlarged"}
 
 
 def model_error_slot(field: str) -> str:
@@ -51,6 +55,8 @@ def model_work(page: PageRequest, pairs: list[tuple[str, str]], model_url: str, 
     ctx = model_context(model, read)
     ctx.update(model_url=model_url, error=None, error_slots=MODEL_ERROR_SLOTS,
                typed={"text": read.page.text, "text2": read.page.text2})
+    if page.htmx and part == "named":  # the rest of a head's selection: the address is the head's already
+        return render(page, "model/named_part.html", ctx)
     if page.htmx:  # the address bar gets the clean permalink, not the form's every field
         history = "HX-Replace-Url" if typing else "HX-Push-Url"
         template = "model/head_part.html" if part == "head" else "model/fragment.html"
@@ -95,8 +101,8 @@ async def model_page(request: Request) -> Response:
     pairs = list(request.query_params.multi_items())
     model_url = request.url_for("model_page").path
     typing = request.headers.get("HX-Trigger-Name") in ("text", "text2")
-    part = "head" if request.headers.get("HX-Target") == "steps" else "page"  # a head selected: its step-through
+    part = PARTS.get(request.headers.get("HX-Target", ""), "page")  # a head selected: its step-through, then the rest
     return await served_page(request, page, sentence_model(), (model_url, typing, part, tuple(sorted(pairs))),
                              lambda: model_work(page, pairs, model_url, typing, part=part),
                              lambda asked, waiting: model_work(asked, pairs, model_url, typing, waiting),
-                             "steps" if part == "head" else "model-work", "all-MiniLM-L6-v2")
+                             PART_SLOTS.get(part, "model-work"), "all-MiniLM-L6-v2")

@@ -67,6 +67,10 @@ def test_stepping_through_one_head_shows_every_stage(page: Page) -> None:
     expect(page.locator("#stage-x svg.x-svg image")).to_have_count(1)
     expect(page.locator("#stage-qkv table.heatmap")).to_have_count(3)
     expect(page.locator("#stage-softmax svg.lines-svg")).to_be_visible()
+    # The lines view and the output come in the selection's second answer: nothing left waiting for it.
+    expect(page.locator('#stage-output table[data-ref="output"]')).to_be_visible()
+    expect(page.locator('#steps [aria-busy="true"]')).to_have_count(0)
+    expect(page.locator("#enlarged-h strong")).to_have_text("L5 H3")
     # X's exact numbers on demand
     page.locator("#stage-x details.x-numbers summary").click()
     page.select_option("#x_row", "11")

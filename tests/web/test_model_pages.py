@@ -118,10 +118,25 @@ def test_a_head_selected_gets_its_step_through_alone(client: TestClient) -> None
     assert r.headers["HX-Push-Url"].startswith("/model?") and r.headers["HX-Push-Url"].endswith("&layer=2&head=9")
     assert r.text.lstrip().startswith('<section class="steps" id="steps"') and 'data-at="1.8"' in r.text
     assert 'class="thumb' not in r.text  # not the 72 maps
-    for oob in ("enlarged", "compare", "model-permalink", "model-embed"):
+    for oob in ("model-permalink", "model-embed", "head-loader"):
         assert re.search(rf'id="{oob}"[^>]* hx-swap-oob="true"', r.text), oob
+    # The lines view waits in a placeholder of its size; the loader asks for the rest that names the head.
+    assert 'class="lines-later"' in r.text and "lines-svg" not in r.text and 'id="enlarged"' not in r.text
+    assert '<div class="mrow" id="model-output-panel" aria-busy="true"></div>' in r.text
+    assert len(r.content) <= 150_000  # the first answer: what a student reads first
+    loader = re.search(r'<div id="head-loader"[^>]* hx-get="([^"]+)"[^>]* hx-target="#enlarged"', r.text)
+    assert loader and unescape(loader.group(1)) == r.headers["HX-Push-Url"]
+    rest = client.get(unescape(loader.group(1)), headers=HTMX | {"HX-Target": "enlarged", "HX-Trigger": "head-loader"})
+    assert rest.status_code == 200 and "HX-Push-Url" not in rest.headers  # the address is the head's already
+    assert rest.text.lstrip().startswith('<figure class="enlarged" id="enlarged"')
+    assert "<strong>L2 H9</strong>" in rest.text
+    for oob in ("compare", "model-lines-figure", "model-output-panel"):
+        assert re.search(rf'id="{oob}"[^>]* hx-swap-oob="true"', rest.text), oob
+    assert rest.text.count('class="lines-svg') == 1 and "lines-later" not in rest.text
+    assert 'data-ref="output"' in rest.text and "aria-busy" not in rest.text
     whole = client.get("/model", params={"layer": "2", "head": "9"}, headers=HTMX)
-    assert 'class="thumb' in whole.text and len(r.content) < len(whole.content)
+    assert 'class="thumb' in whole.text and len(r.content) < len(whole.content) / 2
+    assert 'id="head-loader" class="head-loader" hidden' in whole.text  # where the loader lands
 
 
 def test_text_is_escaped_everywhere(client: TestClient) -> None:
