@@ -11,6 +11,7 @@ itself until the real one is ready.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -100,10 +101,11 @@ async def served_page(request: Request, page: PageRequest, service: ModelService
         if answer is None:
             poll_url = str(request.url.path) + (f"?{request.url.query}" if request.url.query else "")
             waiting = waiting_of(service, job, slot, poll_url, not page.htmx or polling, model)
-            fragment = page.htmx or polling
-            rendered = wait_page(page, waiting) if not fragment else render(
-                page, "partials/waiting.html", {"waiting": waiting},
-                headers={"HX-Retarget": f"#{slot}", "HX-Reswap": "outerHTML", "Cache-Control": "no-store"})
+            if page.htmx or polling:  # the waiting block alone, a millisecond's work
+                rendered = render(page, "partials/waiting.html", {"waiting": waiting}, headers={
+                    "HX-Retarget": f"#{slot}", "HX-Reswap": "outerHTML", "Cache-Control": "no-store"})
+            else:  # a whole page, some milliseconds: in a thread (with the request's language), so that a hall's
+                rendered = await asyncio.to_thread(wait_page, page, waiting)  # first screens never queue /healthz
             return Response(rendered.body, rendered.status, dict(rendered.headers or {}), rendered.media_type)
         origin = job.origin
     if polling:  # the whole page is ready now: reload it (it is kept, so it comes at once)
