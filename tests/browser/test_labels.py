@@ -110,6 +110,12 @@ def check_sizes(page: Page, where: str, sizes: tuple[tuple[int, int], ...]) -> i
     return legends
 
 
+# Every stage and panel of a preset at once: why-scale's (16 tokens × 64 dimensions, learning and cost panels open)
+# is answered in about 1.2 s on an idle machine, and in more than the 5 s of expect's default while another browser
+# sweeps beside it.
+WHOLE_WORKSPACE_MS = 30_000
+
+
 def presenter_stages(page: Page) -> Iterator[str]:
     """Presenter mode from its first stage to its last, stepped with Next (a swap each, no reload)."""
     page.locator('#stages svg.map:visible a[id$="-x"]').click()
@@ -120,22 +126,17 @@ def presenter_stages(page: Page) -> Iterator[str]:
         if page.locator("#next-stage").is_disabled():
             return
         page.locator("#next-stage").click()
-        expect(page.locator("#stages article.stage")).not_to_have_id(f"stage-{key}")
+        expect(page.locator("#stages article.stage")).not_to_have_id(f"stage-{key}", timeout=WHOLE_WORKSPACE_MS)
 
 
-# A known defect, open: in presenter mode on why-scale (16 × 64) the first Next leaves the page on stage X.
-PRESENTER_NEXT_STUCK = pytest.mark.xfail(reason="why-scale in presenter mode: Next from X does not step", strict=False)
-
-
-@pytest.mark.parametrize("preset", [pytest.param(p, marks=PRESENTER_NEXT_STUCK) if p == "why-scale" else p
-                                    for p in sorted(PRESETS)])
+@pytest.mark.parametrize("preset", sorted(PRESETS))
 def test_legends_numbers_and_symbols_read_right_on_every_screen(page: Page, preset: str) -> None:
     page.goto(f"/?preset={preset}&show_all=on&panels={PANELS}")
     expect(page.locator("#stages .stage").first).to_be_visible()
     screens = swept(VIEWPORTS, SAMPLE_SCREENS)  # every one in a full run
     assert check_sizes(page, preset, screens) > 0, f"{preset}: no legend in view"
     page.locator("#present-toggle").click()
-    expect(page.locator("#workspace.present")).to_be_visible()
+    expect(page.locator("#workspace.present")).to_be_visible(timeout=WHOLE_WORKSPACE_MS)
     legends = 0
     for key in presenter_stages(page):
         legends += check_sizes(page, f"presenter, {preset} stage {key}", PRESENTER)

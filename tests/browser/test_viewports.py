@@ -117,14 +117,7 @@ def sweep(page: Page, preset: str, sizes: tuple[tuple[int, int], ...]) -> None:
                 save_screenshot(page, f"viewport-{preset}-{width}x{height}", full_page=False)
 
 
-# A known defect, open: Q, K and V side by side give each a third of a 1366 px stage, and learn-previous-token's
-# 8-column Q scrolls 107 px inside its third (stacking them instead puts V below the fold on seven other presets).
-SIDE_BY_SIDE_TOO_WIDE = pytest.mark.xfail(reason="Q, K, V side by side: an 8-column Q scrolls inside its third",
-                                          strict=False)
-
-
-@pytest.mark.parametrize("preset", [pytest.param(p, marks=SIDE_BY_SIDE_TOO_WIDE) if p == "learn-previous-token" else p
-                                    for p in sorted(PRESETS)])
+@pytest.mark.parametrize("preset", sorted(PRESETS))
 def test_every_stage_fits_every_screen(page: Page, preset: str) -> None:
     sweep(page, preset, VIEWPORTS)
 
