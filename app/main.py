@@ -47,6 +47,7 @@ from app.web.class_access import store_unreachable
 from app.web.compression import MIDDLEWARE_OPTIONS
 from app.web.lanes import Lanes
 from app.web.language import LanguageMiddleware
+from app.web.respond import compile_templates
 from app.web.security import SameOriginMiddleware, SecurityHeadersMiddleware, docs_router
 from app.web.static_files import PrecompressedStatic
 
@@ -171,6 +172,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await app.state.lanes.start(pages.warm)
         await to_thread.run_sync(encoder.files)
         await to_thread.run_sync(app.state.static.warm)  # the static files at their smallest (a second or so)
+        await to_thread.run_sync(compile_templates)  # every template compiled before its first page needs it
         # Then the language model: 98 MB of 4-bit weights de-quantised to 540 MB of float32, in about 4 s, and
         # what its heads do (about 2 s of forward passes in a thread, outside the lanes): the page's first
         # answer chooses its head from it. Then what the encoder's heads do (a second): measured first, it held

@@ -35,6 +35,7 @@ from app.web.page_work import INLINE_OPERATIONS, PageRequest, Rendered, page_ope
 from app.web.respond import (
     ERROR_SLOTS,
     PageWork,
+    compile_templates,
     error_page,
     link_to,
     page_request,
@@ -50,7 +51,9 @@ router = APIRouter()
 
 
 def warm() -> None:
-    """Nothing: a heavy-lane process that runs it has imported this module, and so the whole page."""
+    """A heavy-lane process that runs it has imported this module, and so the whole page; its templates are
+    compiled too, before its first page needs them."""
+    compile_templates()
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)

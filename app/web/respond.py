@@ -128,6 +128,15 @@ templates.env.filters["edits"] = encode_edits
 templates.env.filters.update(tex=tex, prose=prose)
 # {{ head.score | num }}: a number the view wrote in English (0.25, 1,234) as the reader's language writes it.
 templates.env.filters["num"] = lambda text: local_decimals(str(text))
+
+
+def compile_templates() -> int:
+    """Compile every template now (a server's start, in a thread): Jinja compiles one on its first use, and a page
+    rendered on the event loop then held it for a tenth of a second (a hall's /healthz waited behind it)."""
+    names = templates.env.list_templates(filter_func=lambda name: not name.startswith("."))
+    for name in names:
+        templates.get_template(name)
+    return len(names)
 # {{ b.probability | percent }}, {{ b.logit | logit }}, {{ v | decimal(2) }}: a number (a float, not text) of each
 # kind, written by app.i18n in the reader's language.
 templates.env.filters.update(decimal=decimal, percent=percent, count=count, weight=weight, probability=probability,
