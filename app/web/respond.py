@@ -18,6 +18,7 @@ from babel.messages.extract import extract_javascript
 from fastapi import HTTPException, Request
 from fastapi.responses import Response
 from fastapi.templating import Jinja2Templates
+from jinja2 import pass_context
 from jinja2.utils import htmlsafe_json_dumps
 from markupsafe import Markup
 from starlette.concurrency import run_in_threadpool
@@ -129,6 +130,26 @@ templates.env.filters.update(tex=tex, prose=prose)
 # {{ head.score | num }}: a number the view wrote in English (0.25, 1,234) as the reader's language writes it.
 templates.env.filters["num"] = lambda text: local_decimals(str(text))
 
+# {{ b.probability | percent }}, {{ b.logit | logit }}, {{ v | decimal(2) }}: a number (a float, not text) of each
+# kind, written by app.i18n in the reader's language.
+templates.env.filters.update(decimal=decimal, percent=percent, count=count, weight=weight, probability=probability,
+                             logit=logit, score=score, cosine=cosine, angle=angle, frequency=frequency,
+                             temperature=temperature)
+
+
+def per_request(write: Callable[..., str]) -> Callable[..., str]:
+    """A filter that writes in the request's language, never folded into a template when it is compiled: Jinja
+    evaluates a filter of a constant (``{{ 1 | decimal(3) }}``) once, at compile time, unless it takes the context."""
+    @pass_context
+    def written(_context: object, value: object, *args: object, **kwargs: object) -> str:
+        return write(value, *args, **kwargs)
+    return written
+
+
+for _name in ("tex", "prose", "num", "decimal", "percent", "count", "weight", "probability", "logit", "score",
+              "cosine", "angle", "frequency", "temperature"):
+    templates.env.filters[_name] = per_request(templates.env.filters[_name])
+
 
 def compile_templates() -> int:
     """Compile every template now (a server's start, in a thread): Jinja compiles one on its first use, and a page
@@ -137,11 +158,6 @@ def compile_templates() -> int:
     for name in names:
         templates.get_template(name)
     return len(names)
-# {{ b.probability | percent }}, {{ b.logit | logit }}, {{ v | decimal(2) }}: a number (a float, not text) of each
-# kind, written by app.i18n in the reader's language.
-templates.env.filters.update(decimal=decimal, percent=percent, count=count, weight=weight, probability=probability,
-                             logit=logit, score=score, cosine=cosine, angle=angle, frequency=frequency,
-                             temperature=temperature)
 
 
 # Which error slot on the page shows a field's message.

@@ -28,6 +28,19 @@ def inputs_open() -> bool:
     return False
 
 
+# Resolves once ``selector`` has kept its place for six frames (about 0.1 s): a smooth scroll has ended.
+SCROLLED = """(selector) => new Promise((done) => {
+  let last = null, same = 0;
+  const tick = () => {
+    const y = document.querySelector(selector).getBoundingClientRect().top;
+    same = last !== null && Math.abs(y - last) < 0.5 ? same + 1 : 0;
+    last = y;
+    if (same >= 6) done(true); else requestAnimationFrame(tick);
+  };
+  tick();
+})"""
+
+
 def on_screen(page: Page, selector: str) -> dict:
     box = page.locator(selector).bounding_box()
     assert box is not None, f"{selector} is not drawn"
@@ -47,7 +60,7 @@ def test_next_stays_in_reach_on_a_phone(page: Page) -> None:
     for key in stages:
         page.locator("#next-stage").click()
         expect(page.locator(f"#stage-{key}")).to_be_visible()
-        page.wait_for_function("() => new Promise((done) => setTimeout(() => done(true), 400))")  # the smooth scroll
+        page.wait_for_function(SCROLLED, arg=HEADING)  # the smooth scroll, however long its distance makes it
         assert_within(on_screen(page, "#next-stage"), f"after Next to {key}, the Next button")
         heading = on_screen(page, HEADING)
         assert_within(heading, f"after Next to {key}, the stage's heading")

@@ -109,3 +109,18 @@ def test_a_probability_is_a_percentage_in_the_readers_language(client: TestClien
     en = text_of(client.get("/decoder?text=The+capital+of+France+is&lang=en").text)
     assert re.search(r"␣Paris 77,3 % 17,\d\d", fr)  # (text_of reads the no-break space before % as a space)
     assert re.search(r"␣Paris 77\.3% 17\.\d\d", en)
+
+
+def test_a_template_compiled_before_any_request_still_writes_each_reader_s_numbers() -> None:
+    """Every template is compiled at a server's start, in English: a filter of a constant (``{{ 1 | decimal(3) }}``,
+    ``{% filter tex %}…{% endfilter %}``) must not be folded into it then."""
+    from app.i18n import speaking
+    from app.web.respond import templates
+
+    template = templates.env.from_string(
+        "{{ 1 | decimal(3) }} {{ 0.5 | percent }} {% filter tex %}\\sqrt{2.5}{% endfilter %}")
+    english = template.render()
+    with speaking("fr"):
+        french = template.render()
+    assert english.startswith("1.000 ") and french.startswith("1,000 ")
+    assert "<mn>2.5</mn>" in english and "<mn>2,5</mn>" in french
