@@ -125,16 +125,6 @@ templates.env.globals.update(settings=settings, equations=equations, decimals_ch
                              script_messages=lambda: script_messages(language()),
                              reads_english=lambda model: splits(model, language()), source_line=source_line)
 templates.env.filters["edits"] = encode_edits
-# {% filter prose %}text with $maths${% endfilter %}: LaTeX as template text, free of string escapes.
-templates.env.filters.update(tex=tex, prose=prose)
-# {{ head.score | num }}: a number the view wrote in English (0.25, 1,234) as the reader's language writes it.
-templates.env.filters["num"] = lambda text: local_decimals(str(text))
-
-# {{ b.probability | percent }}, {{ b.logit | logit }}, {{ v | decimal(2) }}: a number (a float, not text) of each
-# kind, written by app.i18n in the reader's language.
-templates.env.filters.update(decimal=decimal, percent=percent, count=count, weight=weight, probability=probability,
-                             logit=logit, score=score, cosine=cosine, angle=angle, frequency=frequency,
-                             temperature=temperature)
 
 
 def per_request(write: Callable[..., str]) -> Callable[..., str]:
@@ -146,9 +136,15 @@ def per_request(write: Callable[..., str]) -> Callable[..., str]:
     return written
 
 
-for _name in ("tex", "prose", "num", "decimal", "percent", "count", "weight", "probability", "logit", "score",
-              "cosine", "angle", "frequency", "temperature"):
-    templates.env.filters[_name] = per_request(templates.env.filters[_name])
+# Each writes in the reader's language. {% filter prose %}text with $maths${% endfilter %}: LaTeX as template text,
+# free of string escapes. {{ head.score | num }}: a number the view wrote in English (0.25, 1,234) as the reader's
+# language writes it. {{ b.probability | percent }}, {{ b.logit | logit }}, {{ v | decimal(2) }}: a number (a
+# float, not text) of each kind, written by app.i18n.
+templates.env.filters.update({name: per_request(write) for name, write in {
+    "tex": tex, "prose": prose, "num": lambda text: local_decimals(str(text)),
+    "decimal": decimal, "percent": percent, "count": count, "weight": weight, "probability": probability,
+    "logit": logit, "score": score, "cosine": cosine, "angle": angle, "frequency": frequency,
+    "temperature": temperature}.items()})
 
 
 def compile_templates() -> int:
