@@ -47,7 +47,9 @@ def edit(page: Page, selector: str, value: str) -> Response:
 def test_a_value_edit_updates_the_heatmaps_and_the_inspector_and_keeps_the_map(page: Page) -> None:
     page.goto("/")
     go_to_stage(page, "softmax")
-    cell(heatmap(page, "softmax.0"), 1, 2).click()
+    with page.expect_response(lambda r: r.url.endswith("/stages")):
+        cell(heatmap(page, "softmax.0"), 1, 2).click()  # the inspector's cell: the whole stages come back
+    htmx_idle(page)  # that answer swapped in (it marks the cells the selected one reads) before the edit below
     inspector = page.locator("#inspector")
     expect(inspector).to_contain_text("exp")
     before = inspector.inner_text()
@@ -60,6 +62,7 @@ def test_a_value_edit_updates_the_heatmaps_and_the_inspector_and_keeps_the_map(p
 
     run = expected_run("default", {(0, 0): 2.5})
     expect(heatmap(page, "scaled.0")).not_to_have_text(scaled)  # swapped in
+    htmx_idle(page)
     assert cells(heatmap(page, "softmax.0")) == fmt(run.heads[0].softmax)
     assert cells(heatmap(page, "scaled.0")) == fmt(run.heads[0].scaled)
     expect(inspector).not_to_have_text(before)
