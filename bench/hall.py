@@ -182,8 +182,11 @@ async def hall(base: str, name: str, urls: list[str], spread: float, *, edits: l
     timeout = aiohttp.ClientTimeout(total=TIMEOUT_S)
     async with aiohttp.ClientSession(base, connector=connector, timeout=timeout, auto_decompress=False) as session:
         stop = asyncio.Event()
-        health_stop, health_out = multiprocessing.Event(), multiprocessing.Queue()
-        prober = multiprocessing.Process(target=health_probe, args=(f"{base}/healthz", HEALTH_EVERY_S, health_stop,
+        # A fresh interpreter, not a fork: a forked probe inherits this client's heap (every earlier student's
+        # answer) and its own collector's full pass over it held the probe for 120 ms, counted as the server's.
+        spawn = multiprocessing.get_context("spawn")
+        health_stop, health_out = spawn.Event(), spawn.Queue()
+        prober = spawn.Process(target=health_probe, args=(f"{base}/healthz", HEALTH_EVERY_S, health_stop,
                                                                      health_out), daemon=True)
         prober.start()
         await asyncio.sleep(0.5)  # /healthz answered before the hall, and throughout
