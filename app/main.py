@@ -26,7 +26,7 @@ from app.classroom.redis_store import RedisRooms
 from app.classroom.store import Rooms, StoreUnavailable
 from app.config import Settings, settings
 from app.i18n import load_catalogues
-from app.serving.real_models import language_model, sentence_model
+from app.serving.real_models import language_model, sentence_model, translator
 from app.serving.shared import SharedAnswers
 from app.web import (
     api,
@@ -42,6 +42,7 @@ from app.web import (
     model_api,
     model_pages,
     pages,
+    translate_api,
 )
 from app.web.class_access import store_unreachable
 from app.web.compression import MIDDLEWARE_OPTIONS
@@ -180,6 +181,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if app.state.config.preload_language_model:
             await decoder.start()
         await encoder.start()
+        await translator_model.start()  # both directions, a third of a second each, and the seeds' two banks
         # What start made stays for the server's life (modules, templates, the models' tokenizers and catalogues):
         # the collector need not walk it again at every full collection, a pause of every thread, the event
         # loop's too (a /healthz waited 150 ms behind one under a hall's load).
@@ -188,12 +190,12 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     # The event loop takes the GIL back from a model's thread (rendering a page is pure Python) within half a
     # millisecond rather than five: /healthz, the event streams and the toy page's edits wait that much less.
     sys.setswitchinterval(SWITCH_SECONDS)
-    decoder, encoder = language_model(), sentence_model()
+    decoder, encoder, translator_model = language_model(), sentence_model(), translator()
     shared = None
     if app.state.config.redis_url:  # finished answers shared with the other servers (app.serving.shared)
         shared = SharedAnswers(app.state.config.redis_url, budget=app.state.config.shared_answer_bytes,
                                seconds=app.state.config.shared_answer_seconds)
-    for service in (decoder, encoder):
+    for service in (decoder, encoder, translator_model):
         service.share(shared)
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(warm)
@@ -253,6 +255,7 @@ def create_app(config: Settings = settings) -> FastAPI:
     app.include_router(api.router)
     app.include_router(model_api.router)
     app.include_router(decoder_api.router)
+    app.include_router(translate_api.router)
     app.include_router(decoder_pages.router)
     app.include_router(model_pages.router)
     app.include_router(pages.router)

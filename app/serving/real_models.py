@@ -1,6 +1,8 @@
-"""The two real models' services, one of each per process: the language model (SmolLM2-135M-Instruct, "Next word")
-and the sentence encoder (all-MiniLM-L6-v2, "Your sentence"). Each reads its files through app.maths, measures its
-heads over the lesson's fixed texts, and keeps its runs by the question that made them (app.serving.models)."""
+"""The real models' services, one of each per process: the language model (SmolLM2-135M-Instruct, "Next word"),
+the sentence encoder (all-MiniLM-L6-v2, "Your sentence") and the translator (Bergamot's English ↔ Portuguese
+Marian students, seed 003's encoder–decoder). Each reads its files through app.maths, measures its heads over the
+lesson's fixed texts (the translator: translates the seeds' two banks), and keeps its runs by the question that made
+them (app.serving.models)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from app.maths.decoder_files import DECODER_NAME, DecoderFiles, load_decoder_fil
 from app.maths.decoder_habits import decoder_catalogue, decoder_habits
 from app.maths.head_catalogue import CatalogueEntry, head_catalogue
 from app.maths.llama import DecoderRun, run_decoder
+from app.maths.marian import Translation, translate
+from app.maths.marian_files import DIRECTIONS, TranslatorFiles, load_translator_files
 from app.maths.model_files import MODEL_NAME, ModelFiles, load_model_files
 from app.serving.byte_cache import ByteCache
 from app.serving.models import ModelService
@@ -91,6 +95,30 @@ class SentenceModel(ModelService[ModelFiles]):
         return super().catalogue()  # type: ignore[return-value]
 
 
+TRANSLATOR_NAME = "Bergamot tiny en↔pt (Marian)"
+BANKS = ("The bank of the river was muddy.", "I deposited money at the bank.")  # seed 000's bank, two senses
+
+
+def read_translators() -> dict[str, TranslatorFiles]:
+    """Both directions' files (about 70 MB of float32 weights each, a third of a second to read)."""
+    return {direction: load_translator_files(direction) for direction in DIRECTIONS}
+
+
+def measure_translator(files: dict[str, TranslatorFiles]) -> tuple[Translation, ...]:
+    """The page's first examples, translated once at start: the seeds' two banks into Portuguese."""
+    return tuple(translate(files["en-pt"], text) for text in BANKS)
+
+
+class TranslatorModel(ModelService[dict[str, TranslatorFiles]]):
+    """The translator, both directions: its translations by direction and text."""
+
+    def __init__(self) -> None:
+        super().__init__(TRANSLATOR_NAME, read_translators, measure_translator)
+
+    def run(self, direction: str, text: str) -> Translation:
+        return self.record(("translate", direction, text), lambda progress: translate(self.files()[direction], text))
+
+
 _MAKING = threading.Lock()
 _services: dict[str, ModelService] = {}
 
@@ -111,6 +139,14 @@ def sentence_model() -> SentenceModel:
         return _services["encoder"]  # type: ignore[return-value]
 
 
+def translator() -> TranslatorModel:
+    """This process's translator service."""
+    with _MAKING:
+        if "translator" not in _services:
+            _services["translator"] = TranslatorModel()
+        return _services["translator"]  # type: ignore[return-value]
+
+
 def model_services() -> tuple[ModelService, ...]:
-    return language_model(), sentence_model()
+    return language_model(), sentence_model(), translator()
 
