@@ -43,6 +43,7 @@ from app.web import (
     model_pages,
     pages,
     translate_api,
+    translate_pages,
 )
 from app.web.class_access import store_unreachable
 from app.web.compression import MIDDLEWARE_OPTIONS
@@ -256,6 +257,7 @@ def create_app(config: Settings = settings) -> FastAPI:
     app.include_router(model_api.router)
     app.include_router(decoder_api.router)
     app.include_router(translate_api.router)
+    app.include_router(translate_pages.router)
     app.include_router(decoder_pages.router)
     app.include_router(model_pages.router)
     app.include_router(pages.router)

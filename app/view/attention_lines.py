@@ -29,6 +29,7 @@ from markupsafe import Markup, escape
 
 from app.i18n import N_, count, local_number, ngettext, weight
 from app.i18n import gettext as _
+from app.view.map_drawing import text_width
 
 SVG_NS = "http://www.w3.org/2000/svg"
 WIDTH_PER_WEIGHT = 6.0  # stroke-width = 6·w
@@ -46,6 +47,7 @@ HEAD_COLOURS = (N_("reddish purple"), N_("bluish green"), N_("orange"), N_("blue
 ROW = 24  # one token per row
 TOP = 30  # room for the column headings
 CHAR_W = 7.9  # a label character at 14 px
+LABEL_FONT_PX = 14.0
 NUM_W = 28  # one weight column per head: "0.59" at 10.5 px
 GAP = 6
 SPAN = 190  # horizontal length of a query's lines, at least
@@ -98,6 +100,13 @@ def _short(token: str) -> str:
     return token if len(token) <= LABEL_CHARS else token[: LABEL_CHARS - 1] + "…"
 
 
+def _label_w(token: str) -> float:
+    """A label's width at 14 px: CHAR_W a character, or more where its letters are wide ("▁margem": an m is an
+    em; a label drawn wider than its column was cut at the figure's edge)."""
+    short = _short(token)
+    return max(CHAR_W * len(short), text_width(short, LABEL_FONT_PX))
+
+
 def attention_lines(
     weights: np.ndarray,
     queries: Sequence[str],
@@ -126,8 +135,8 @@ def attention_lines(
     #    prints its weights just right of the query labels, and its own lines start after them.
     # At least the width of the column's heading, "queries" in the reader's language (right-aligned).
     queries_heading, keys_heading = _("queries"), _("keys (source)") if cross else _("keys")
-    q_w = max(52.0, _heading_width(queries_heading) + 4, CHAR_W * max((len(_short(q)) for q in queries), default=0) + 8)
-    k_w = max(40.0, CHAR_W * max((len(_short(k)) for k in keys), default=0) + 8)
+    q_w = max(52.0, _heading_width(queries_heading) + 4, max((_label_w(q) for q in queries), default=0) + 8)
+    k_w = max(40.0, max((_label_w(k) for k in keys), default=0) + 8)
     # The keys' heading may run over the weights' columns after them, never past the figure's edge.
     k_w = max(k_w, _heading_width(keys_heading) + 4 - h_count * NUM_W)
     num_zone = h_count * NUM_W  # one column of printed weights per head

@@ -225,7 +225,7 @@ def page_request(request: Request) -> PageRequest:
 
 # The routes the templates link to: resolved once per root path, not once per link per render.
 LINKED_ROUTES = ("index", "update", "stages", "export", "notebook", "download_scenario", "open_scenario",
-                 "swagger_ui_html", "start_class", "join_class", "model_page", "decoder_page")
+                 "swagger_ui_html", "start_class", "join_class", "model_page", "decoder_page", "translate_page")
 
 
 _ROUTE_PATHS: dict[tuple[int, str], SimpleNamespace] = {}

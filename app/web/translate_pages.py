@@ -1,0 +1,68 @@
+"""GET /translate: "Translate" — a real translator (Bergamot's English ↔ Portuguese Marian students) on a text
+the student types: where each word of the translation looks in the source (seed 003's cross-attention on real
+numbers).
+
+One GET form holds the page's whole state, so every view is a permalink and the page works without JavaScript;
+htmx gets the workspace back as a fragment (#translate-work) and swaps it in place. A bad field is a 422 with its
+message beside it: for htmx only the message (out of band, the last good result stays); without JavaScript the
+page again, with what the student typed still in the box. The model runs through its service (app.web.served):
+once per question however many ask, in a worker thread.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, Response
+
+from app.serving.real_models import translator
+from app.state.form import FormError
+from app.state.translate_state import DEFAULT_DIRECTION, DEFAULT_TEXT, OTHER_BANK, read_translate_page
+from app.view.translate_view import translate_context
+from app.web.page_work import PageRequest, Rendered
+from app.web.respond import page_request, render
+from app.web.served import Waiting, served_page
+
+router = APIRouter()
+
+ERROR_SLOTS = ("text", "view")
+
+
+def typed(pairs: list[tuple[str, str]]) -> dict:
+    given = dict(pairs)
+    return {"text": given.get("text", DEFAULT_TEXT), "direction": given.get("direction") or DEFAULT_DIRECTION}
+
+
+def translate_work(page: PageRequest, pairs: list[tuple[str, str]], url: str,
+                   waiting: Waiting | None = None) -> Rendered:
+    """The page or its fragment for one query string; a bad field's 422; or the page around ``waiting``."""
+    base = {"translate_url": url, "error": None, "error_slots": ERROR_SLOTS, "other_bank": OTHER_BANK,
+            "default_text": DEFAULT_TEXT}
+    if waiting is not None:
+        return render(page, "translate.html", base | {"waiting": waiting, "typed": typed(pairs)},
+                      headers={"Cache-Control": "no-store"})
+    service = translator()
+    try:
+        read = read_translate_page(service.files(), pairs)
+    except FormError as error:
+        ctx = base | {"error": error, "error_slot": error.field if error.field == "text" else "view"}
+        if page.htmx:
+            return render(page, "translate/errors.html", ctx, status=422, headers={"HX-Reswap": "none"})
+        return render(page, "translate.html", ctx | {"typed": typed(pairs)}, status=422)
+    run = service.run(read.direction, read.text)
+    ctx = base | translate_context(service.files()[read.direction], run, read)
+    ctx["typed"] = {"text": read.text, "direction": read.direction}
+    if page.htmx:  # the address bar gets the clean permalink
+        return render(page, "translate/fragment.html", ctx, headers={"HX-Push-Url": f"{url}?{ctx['query_string']}"})
+    return render(page, "translate.html", ctx)
+
+
+@router.get("/translate", response_class=HTMLResponse, include_in_schema=False, name="translate_page")
+async def translate_page(request: Request) -> Response:
+    """The page for ``?text=…&direction=en-pt|pt-en&layer=…&head=…`` (the cross-attention head, from 1)."""
+    page = page_request(request)
+    pairs = list(request.query_params.multi_items())
+    url = request.url_for("translate_page").path
+    return await served_page(request, page, translator(), (url, tuple(sorted(pairs))),
+                             lambda: translate_work(page, pairs, url),
+                             lambda asked, waiting: translate_work(asked, pairs, url, waiting),
+                             "translate-work", "Bergamot en↔pt")

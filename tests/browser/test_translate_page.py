@@ -1,0 +1,135 @@
+""""Translate" (GET /translate) in a real Chromium: the seeds' bank translated with its lines, the other bank
+one click away, the steps with their candidates, the alignment and the 2 × 8 maps, a cross-attention head selected
+and stepped through, a bad text's message beside the box with the last good result kept, the same without
+JavaScript as plain GET forms, no serious accessibility violation, and the page at the four screens a class has,
+never scrolling sideways."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pytest
+
+from app.maths.marian import cross_head, translate
+from app.maths.marian_files import load_translator_files
+from tests.browser.conftest import PageLog, htmx_idle, save_screenshot
+from tests.browser.test_accessibility import violations
+from tests.browser.test_page import cells, fmt
+from tests.conftest import SAMPLE_SCREENS, VIEWPORTS, swept
+
+try:
+    from axe_playwright_python.sync_playwright import Axe
+    from playwright.sync_api import expect
+except ImportError:  # conftest's fixtures skip every test (or fail them under REQUIRE_BROWSER=1)
+    Axe = expect = None
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
+pytestmark = pytest.mark.browser
+
+MONEY = "I deposited money at the bank."
+
+
+def overflow(page: Page) -> int:
+    return page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+
+
+def test_the_bank_is_translated_with_where_each_word_looked(page: Page) -> None:
+    page.goto("/translate")
+    expect(page.locator(".translated .tgt")).to_have_text("A margem do rio estava enlameado.")
+    lines = page.locator("#translate-lines-figure svg")
+    expect(lines).to_be_visible()
+    assert lines.locator("line, path").count() > 10
+    rows = page.locator("table.written-steps tbody tr")
+    expect(rows).to_have_count(11)  # ten pieces and the end
+    expect(rows.nth(1).locator(".piece")).to_have_text("▁margem")
+    expect(rows.nth(1)).to_contain_text("2 ▁bank")  # the alignment head looked at "bank" to write "margem"
+    expect(rows.nth(10).locator(".piece")).to_have_text("</s>")
+    expect(page.locator("#translate-maps a.thumb")).to_have_count(16)
+    expect(page.locator(".encoder-maps .thumb")).to_have_count(48)
+    run = translate(load_translator_files("en-pt"), "The bank of the river was muddy.")
+    assert cells(page.locator('table.heatmap[data-ref="alignment"]')) == fmt(run.alignment, 2)
+
+    page.locator(".sentence-go .hint a", has_text=MONEY).click()
+    expect(page.locator(".translated .tgt")).to_have_text("Eu depositei dinheiro no banco.")
+
+
+def test_selecting_a_map_steps_through_that_head_on_its_numbers(page: Page) -> None:
+    page.goto("/translate")
+    page.locator('#translate-maps a.thumb[aria-label="Layer 1, head 4"]').click()
+    expect(page.locator("#tr-steps-h")).to_have_text("Step through one cross-attention head: L1 H4")
+    htmx_idle(page)
+    assert "layer=1&head=4" in page.url
+    files = load_translator_files("en-pt")
+    head = cross_head(files, translate(files, "The bank of the river was muddy."), 0, 3)
+    assert cells(page.locator('#tr-steps table.heatmap[data-ref="softmax"]')) == fmt(head.softmax, 2)
+    assert cells(page.locator('#tr-steps table.heatmap[data-ref="scores"]')) == fmt(head.scores, 2)
+    np.testing.assert_allclose(head.softmax.sum(1), 1, atol=1e-5)
+
+
+def test_portuguese_to_english_and_a_bad_text_keeps_the_last_result(page: Page, page_log: PageLog) -> None:
+    page_log.allow(422, "/translate", "GET")
+    page.goto("/translate")
+    page.locator("#text").fill("Eu depositei dinheiro no banco.")
+    page.locator("#direction").select_option("pt-en")
+    page.locator(".sentence-go button").click()
+    expect(page.locator(".translated .tgt")).to_have_text("I deposited money in the bank.")
+    page.locator("#text").fill("")
+    page.locator(".sentence-go button").click()
+    expect(page.locator("#err-translate-text")).to_contain_text("text: enter a sentence")
+    expect(page.locator(".translated .tgt")).to_have_text("I deposited money in the bank.")  # still on screen
+
+
+def test_the_first_screen_links_to_the_translator(page: Page) -> None:
+    page.goto("/")
+    if not page.locator("form.model-entry").is_visible():
+        page.locator("details.app-more > summary").click()
+    page.locator("#model-text").fill(MONEY)
+    page.locator("form.model-entry button", has_text="Translate").click()
+    expect(page.locator(".translated .tgt")).to_have_text("Eu depositei dinheiro no banco.")
+
+
+@pytest.mark.parametrize("js_enabled", [False])
+def test_without_javascript_the_page_is_plain_get_forms(page: Page, page_log: PageLog) -> None:
+    page_log.allow(422, "/translate", "GET")
+    page.goto("/translate")
+    page.locator("#text").fill("The river bank flooded.")
+    page.locator(".sentence-go button").click()
+    page.wait_for_url("**/translate?text=The+river+bank+flooded.*")
+    expect(page.locator(".translated .tgt")).not_to_be_empty()
+    expect(page.locator("#translate-lines-figure svg")).to_be_visible()
+    page.locator('#translate-maps a.thumb[aria-label="Layer 2, head 3"]').click()  # a link
+    expect(page.locator("#tr-steps-h")).to_have_text("Step through one cross-attention head: L2 H3")
+    page.locator("#text").fill("")
+    page.locator(".sentence-go button").click()
+    expect(page.locator("#err-translate-text")).to_contain_text("text: enter a sentence")
+
+
+@pytest.mark.parametrize(("width", "height"), swept(VIEWPORTS, SAMPLE_SCREENS))  # all in a full run
+def test_the_page_fits_every_screen(page: Page, width: int, height: int) -> None:
+    page.set_viewport_size({"width": width, "height": height})
+    page.goto("/translate")
+    expect(page.locator(".translated .tgt")).to_be_visible()
+    assert overflow(page) <= 0, f"{width}×{height}: the page scrolls sideways"
+    translation = page.locator(".translated").bounding_box()
+    assert translation["y"] + translation["height"] <= height  # the translation on the first screen
+    figure = page.locator("#translate-lines-figure svg").bounding_box()
+    assert figure["x"] >= 0 and figure["x"] + figure["width"] <= width
+    save_screenshot(page, f"translate-{width}x{height}", full_page=False)
+    save_screenshot(page, f"translate-{width}x{height}-full")
+
+
+@pytest.fixture(scope="module")
+def axe() -> Axe:
+    if Axe is None:
+        pytest.skip("axe-playwright-python is not installed (pip install -e '.[test]')")
+    return Axe()
+
+
+def test_no_serious_accessibility_violation(page: Page, axe: Axe) -> None:
+    page.goto("/translate")
+    expect(page.locator(".translated .tgt")).to_be_visible()
+    page.locator(".encoder-maps summary").click()
+    assert violations(axe, page) == []
