@@ -94,6 +94,7 @@ class TranslatorFiles:
     direction: str  # "en-pt" or "pt-en"
     config: TranslatorConfig
     weights: dict[str, np.ndarray]  # every float32 tensor and dequantised matrix, by Marian's name; (k, m) for x·B
+    int8: dict[str, tuple[np.ndarray, np.float32]]  # each matrix's 8-bit values (k, m) and multiplier: B = int8 / m
     embedding_int8: np.ndarray  # (vocab, d_model) int8: Wemb, the source's, target's and output layer's
     embedding_multiplier: np.float32  # Wemb = int8 / multiplier
     shortlist: Shortlist
@@ -191,6 +192,7 @@ def read_translator_files(direction: str, check: bool = True) -> TranslatorFiles
     items = read_marian(paths["model"].read_bytes())
     config = translator_config(model_options(items["special:model.yml"][2].decode()))
     weights: dict[str, np.ndarray] = {}
+    int8: dict[str, tuple[np.ndarray, np.float32]] = {}
     embedding_int8 = embedding_multiplier = None
     for name, (kind, shape, raw) in items.items():
         if name.endswith("_QuantMultA") or name.startswith("special:"):
@@ -203,13 +205,15 @@ def read_translator_files(direction: str, check: bool = True) -> TranslatorFiles
             embedding_multiplier = np.float32(np.frombuffer(raw, "<f4", count=1, offset=shape[0] * shape[1])[0])
         elif kind == INTGEMM8:
             values, multiplier = intgemm8(shape, raw)
+            int8[name] = (values, multiplier)  # a view of the file's bytes: no copy
             weights[name] = np.ascontiguousarray(values.astype(np.float32) / multiplier)  # (k, m)
         else:
             raise TranslatorFilesError(f"the model's item {name} has type {kind:#x}, which this reader does not know")
     if embedding_int8 is None:
         raise TranslatorFilesError("the model has no Wemb")
     config = TranslatorConfig(**{**config.__dict__, "vocab": int(embedding_int8.shape[0])})
-    return TranslatorFiles(direction=direction, config=config, weights=weights, embedding_int8=embedding_int8,
+    return TranslatorFiles(direction=direction, config=config, weights=weights, int8=int8,
+                           embedding_int8=embedding_int8,
                            embedding_multiplier=embedding_multiplier,
                            shortlist=read_shortlist(paths["shortlist"].read_bytes()),
                            tokenizer=Tokenizer.from_file(str(paths["tokenizer"])))

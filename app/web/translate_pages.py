@@ -13,18 +13,27 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
+from nbformat import NotebookNode
 
 from app.serving.real_models import translator
 from app.state.form import FormError
-from app.state.translate_state import DEFAULT_DIRECTION, DEFAULT_TEXT, OTHER_BANK, read_translate_page
+from app.state.translate_state import (
+    DEFAULT_DIRECTION,
+    DEFAULT_TEXT,
+    OTHER_BANK,
+    TranslatePage,
+    read_translate_page,
+)
+from app.view.notebook.translator import translator_notebook
 from app.view.translate_view import translate_context
 from app.web.page_work import PageRequest, Rendered
-from app.web.respond import page_request, render
+from app.web.respond import encoded, notebook_download, page_request, render, respond
 from app.web.served import Waiting, served_page
 
 router = APIRouter()
 
 ERROR_SLOTS = ("text", "view")
+NOTEBOOK_OPERATIONS = 40_000_000  # a translation of 128 pieces (its multiply-adds), for the heavy lane
 
 
 def typed(pairs: list[tuple[str, str]]) -> dict:
@@ -54,6 +63,28 @@ def translate_work(page: PageRequest, pairs: list[tuple[str, str]], url: str,
     if page.htmx:  # the address bar gets the clean permalink
         return render(page, "translate/fragment.html", ctx, headers={"HX-Push-Url": f"{url}?{ctx['query_string']}"})
     return render(page, "translate.html", ctx)
+
+
+def notebook_work(pairs: list[tuple[str, str]]) -> Rendered:
+    """The notebook of the cross-attention head the page steps through, or the 422 naming the field that stops it."""
+    service = translator()
+
+    def notebook(page: TranslatePage) -> NotebookNode:
+        run = service.run(page.direction, page.text)
+        return translator_notebook(service.files()[page.direction], run, page.text, page.layer, page.head)
+
+    return notebook_download(lambda: read_translate_page(service.files(), pairs), notebook,
+                             "attention-translator.ipynb")
+
+
+@router.get("/translate/notebook", include_in_schema=False, name="translate_notebook")
+async def translate_notebook(request: Request) -> Response:
+    """The translate page's cross-attention head as a Jupyter notebook, for the page's own query string."""
+    page = page_request(request)
+    pairs = list(request.query_params.multi_items())
+    rendered = await request.app.state.lanes.run(
+        NOTEBOOK_OPERATIONS, lambda: encoded(page.accept_encoding, notebook_work, pairs))
+    return respond(rendered)
 
 
 @router.get("/translate", response_class=HTMLResponse, include_in_schema=False, name="translate_page")
