@@ -6,6 +6,7 @@
                                        ``figure`` and ``stage`` in the action's query or the form
 - GET  /model/figure.svg|.png          the "Your sentence" page's query plus ``figure=heads|head``
 - GET  /decoder/figure.svg|.png        the "Next word" page's query plus ``figure=heads|head|candidates``
+- GET  /translate/figure.svg|.png      the "Translate" page's query plus ``figure=lines|heads``
 
 A bad field is a 422 naming it, in the shape of the API's errors. The SVG is the figure's document
 (app.view.figure); the PNG is that document drawn by resvg at twice its size on white, with the fonts in
@@ -30,16 +31,18 @@ from app.classroom.store import Rooms
 from app.i18n import gettext as _
 from app.maths.bert import bert_operations
 from app.maths.llama import decoder_operations
-from app.serving.real_models import language_model, sentence_model
+from app.serving.real_models import language_model, sentence_model, translator
 from app.state.decoder_state import read_decoder_page
 from app.state.form import FormError
 from app.state.model_state import read_model_page
 from app.state.page import link_fields
 from app.state.reading import read_page
 from app.state.scenario import Scenario, View
+from app.state.translate_state import read_translate_page
 from app.view.figure.drawings import predictions_figure
 from app.view.figure.model_figures import decoder_figure, model_figure
 from app.view.figure.stage_figures import SavedFigure, page_figure
+from app.view.figure.translator_figures import translator_figure
 from app.web.class_access import TeacherOf
 from app.web.class_hooks import lesson_for, rooms
 from app.web.lanes import LaneBusy, LaneTimeout
@@ -153,6 +156,16 @@ def model_figure_file(pairs: list[tuple[str, str]], fmt: str) -> Rendered:
         return field_error(e)
 
 
+def translator_figure_file(pairs: list[tuple[str, str]], fmt: str) -> Rendered:
+    service = translator()
+    try:
+        page = read_translate_page(service.files(), pairs)
+        run = service.run(page.direction, page.text)
+        return _file(translator_figure(service.files()[page.direction], run, page, dict(pairs).get("figure", "")), fmt)
+    except FormError as e:
+        return field_error(e)
+
+
 def decoder_figure_file(pairs: list[tuple[str, str]], fmt: str) -> Rendered:
     model = language_model().files()
     try:
@@ -176,6 +189,19 @@ async def model_figure_svg(request: Request) -> Response:
 @router.get("/model/figure.png", include_in_schema=False, name="model_figure_png")
 async def model_figure_png(request: Request) -> Response:
     return await _model_answer(request, model_figure_file, 2 * bert_operations(64), "png")
+
+
+TRANSLATE_OPERATIONS = 40_000_000  # a translation of 128 pieces, and the figure's drawing
+
+
+@router.get("/translate/figure.svg", include_in_schema=False, name="translate_figure_svg")
+async def translate_figure_svg(request: Request) -> Response:
+    return await _model_answer(request, translator_figure_file, TRANSLATE_OPERATIONS, "svg")
+
+
+@router.get("/translate/figure.png", include_in_schema=False, name="translate_figure_png")
+async def translate_figure_png(request: Request) -> Response:
+    return await _model_answer(request, translator_figure_file, TRANSLATE_OPERATIONS, "png")
 
 
 def _loading() -> Response:
