@@ -9,6 +9,8 @@ model's head, without the page's header, footer, map or panels, still interactiv
 - GET  /embed/model?<the /model page's query>   the real model's head: its map and its step-through
 - GET  /embed/decoder?<the /decoder page's query>  the language model: its next word's candidates, one head's map
                                                    and its step-through
+- GET  /embed/translate?<the /translate page's query>  the translator: the translation and where each written piece
+                                                       looked
 
 A bad ``stage`` or ``figure`` is a 422 naming it, as the page's fields are. Which sites may frame these views is
 app.web.security's (ATTENTION_EMBED_ORIGINS); nothing here reads a cookie.
@@ -25,7 +27,7 @@ from fastapi.responses import HTMLResponse, Response
 from app.classroom.lesson import Lesson
 from app.i18n import gettext as _
 from app.lesson.presets import DEFAULT_PRESET
-from app.serving.real_models import language_model, sentence_model
+from app.serving.real_models import language_model, sentence_model, translator
 from app.state.decoder_state import DEFAULT_DECODER_TEXT, read_decoder_page
 from app.state.form import FormError
 from app.state.grids import expand_grids
@@ -33,9 +35,12 @@ from app.state.model_state import DEFAULT_TEXT, DEFAULT_TEXT2, read_model_page
 from app.state.page import apply_action, lenient_read, link_fields
 from app.state.reading import read_page
 from app.state.scenario import Scenario, View, from_preset
+from app.state.translate_state import DEFAULT_TEXT as DEFAULT_TRANSLATE_TEXT
+from app.state.translate_state import read_translate_page
 from app.view.decoder_view import candidates_context, decoder_context
 from app.view.model_view import model_context
 from app.view.panels import page_stages
+from app.view.translate_view import translate_context
 from app.web.decoder_pages import ERROR_SLOTS as DECODER_ERROR_SLOTS
 from app.web.decoder_pages import decoder_answer, generated_pairs
 from app.web.decoder_pages import error_slot as decoder_error_slot
@@ -57,6 +62,7 @@ router = APIRouter()
 FIGURES = ("lines",)  # what ``figure`` may ask for: the attention lines alone
 LINE_STAGES = ("softmax", "output")  # the stages that draw the lines; the first when ``figure=lines`` names none
 MODEL_ERROR_SLOTS = ("text", "view")
+TRANSLATE_SLOTS = ("text", "view")  # app.web.translate_pages's, beside the text and beside the view
 
 
 def embed_urls(urls: SimpleNamespace) -> SimpleNamespace:
@@ -64,7 +70,8 @@ def embed_urls(urls: SimpleNamespace) -> SimpleNamespace:
     the editor and the stage templates, shared with the page, then post here and get the embed back."""
     embed = urls.index + "embed"  # the index is the root path with its slash
     return SimpleNamespace(**{**vars(urls), "update": embed, "stages": embed + "/stages", "embed": embed,
-                              "embed_model": embed + "/model", "embed_decoder": embed + "/decoder"})
+                              "embed_model": embed + "/model", "embed_decoder": embed + "/decoder",
+                              "embed_translate": embed + "/translate"})
 
 
 def embed_view(sc: Scenario, view: View, figure: str) -> View:
@@ -261,3 +268,45 @@ async def embed_decoder(request: Request) -> Response:
     return await decoder_answer(request, request.url_for("embed_decoder").path,
                                 lambda page, pairs, url, part, waiting=None: decoder_embed_work(
                                     page, pairs, url, decoder_url, part, waiting))
+
+
+# --- the translator -------------------------------------------------------------------------------------
+
+
+def translate_embed_work(page: PageRequest, pairs: list[tuple[str, str]], embed_url: str, translate_url: str,
+                         waiting: Waiting | None = None) -> Rendered:
+    """The translator's embed (for htmx: its workspace) for one query string: the translation and where each
+    written piece looked; a bad field's 422, its message beside the text; or the embed around ``waiting``."""
+    urls = embed_urls(page.urls)
+    given = dict(pairs)
+    base = {"translate_url": embed_url, "page_url": translate_url, "error": None, "error_slots": TRANSLATE_SLOTS,
+            "urls": urls, "typed": {"text": given.get("text", DEFAULT_TRANSLATE_TEXT),
+                                    "direction": given.get("direction") or "en-pt"}}
+    if waiting is not None:
+        return render(page, "embed/translate.html", base | {"waiting": waiting}, headers={"Cache-Control": "no-store"})
+    service = translator()
+    try:
+        read = read_translate_page(service.files(), pairs)
+    except FormError as error:
+        ctx = base | {"error": error, "error_slot": error.field if error.field == "text" else "view"}
+        if page.htmx:
+            return render(page, "translate/errors.html", ctx, status=422, headers={"HX-Reswap": "none"})
+        return render(page, "embed/translate.html", ctx, status=422)
+    run = service.run(read.direction, read.text)
+    ctx = base | translate_context(service.files()[read.direction], run, read)
+    ctx["typed"] = {"text": read.text, "direction": read.direction}
+    return render(page, "embed/translate_work.html" if page.htmx else "embed/translate.html", ctx)
+
+
+@router.get("/embed/translate", response_class=HTMLResponse, include_in_schema=False, name="embed_translate")
+async def embed_translate(request: Request) -> Response:
+    """The translator for the /translate page's query (``?text=…&direction=…&layer=…&head=…``, counted from 1)."""
+    page = page_request(request)
+    pairs = list(request.query_params.multi_items())
+    embed_url = request.url_for("embed_translate").path
+    translate_url = request.url_for("translate_page").path
+    return await served_page(request, page, translator(), (embed_url, tuple(sorted(pairs))),
+                             lambda: translate_embed_work(page, pairs, embed_url, translate_url),
+                             lambda asked, waiting: translate_embed_work(asked, pairs, embed_url, translate_url,
+                                                                         waiting),
+                             "translate-work", "Bergamot en↔pt")

@@ -133,3 +133,15 @@ def test_no_serious_accessibility_violation(page: Page, axe: Axe) -> None:
     expect(page.locator(".translated .tgt")).to_be_visible()
     page.locator(".encoder-maps summary").click()
     assert violations(axe, page) == []
+
+
+def test_the_embed_in_a_frame_of_720_pixels(page: Page) -> None:
+    page.set_viewport_size({"width": 720, "height": 560})
+    page.goto("/embed/translate?text=I+deposited+money+at+the+bank.")
+    expect(page.locator(".translated .tgt")).to_have_text("Eu depositei dinheiro no banco.")
+    expect(page.locator("#translate-lines-figure svg")).to_be_visible()
+    assert overflow(page) <= 0
+    page.locator("#text").fill("The bank of the river was muddy.")
+    page.locator(".sentence-line button").click()
+    expect(page.locator(".translated .tgt")).to_have_text("A margem do rio estava enlameado.")
+    save_screenshot(page, "translate-embed-720x560", full_page=False)
