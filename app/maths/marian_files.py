@@ -93,12 +93,22 @@ class Shortlist:
 class TranslatorFiles:
     direction: str  # "en-pt" or "pt-en"
     config: TranslatorConfig
-    weights: dict[str, np.ndarray]  # every float32 tensor and dequantised matrix, by Marian's name; (k, m) for x·B
+    weights: dict[str, np.ndarray]  # the float32 tensors, and the decoder's matrices de-quantised; (k, m) for x·B
     int8: dict[str, tuple[np.ndarray, np.float32]]  # each matrix's 8-bit values (k, m) and multiplier: B = int8 / m
     embedding_int8: np.ndarray  # (vocab, d_model) int8: Wemb, the source's, target's and output layer's
     embedding_multiplier: np.float32  # Wemb = int8 / multiplier
     shortlist: Shortlist
     tokenizer: Tokenizer
+
+    def matrix(self, name: str) -> np.ndarray:
+        """The matrix ``name`` in float32, (k, m): the decoder's kept (they serve every step), the encoder's
+        de-quantised when a sentence is encoded (once a sentence: 25 MB a direction not kept). The same division
+        each time, so the same floats."""
+        kept = self.weights.get(name)
+        if kept is not None:
+            return kept
+        values, multiplier = self.int8[name]
+        return values.astype(np.float32) / multiplier
 
     def embedding(self, ids: np.ndarray) -> np.ndarray:
         """Rows of Wemb, dequantised: (len(ids), d_model) float32."""
@@ -206,7 +216,8 @@ def read_translator_files(direction: str, check: bool = True) -> TranslatorFiles
         elif kind == INTGEMM8:
             values, multiplier = intgemm8(shape, raw)
             int8[name] = (values, multiplier)  # a view of the file's bytes: no copy
-            weights[name] = np.ascontiguousarray(values.astype(np.float32) / multiplier)  # (k, m)
+            if name.startswith("decoder_"):  # used at every step: kept de-quantised (TranslatorFiles.matrix)
+                weights[name] = np.ascontiguousarray(values.astype(np.float32) / multiplier)  # (k, m)
         else:
             raise TranslatorFilesError(f"the model's item {name} has type {kind:#x}, which this reader does not know")
     if embedding_int8 is None:

@@ -51,8 +51,8 @@ def test_the_reader_accounts_for_every_byte_and_reads_the_model_s_own_sizes(file
     cfg = files.config
     assert (cfg.encoder_layers, cfg.decoder_layers, cfg.d_model, cfg.heads, cfg.d_k, cfg.d_ff, cfg.vocab) == \
         (6, 2, 256, 8, 32, 1536, 32000)
-    assert files.weights["encoder_l1_ffn_W1"].shape == (256, 1536)  # (k, m): x·W₁
-    assert files.weights["encoder_l1_ffn_W2"].shape == (1536, 256)
+    assert files.matrix("encoder_l1_ffn_W1").shape == (256, 1536)  # (k, m): x·W₁
+    assert files.matrix("encoder_l1_ffn_W2").shape == (1536, 256)
 
 
 def test_a_matrix_is_its_int8_values_over_its_multiplier(files) -> None:
@@ -61,7 +61,7 @@ def test_a_matrix_is_its_int8_values_over_its_multiplier(files) -> None:
     stored = np.frombuffer(raw, np.int8, count=k * m).reshape(m, k)  # Bᵀ, row by row
     multiplier = np.frombuffer(raw, "<f4", count=1, offset=k * m)[0]
     assert kind == 0x4101
-    assert files.weights["encoder_l1_self_Wq"][3, 7] == np.float32(stored[7, 3]) / multiplier
+    assert files.matrix("encoder_l1_self_Wq")[3, 7] == np.float32(stored[7, 3]) / multiplier
     assert np.abs(stored).max() == 127  # quantised to its largest value
 
 
