@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.i18n import decimal, percent
+from app.i18n import N_, decimal, percent
 from app.maths.marian import Translation, cross_head
 from app.maths.marian_files import TranslatorFiles
 from app.state.translate_state import ALIGNMENT, DECODER_LAYERS, HEADS, TranslatePage, translate_query
@@ -20,7 +20,7 @@ from app.view.model_maps import thumbnail
 from app.view.model_view import head_panel
 
 ENCODER_LAYERS = 6
-LANGUAGES = {"en-pt": ("English", "Portuguese"), "pt-en": ("Portuguese", "English")}
+LANGUAGES = {"en-pt": (N_("English"), N_("Portuguese")), "pt-en": (N_("Portuguese"), N_("English"))}  # _() in the page
 
 
 @dataclass(frozen=True)
