@@ -32,6 +32,7 @@ from app.web import (
     api,
     class_decoder,
     class_model,
+    class_translate,
     classroom,
     decoder_api,
     decoder_pages,
@@ -264,6 +265,7 @@ def create_app(config: Settings = settings) -> FastAPI:
     app.include_router(classroom.router)
     app.include_router(class_model.router)
     app.include_router(class_decoder.router)
+    app.include_router(class_translate.router)
     app.include_router(export.router)
     app.include_router(embed.router)
     app.include_router(figures.router)

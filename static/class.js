@@ -45,9 +45,11 @@
     if (on) fetchWorkspace();
   }
 
-  // A real model's page swaps its results (#model-work, #decoder-work); a toy scenario's page its workspace.
-  const workTarget = () => ["#model-work", "#decoder-work"].find(function (s) { return document.querySelector(s); }) ||
-    "#workspace";
+  // A real model's page swaps its results (#model-work, #decoder-work, #translate-work); a toy scenario's page its
+  // workspace.
+  const workTarget = () => ["#model-work", "#decoder-work", "#translate-work"].find(function (s) {
+    return document.querySelector(s);
+  }) || "#workspace";
 
   function fetchWorkspace() {
     kept = { stage: stageId(), drawers: openDrawers(), guess: guessTyped() };

@@ -60,12 +60,13 @@ def room_state(sc: Scenario, view: View) -> str:
 # urlencoded, so its text never holds a bare ":" and the kinds cannot be confused.
 MODEL_STATE = "model:"  # "Your sentence" (GET /model)
 DECODER_STATE = "decoder:"  # "Next word" (GET /decoder)
-REAL_PAGES = {"model": MODEL_STATE, "decoder": DECODER_STATE}
+TRANSLATE_STATE = "translate:"  # "Translate" (GET /translate)
+REAL_PAGES = {"model": MODEL_STATE, "decoder": DECODER_STATE, "translate": TRANSLATE_STATE}
 
 
 def real_page(state: str) -> tuple[str, str] | None:
-    """(the page, its query string) when the room shows a real model's page ("model" or "decoder"), else
-    None (a toy scenario)."""
+    """(the page, its query string) when the room shows a real model's page ("model", "decoder" or "translate"),
+    else None (a toy scenario)."""
     for page, prefix in REAL_PAGES.items():
         if state.startswith(prefix):
             return page, state.removeprefix(prefix)
@@ -81,6 +82,12 @@ def shown_model(state: str) -> str | None:
     """The model page's query string when the room shows the real model, else None."""
     found = real_page(state)
     return found[1] if found is not None and found[0] == "model" else None
+
+
+def shown_real(state: str, page: str) -> str | None:
+    """The query string of the real model's ``page`` when the room shows it, else None."""
+    found = real_page(state)
+    return found[1] if found is not None and found[0] == page else None
 
 
 class StateTooLarge(FormError):
@@ -245,7 +252,7 @@ class Lesson:
     join_url: str = ""
     qr: Markup = Markup("")
     message: str = ""  # a student's last prediction, acknowledged
-    page: str = ""  # a real model's page ("model": "Your sentence", "decoder": "Next word"), or "" for a toy scenario
+    page: str = ""  # a real model's page ("model", "decoder", "translate"), or "" for a toy scenario
 
     @property
     def spoken(self) -> str:

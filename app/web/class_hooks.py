@@ -80,6 +80,7 @@ def class_urls(request: Request, code: str) -> SimpleNamespace:
                            workspace=path("class_workspace"), predict=path("class_predict"),
                            results=path("class_results"), mine=path("class_mine"), teacher_link=path("teacher_link"),
                            model=path("class_model"), decoder=path("class_decoder"), question=path("class_question"),
+                           translate=path("class_translate"),
                            guess=path("class_guess"), guesses=path("class_guesses"),
                            figure=request.url_for("class_figure", code=code, fmt="svg").path.removesuffix(".svg"))
 

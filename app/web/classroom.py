@@ -89,15 +89,17 @@ from app.web.class_hooks import (
 from app.web.class_model import model_page_html, model_workspace
 from app.web.class_real import other_page, teacher_url
 from app.web.class_stream import event_stream
+from app.web.class_translate import translate_page_html, translate_workspace
 from app.web.respond import error_response, link, page_response, page_urls, posted_fields, templates, workspace_context
 
 router = APIRouter()
 Store = Annotated[Rooms, Depends(rooms)]  # the app's rooms (app.classroom.store)
 PageHtml = Callable[[Request, Room], Awaitable[str]]  # a following student's page
 Workspace = Callable[[Request, Room], Awaitable[Response]]  # and the workspace it fetches at each change
-# By the real model's page a room shows ("Your sentence", "Next word").
+# By the real model's page a room shows ("Your sentence", "Next word", "Translate").
 REAL_PAGES: dict[str, tuple[PageHtml, Workspace]] = {"model": (model_page_html, model_workspace),
-                                                     "decoder": (decoder_page_html, decoder_workspace)}
+                                                     "decoder": (decoder_page_html, decoder_workspace),
+                                                     "translate": (translate_page_html, translate_workspace)}
 
 
 # --- the routes ----------------------------------------------------------------------------------

@@ -6,6 +6,8 @@ never scrolling sideways."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -15,6 +17,7 @@ from app.maths.marian import cross_head, translate
 from app.maths.marian_files import load_translator_files
 from tests.browser.conftest import PageLog, htmx_idle, save_screenshot
 from tests.browser.test_accessibility import violations
+from tests.browser.test_class import FOLLOW_MS, Problems, contexts, start_class
 from tests.browser.test_page import cells, fmt
 from tests.conftest import SAMPLE_SCREENS, VIEWPORTS, swept
 
@@ -28,6 +31,8 @@ if TYPE_CHECKING:
     from playwright.sync_api import Page
 
 pytestmark = pytest.mark.browser
+
+__all__ = ["contexts"]  # the fixture, shared with tests/browser/test_class.py
 
 MONEY = "I deposited money at the bank."
 
@@ -145,3 +150,36 @@ def test_the_embed_in_a_frame_of_720_pixels(page: Page) -> None:
     page.locator(".sentence-line button").click()
     expect(page.locator(".translated .tgt")).to_have_text("A margem do rio estava enlameado.")
     save_screenshot(page, "translate-embed-720x560", full_page=False)
+
+
+def test_students_follow_the_teacher_onto_the_translator(contexts: Callable) -> None:  # noqa: F811
+    """A teacher and a student, each in a browser context of their own: the teacher shows the translator from the
+    class panel, picks the other bank and a head; the student's page follows each, then the class goes back to a
+    scenario."""
+    problems = Problems()
+    teacher = problems.watch(contexts().new_page(), "teacher")
+    code = start_class(teacher)
+    plain = code.replace("-", "")
+    student = problems.watch(contexts().new_page(), "student")
+    student.goto(f"/class/{plain}")
+    expect(student.locator("#class-panel")).to_contain_text(f"Following the teacher · class {code}")
+
+    teacher.get_by_role("button", name="Show the translator").click()
+    teacher.wait_for_url(re.compile(rf"/class/{plain}/translate$"))
+    expect(student.locator("h1")).to_have_text("Translate: where each word looks", timeout=FOLLOW_MS + 10_000)
+    expect(student.locator(".translated .tgt")).to_have_text("A margem do rio estava enlameado.")
+
+    teacher.locator(".sentence-go .hint a", has_text=MONEY).click()
+    expect(teacher.locator(".translated .tgt")).to_have_text("Eu depositei dinheiro no banco.")
+    expect(student.locator(".translated .tgt")).to_have_text("Eu depositei dinheiro no banco.",
+                                                            timeout=FOLLOW_MS + 10_000)
+    expect(student.locator("#text")).to_have_value(MONEY)
+    teacher.locator('#translate-maps a.thumb[aria-label="Layer 1, head 6"]').click()
+    expect(student.locator("#tr-steps-h")).to_have_text("Step through one cross-attention head: L1 H6",
+                                                        timeout=FOLLOW_MS + 10_000)
+    save_screenshot(student, "translate-class-student", full_page=False)
+
+    teacher.locator("#class-scenario").select_option("translate")
+    teacher.get_by_role("button", name="Show it to the class").click()
+    expect(student.locator("h1")).to_have_text("Attention, step by step", timeout=FOLLOW_MS + 10_000)
+    assert not problems.seen, problems.seen
