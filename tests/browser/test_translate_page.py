@@ -183,3 +183,33 @@ def test_students_follow_the_teacher_onto_the_translator(contexts: Callable) -> 
     teacher.get_by_role("button", name="Show it to the class").click()
     expect(student.locator("h1")).to_have_text("Attention, step by step", timeout=FOLLOW_MS + 10_000)
     assert not problems.seen, problems.seen
+
+
+def test_asked_first_a_student_taps_and_the_teacher_reveals(contexts: Callable) -> None:  # noqa: F811
+    problems = Problems()
+    teacher = problems.watch(contexts().new_page(), "teacher")
+    code = start_class(teacher)
+    plain = code.replace("-", "")
+    student = problems.watch(contexts(390, 844).new_page(), "student")
+    student.goto(f"/class/{plain}")
+    expect(student.locator("#class-panel")).to_contain_text(f"Following the teacher · class {code}")
+
+    panel = teacher.locator("form.class-switch", has=teacher.get_by_role("button", name="Show the translator"))
+    panel.get_by_role("checkbox").check()
+    panel.get_by_role("button", name="Show the translator").click()
+    teacher.wait_for_url(re.compile(rf"/class/{plain}/translate$"))
+    expect(student.locator("#class-taps-h")).to_have_text("Your turn first", timeout=FOLLOW_MS + 10_000)
+    expect(student.locator("#translate-lines-figure")).to_have_count(0)  # no answer beside the question
+    student.locator("#class-taps").scroll_into_view_if_needed()
+    save_screenshot(student, "translate-class-tap-390x844", full_page=False)
+    student.locator(".tap-pieces button", has_text="▁bank").click()
+    expect(student.locator("#tap-feedback")).to_contain_text("Sent: “▁bank”")
+
+    expect(teacher.locator(".tap-counts caption")).to_contain_text("(1 tap)", timeout=10_000)  # it refreshes itself
+    teacher.get_by_role("button", name="Reveal to the class").click()
+    expect(student.locator("#translate-lines-figure svg")).to_be_visible(timeout=FOLLOW_MS + 10_000)
+    expect(student.locator(".tap-counts caption")).to_contain_text("(1 tap)")
+    student.locator("#class-taps").scroll_into_view_if_needed()
+    save_screenshot(student, "translate-class-revealed-390x844", full_page=False)
+    save_screenshot(teacher, "translate-class-teacher", full_page=False)
+    assert not problems.seen, problems.seen

@@ -5,6 +5,7 @@ only the teacher publishes, a bad state is refused naming its field, and the cla
 
 from __future__ import annotations
 
+import re
 from urllib.parse import parse_qsl, urlencode
 
 import httpx
@@ -136,3 +137,56 @@ async def test_the_translator_goes_round_redis_between_two_servers(request: pyte
                 r = await student.get(f"/class/{lesson.code}/workspace?page=translate", headers=HTMX)
                 assert r.status_code == 200
                 assert "Eu depositei dinheiro no banco." in r.text and "L2 H5" in r.text
+
+
+# --- Ask the class first: where does a written piece look? -----------------------------------------
+
+
+def about(html: str) -> str:
+    found = re.search(r'name="about" value="([^"]+)"', html)
+    assert found, "no tap form on the page"
+    return found[1]
+
+
+def test_asked_first_students_tap_then_the_teacher_reveals(lesson: Class) -> None:
+    one, two = lesson.student(), lesson.student()
+    show(lesson, text="The bank of the river was muddy.", ask="on")
+    page = one.get(f"/class/{lesson.code}").text
+    assert "Your turn first" in page and "▁margem" in page  # the second written piece, asked by default
+    assert 'id="translate-lines-figure"' not in page and 'data-ref="alignment"' not in page  # no answer beside it
+    ref = about(page)
+    for student, tap in ((one, "2"), (two, "2"), (two, "5")):  # a student's new tap replaces theirs
+        sent = student.post(f"/class/{lesson.code}/translate/tap", data={"about": ref, "tap": tap}, headers=HTMX)
+        assert sent.status_code == 200 and "Sent: “" in sent.text
+    teacher = lesson.teacher.post(f"/class/{lesson.code}/translate/taps", headers=HTMX).text
+    counts = dict(re.findall(r'<th scope="row">\d+ (\S+)</th>\s*<td><svg class="tap-bar".*?</svg> (\d+)</td>',
+                             teacher))
+    assert counts["▁bank"] == "1" and counts["▁river"] == "1" and counts["▁The"] == "0"
+    assert "(2 taps)" in teacher
+
+    revealed = lesson.teacher.post(f"/class/{lesson.code}/translate/question", data={"reveal": "on"}, headers=HTMX)
+    assert revealed.status_code == 200 and room_query(lesson).get("revealed") == "1"
+    page = one.get(f"/class/{lesson.code}").text
+    assert "Your turn first" not in page and 'id="translate-lines-figure"' in page and "(2 taps)" in page
+    late = two.post(f"/class/{lesson.code}/translate/tap", data={"about": ref, "tap": "1"}, headers=HTMX)
+    assert late.status_code == 422 and "revealed" in late.text
+
+
+def test_a_tap_is_refused_when_stale_out_of_range_or_not_asked(lesson: Class) -> None:
+    student = lesson.student()
+    show(lesson, text="The bank of the river was muddy.", ask="on")
+    ref = about(student.get(f"/class/{lesson.code}").text)
+    wrong = student.post(f"/class/{lesson.code}/translate/tap", data={"about": ref, "tap": "11"}, headers=HTMX)
+    assert wrong.status_code == 422 and 'data-field="tap"' in wrong.text
+    moved = lesson.teacher.post(f"/class/{lesson.code}/translate/question", data={"word": "4"}, headers=HTMX)
+    assert moved.status_code == 200 and room_query(lesson)["word"] == "4"
+    stale = student.post(f"/class/{lesson.code}/translate/tap", data={"about": ref, "tap": "5"}, headers=HTMX)
+    assert stale.status_code == 422 and "changed the question" in stale.text
+    assert "“▁rio”" in student.get(f"/class/{lesson.code}").text  # the fourth written piece now
+    lesson.teacher.post(f"/class/{lesson.code}/translate/question", data={"ask": ""}, headers=HTMX)
+    off = student.post(f"/class/{lesson.code}/translate/tap", data={"about": ref, "tap": "5"}, headers=HTMX)
+    assert off.status_code == 422 and "not asking" in off.text
+    stranger = lesson.student()
+    bad_word = lesson.teacher.post(f"/class/{lesson.code}/translate/question", data={"word": "40"}, headers=HTMX)
+    assert bad_word.status_code == 422 and "word:" in bad_word.text
+    assert stranger.post(f"/class/{lesson.code}/translate/question", data={"reveal": "on"}).status_code == 403
