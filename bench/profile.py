@@ -39,7 +39,7 @@ from app.view.context import page_context
 from app.view.panels import PanelBuilder
 from app.view.stage_panels import stage_views
 from app.web import pages
-from app.web.api import attention_body, run_document
+from app.web.api_answers import attention_body, run_document
 from app.web.compression import BROTLI_QUALITY, GZIP_LEVEL, ZSTD_LEVEL, compress
 from app.web.json_encoding import dumps
 from app.web.page_work import PageRequest, Rendered

@@ -123,6 +123,48 @@ def test_an_import_inside_a_function_says_why() -> None:
     assert silent == []
 
 
+def routers(root: Path) -> set[str]:
+    """The modules that hold routes: a module-level ``router = APIRouter(…)``."""
+    found = set()
+    for path in root.rglob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "router" for t in node.targets)
+                    and isinstance(node.value, ast.Call) and getattr(node.value.func, "id", "") == "APIRouter"):
+                found.add(module_name(root, path))
+    return found
+
+
+def router_to_router(root: Path) -> list[str]:
+    held = routers(root)
+    return sorted(f"{i.source}:{i.line} imports {i.target}" for i in imports(root)
+                  if i.source in held and i.target in held)
+
+
+def test_no_router_imports_another_router() -> None:
+    """A route's module imports what it serves from modules that hold no routes (app.web.api_answers,
+    decoder_work, model_work, class_pages), never another router: each router is read on its own."""
+    assert len(routers(APP)) >= 15
+    assert router_to_router(APP) == []
+
+
+def test_a_router_importing_a_router_is_caught(house: Path) -> None:
+    (house / "web" / "pages.py").write_text("from fastapi import APIRouter\nrouter = APIRouter()\n")
+    (house / "web" / "api.py").write_text("from fastapi import APIRouter\nfrom app.web import pages\n"
+                                          "router = APIRouter()\n")
+    assert router_to_router(house) == ["app.web.api:2 imports app.web.pages"]
+
+
+def test_every_real_page_a_room_can_show_has_its_following_page() -> None:
+    """app.web.classroom reaches a real model's class page through app.web.class_pages, which each class module
+    fills as it is imported: once the app is made, every page a room's state can name is there."""
+    from app.classroom.lesson import REAL_PAGES  # imported here: the rest of this file reads source only
+    from app.main import create_app  # the app's making imports every router
+    from app.web.class_pages import FOLLOWING
+
+    create_app()
+    assert set(FOLLOWING) == set(REAL_PAGES)
+
+
 def test_no_module_of_app_is_much_over_400_lines() -> None:
     """A module a newcomer can read in one sitting: about 400 lines, never more than 450."""
     long = {module_name(APP, p): n for p in APP.rglob("*.py") if (n := len(p.read_text().splitlines())) > 450}

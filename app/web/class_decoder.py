@@ -43,6 +43,7 @@ from app.state.form import ON, FormError
 from app.view.decoder_view import candidates_context, decoder_context
 from app.web.class_access import OpenRoom, TeacherOf, feedback
 from app.web.class_hooks import STUDENT_COOKIE, client_id, conf, lesson_for, rooms
+from app.web.class_pages import enter_following
 from app.web.class_real import (
     Pairs,
     following_html,
@@ -55,7 +56,7 @@ from app.web.class_real import (
     teachers_room,
     workspace_response,
 )
-from app.web.decoder_pages import ERROR_SLOTS, decoder_error, generated_pairs
+from app.web.decoder_work import ERROR_SLOTS, decoder_error, generated_pairs
 from app.web.page_work import PageRequest, Rendered
 from app.web.respond import page_request, posted_fields, render, respond
 
@@ -277,3 +278,5 @@ async def class_guess(request: Request, room: OpenRoom) -> Response:
     return answer(200, _("Sent: your guess “{word}”. The class has sent {count} so far; you can change yours until "
                          "the teacher reveals the model's answer.").format(word=word, count=count), sent=True)
 
+
+enter_following("decoder", decoder_page_html, decoder_workspace)  # served by app.web.classroom

@@ -33,6 +33,7 @@ from app.state.model_state import ModelRead, model_query, read_model_page
 from app.view.model_view import model_context
 from app.web.class_access import OpenRoom, TeacherOf
 from app.web.class_hooks import conf, lesson_for
+from app.web.class_pages import enter_following
 from app.web.class_real import (
     following_html,
     posted_state,
@@ -43,7 +44,7 @@ from app.web.class_real import (
     teachers_room,
     workspace_response,
 )
-from app.web.model_pages import MODEL_ERROR_SLOTS, model_error
+from app.web.model_work import MODEL_ERROR_SLOTS, model_error
 from app.web.page_work import PageRequest, Rendered
 from app.web.respond import page_request, render, respond
 
@@ -129,3 +130,6 @@ async def class_model(request: Request, room: OpenRoom, teacher: TeacherOf) -> R
     headers = {} if lesson.teacher else pushed_url(page, request, url, model_query(read.page), ("text", "text2"))
     return respond(await request.app.state.lanes.run(
         MODEL_OPERATIONS, lambda: class_model_work(page, read, lesson, url, template, headers)))
+
+
+enter_following("model", model_page_html, model_workspace)  # served by app.web.classroom

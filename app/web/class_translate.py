@@ -43,6 +43,7 @@ from app.state.translate_state import DEFAULT_TEXT, OTHER_BANK, TranslatePage, r
 from app.view.translate_view import translate_context
 from app.web.class_access import OpenRoom, TeacherOf, feedback
 from app.web.class_hooks import STUDENT_COOKIE, client_id, conf, lesson_for, rooms
+from app.web.class_pages import enter_following
 from app.web.class_real import (
     following_html,
     posted_state,
@@ -290,3 +291,6 @@ async def class_translate_tap(request: Request, room: OpenRoom) -> Response:
     return answer(200, _("Sent: “{piece}”. The class has sent {count} so far; you can change yours until the "
                          "teacher reveals where the model looked.").format(piece=run.source[tap], count=count),
                   sent=True)
+
+
+enter_following("translate", translate_page_html, translate_workspace)  # served by app.web.classroom

@@ -18,7 +18,7 @@
 
 The real models in a class are app.web.class_model's ("Your sentence", GET and POST /class/{code}/model) and
 app.web.class_decoder's ("Next word", /class/{code}/decoder); while the room shows one, a student's page and the
-workspace here are that page's (``REAL_PAGES``).
+workspace here are that page's (app.web.class_pages).
 
 The teacher's own edits go through the page's usual routes (app.web.pages), which call ``teacher_edit``
 after a good edit: the state is kept in the room and its streams told. Only the teacher key changes
@@ -33,7 +33,6 @@ class route; seats, rooms and event streams per address are bounded by the store
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
 from typing import Annotated
 from urllib.parse import urlencode
 
@@ -73,7 +72,6 @@ from app.web.class_access import (
     too_many,
     too_many_failures,
 )
-from app.web.class_decoder import decoder_page_html, decoder_workspace
 from app.web.class_hooks import (
     STUDENT_COOKIE,
     TEACHER_COOKIE,
@@ -86,20 +84,14 @@ from app.web.class_hooks import (
     set_client,
     teacher_key,
 )
-from app.web.class_model import model_page_html, model_workspace
+from app.web.class_pages import following_of
 from app.web.class_real import other_page, teacher_url
 from app.web.class_stream import event_stream
-from app.web.class_translate import translate_page_html, translate_workspace
 from app.web.respond import error_response, link, page_response, page_urls, posted_fields, templates, workspace_context
 
 router = APIRouter()
 Store = Annotated[Rooms, Depends(rooms)]  # the app's rooms (app.classroom.store)
-PageHtml = Callable[[Request, Room], Awaitable[str]]  # a following student's page
-Workspace = Callable[[Request, Room], Awaitable[Response]]  # and the workspace it fetches at each change
-# By the real model's page a room shows ("Your sentence", "Next word", "Translate").
-REAL_PAGES: dict[str, tuple[PageHtml, Workspace]] = {"model": (model_page_html, model_workspace),
-                                                     "decoder": (decoder_page_html, decoder_workspace),
-                                                     "translate": (translate_page_html, translate_workspace)}
+
 
 
 # --- the routes ----------------------------------------------------------------------------------
@@ -254,7 +246,7 @@ async def following_page(request: Request, room: Room) -> str:
     """A following student's whole page, of the kind the room shows (a toy scenario, a real model's): rendered once
     per change per worker. The event stream carries it to a page left on another kind (app.web.class_stream)."""
     real = real_page(room.state)
-    return await (_toy_page(request, room) if real is None else REAL_PAGES[real[0]][0](request, room))
+    return await (_toy_page(request, room) if real is None else following_of(real[0])[0](request, room))
 
 
 async def _toy_page(request: Request, room: Room) -> str:
@@ -311,7 +303,7 @@ async def following_workspace(request: Request, room: Room) -> Response:
     rendered once per change per worker. The event stream (app.web.class_stream) carries it too."""
     real = real_page(room.state)
     if real is not None:
-        return await REAL_PAGES[real[0]][1](request, room)
+        return await following_of(real[0])[1](request, room)
     urls = page_urls(request)
     sh = await shown(room)
     lesson = await lesson_for(request, room, "student")

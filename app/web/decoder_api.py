@@ -21,7 +21,7 @@ from app.maths.decoder_files import DecoderFiles
 from app.maths.llama import DecoderRun, generate, head_at, lens
 from app.serving.real_models import language_model
 from app.state.decoder_state import DECODER_SPEC, candidates_of, read_decoder_tokens
-from app.web.api import RESPONSES, JSONBodyRoute, served_answer
+from app.web.api_answers import RESPONSES, JSONBodyRoute, served_answer
 from app.web.fields import ModelText, Seed, whole_number
 from app.web.schemas import mismatch
 

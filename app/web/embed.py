@@ -41,9 +41,9 @@ from app.view.decoder_view import candidates_context, decoder_context
 from app.view.model_view import model_context
 from app.view.panels import page_stages
 from app.view.translate_view import translate_context
-from app.web.decoder_pages import ERROR_SLOTS as DECODER_ERROR_SLOTS
-from app.web.decoder_pages import decoder_answer, generated_pairs
-from app.web.decoder_pages import error_slot as decoder_error_slot
+from app.web.decoder_work import ERROR_SLOTS as DECODER_ERROR_SLOTS
+from app.web.decoder_work import decoder_answer, generated_pairs
+from app.web.decoder_work import error_slot as decoder_error_slot
 from app.web.page_work import PageRequest, Rendered
 from app.web.respond import (
     error_page,

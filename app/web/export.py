@@ -31,7 +31,7 @@ from app.state.scenario import Scenario, View
 from app.view.context import panel_matrix
 from app.view.heatmap import format_numbers
 from app.view.notebook import notebook_text
-from app.web.api import run_json
+from app.web.api_answers import run_json
 from app.web.lanes import LaneBusy, LaneTimeout
 from app.web.page_work import INLINE_OPERATIONS, Rendered, is_large_form, page_operations
 from app.web.respond import busy_message, encoded, field_error, posted_fields, refused_pin, respond

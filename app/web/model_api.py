@@ -15,7 +15,7 @@ from app.maths.bert import ModelRun, Tokenized, head_result
 from app.maths.model_files import MINILM_L6, ModelFiles
 from app.serving.real_models import sentence_model
 from app.state.model_state import read_wordpieces
-from app.web.api import RESPONSES, JSONBodyRoute, served_answer
+from app.web.api_answers import RESPONSES, JSONBodyRoute, served_answer
 from app.web.fields import ModelText, whole_number
 from app.web.schemas import mismatch
 

@@ -18,7 +18,7 @@ from app.config import settings
 from app.maths.marian import CANDIDATES, MAX_SOURCE_PIECES, Translation, cross_head
 from app.maths.marian_files import TranslatorFiles
 from app.serving.real_models import TRANSLATOR_NAME, translator
-from app.web.api import RESPONSES, JSONBodyRoute, served_answer
+from app.web.api_answers import RESPONSES, JSONBodyRoute, served_answer
 from app.web.fields import ModelText, whole_number
 from app.web.schemas import mismatch
 

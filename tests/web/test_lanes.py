@@ -13,7 +13,7 @@ import pytest
 
 from app.config import Settings
 from app.main import create_app
-from app.web import api
+from app.web import api_answers as api  # the work of the JSON API, apart from its routes
 from app.web.lanes import INLINE_OPERATIONS
 from app.web.schemas import AttentionRequest, TrainRequest
 
