@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import segno
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 from markupsafe import Markup
@@ -24,13 +23,11 @@ from app.state.permalink import fits_in_url, permalink
 from app.state.reading import read_page
 from app.state.scenario import Scenario, View
 from app.view.context import describe_scenario, page_context
+from app.view.qr import printed_qr
 from app.web.page_work import INLINE_OPERATIONS, PageRequest, Rendered, is_large_form, page_operations
 from app.web.respond import page_request, posted_fields, refused_pin, render, respond, run_heavy, templates
 
 router = APIRouter()
-
-# A QR code up to each of these versions is printed at its own size (handout.css): modules of about 0.4 mm at least.
-QR_SIZES = (10, 20, 30, 40)
 
 # A link this long is printed on the handout's last page, not under its title.
 SHORT_LINK_CHARS = 240
@@ -101,7 +98,7 @@ def handout_page(index_url: str, link: str, query: str, page: PageRequest, field
            "edited": block["banner"] is not None and block["banner"]["edited"],
            "head": block["head_labels"][view.head] if sc.num_heads > 1 else "", "heads": sc.num_heads,
            "link": link if fits else None, "short_link": fits and len(link) <= SHORT_LINK_CHARS,
-           "qr": qr_svg(link) if fits else None}
+           "qr": printed_qr(link) if fits else None}
     return render(page, "handout.html", ctx)
 
 
@@ -109,19 +106,3 @@ def _error(page: PageRequest, error: FormError, query: str) -> Rendered:
     """The handout of a bad link: the field and its message, and the way back to the page to fix it."""
     back = page.urls.index + (f"?{query}" if query else "")
     return render(page, "handout.html", {"error": error, "back": back}, status=422)
-
-
-def qr_svg(url: str) -> Markup | None:
-    """The link as a QR code (segno), an inline SVG with a title and no style attribute; None when the link
-    is longer than a QR code holds (about 2,900 characters). A code of more modules is printed larger."""
-    try:
-        qr = segno.make(url, error="m", micro=False)  # the highest correction level that fits, at least M
-    except segno.DataOverflowError:
-        try:
-            qr = segno.make(url, error="l", micro=False)
-        except segno.DataOverflowError:
-            return None
-    size = next(f"qr-{v}" for v in QR_SIZES if qr.version <= v)
-    svg = qr.svg_inline(scale=4, border=4, dark="#000", light="#fff", title=_("QR code of this state's link"),
-                        svgclass=f"handout-qr {size}", lineclass=None, omitsize=True)
-    return Markup(svg.replace("<svg ", '<svg role="img" ', 1))

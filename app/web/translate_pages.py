@@ -25,9 +25,10 @@ from app.state.translate_state import (
     read_translate_page,
 )
 from app.view.notebook.translator import translator_notebook
+from app.view.qr import printed_qr
 from app.view.translate_view import translate_context
 from app.web.page_work import PageRequest, Rendered
-from app.web.respond import encoded, notebook_download, page_request, render, respond
+from app.web.respond import encoded, field_error, notebook_download, page_request, render, respond
 from app.web.served import Waiting, served_page
 
 router = APIRouter()
@@ -84,6 +85,30 @@ async def translate_notebook(request: Request) -> Response:
     pairs = list(request.query_params.multi_items())
     rendered = await request.app.state.lanes.run(
         NOTEBOOK_OPERATIONS, lambda: encoded(page.accept_encoding, notebook_work, pairs))
+    return respond(rendered)
+
+
+def handout_work(page: PageRequest, pairs: list[tuple[str, str]], link_base: str) -> Rendered:
+    """The printed handout of the page's state, under the QR code of its link; a bad field is a 422 naming it."""
+    service = translator()
+    try:
+        read = read_translate_page(service.files(), pairs)
+    except FormError as error:
+        return field_error(error)
+    run = service.run(read.direction, read.text)
+    ctx = translate_context(service.files()[read.direction], run, read)
+    link = f"{link_base}?{ctx['query_string']}"
+    return render(page, "translate/handout.html", ctx | {"link": link, "qr": printed_qr(link)})
+
+
+@router.get("/translate/handout", response_class=HTMLResponse, include_in_schema=False, name="translate_handout")
+async def translate_handout(request: Request) -> Response:
+    """The translate page's state printed: its translation, lines, steps, alignment and head, one to a page."""
+    page = page_request(request)
+    pairs = list(request.query_params.multi_items())
+    link_base = str(request.url_for("translate_page"))  # absolute: the QR code is read by another device
+    rendered = await request.app.state.lanes.run(
+        NOTEBOOK_OPERATIONS, lambda: encoded(page.accept_encoding, handout_work, page, pairs, link_base))
     return respond(rendered)
 
 
