@@ -45,11 +45,9 @@
     if (on) fetchWorkspace();
   }
 
-  // A real model's page swaps its results (#model-work, #decoder-work, #translate-work); a toy scenario's page its
-  // workspace.
-  const workTarget = () => ["#model-work", "#decoder-work", "#translate-work"].find(function (s) {
-    return document.querySelector(s);
-  }) || "#workspace";
+  // What a change swaps in: a real model's page its results (#model-work, …: the panel's data-work), a toy
+  // scenario's page its workspace.
+  const workTarget = () => panel().dataset.work || "#workspace";
 
   function fetchWorkspace() {
     kept = { stage: stageId(), drawers: openDrawers(), guess: guessTyped() };

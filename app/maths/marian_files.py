@@ -76,6 +76,11 @@ class TranslatorConfig:
         return self.d_model // self.heads
 
 
+# Both directions' sizes, stated once for every layer above (the API's bounds, the page's maps) and checked when a
+# file is read.
+TINY = TranslatorConfig(d_model=256, heads=8, encoder_layers=6, decoder_layers=2, d_ff=1536, vocab=32000)
+
+
 @dataclass(frozen=True)
 class Shortlist:
     first: int  # the most frequent target pieces always allowed
@@ -223,6 +228,8 @@ def read_translator_files(direction: str, check: bool = True) -> TranslatorFiles
     if embedding_int8 is None:
         raise TranslatorFilesError("the model has no Wemb")
     config = TranslatorConfig(**{**config.__dict__, "vocab": int(embedding_int8.shape[0])})
+    if config != TINY:
+        raise TranslatorFilesError(f"the model's sizes are {config}, not the ones this project states ({TINY})")
     return TranslatorFiles(direction=direction, config=config, weights=weights, int8=int8,
                            embedding_int8=embedding_int8,
                            embedding_multiplier=embedding_multiplier,

@@ -12,14 +12,25 @@ import numpy as np
 
 from app.i18n import N_, decimal, percent
 from app.maths.marian import Translation, cross_head
-from app.maths.marian_files import TranslatorFiles
-from app.state.translate_state import ALIGNMENT, DECODER_LAYERS, HEADS, TranslatePage, translate_query
+from app.maths.marian_files import TINY, TranslatorFiles
+from app.serving.real_models import translator
+from app.state.form import FormError
+from app.state.translate_state import (
+    ALIGNMENT,
+    DECODER_LAYERS,
+    DEFAULT_DIRECTION,
+    DEFAULT_TEXT,
+    HEADS,
+    TranslatePage,
+    read_translate_page,
+    translate_query,
+)
 from app.view.attention_lines import attention_lines
 from app.view.labels import head_name, numbered, token_labels
 from app.view.model_maps import thumbnail
 from app.view.model_view import head_panel
 
-ENCODER_LAYERS = 6
+ENCODER_LAYERS = TINY.encoder_layers
 LANGUAGES = {"en-pt": (N_("English"), N_("Portuguese")), "pt-en": (N_("Portuguese"), N_("English"))}  # _() in the page
 
 
@@ -86,3 +97,24 @@ def translate_context(files: TranslatorFiles, run: Translation, page: TranslateP
         "output": head_panel(h.output, "Output A·V", "", targets, dims, ref="output"),
     }
     return ctx
+
+
+def typed(pairs: list[tuple[str, str]]) -> dict:
+    """The text and direction as the student sent them, a bad one too: the boxes keep what was typed."""
+    given = dict(pairs)
+    return {"text": given.get("text", DEFAULT_TEXT), "direction": given.get("direction") or DEFAULT_DIRECTION}
+
+
+def failed(error: FormError) -> dict:
+    """A bad field's message and the slot beside which it shows: the text's, or the view's."""
+    return {"error": error, "error_slot": error.field if error.field == "text" else "view"}
+
+
+def translated(pairs: list[tuple[str, str]]) -> dict:
+    """The page's context for a query string: read by the page's own reader (FormError naming a bad field),
+    translated through the translator's service, with the text and direction it read."""
+    service = translator()
+    read = read_translate_page(service.files(), pairs)
+    run = service.run(read.direction, read.text)
+    return translate_context(service.files()[read.direction], run, read) | {
+        "typed": {"text": read.text, "direction": read.direction}}

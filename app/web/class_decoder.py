@@ -42,7 +42,7 @@ from app.state.decoder_state import DecoderRead, decoder_query, read_decoder_pag
 from app.state.form import ON, FormError
 from app.view.decoder_view import candidates_context, decoder_context
 from app.web.class_access import OpenRoom, TeacherOf, feedback
-from app.web.class_hooks import STUDENT_COOKIE, client_id, conf, lesson_for, rooms
+from app.web.class_hooks import conf, lesson_for, rooms
 from app.web.class_pages import enter_following
 from app.web.class_real import (
     Pairs,
@@ -52,6 +52,7 @@ from app.web.class_real import (
     pushed_url,
     reader,
     real_lesson,
+    student_sending,
     teacher_url,
     teachers_room,
     workspace_response,
@@ -250,18 +251,12 @@ async def class_guess(request: Request, room: OpenRoom) -> Response:
         return feedback(request, status, message, sent, back, slot="guess-feedback", title=N_("Your guess"),
                         field=field)
 
-    if room == 429:
-        return answer(429, _("Too many codes without a class this minute: wait a minute."))
-    if not isinstance(room, Room):
-        return answer(404, _("This class has ended."), back="")
-    store = rooms(request)
-    student = request.cookies.get(STUDENT_COOKIE, "")
-    if not student or not await store.is_student(room.code, student):
-        return answer(403, _("Open the class's page again to join it, then send your guess."))
-    limit = conf(request).class_predictions_per_minute
-    if not await store.allow(f"predict:{room.code}:{client_id(request) or student}", limit):
-        return answer(429, _("More than {limit} guesses this minute: wait a moment, then send it again.").format(
-            limit=limit))
+    sending = await student_sending(
+        request, room, answer, _("Open the class's page again to join it, then send your guess."),
+        _("More than {limit} guesses this minute: wait a moment, then send it again."))
+    if isinstance(sending, Response):
+        return sending
+    room, student = sending
     question = next_word(room.state)
     if question is None:
         return answer(422, _("The teacher is not showing the language model: there is no next word to guess now."))
@@ -274,7 +269,7 @@ async def class_guess(request: Request, room: OpenRoom) -> Response:
         word = read_guess(fields.get("guess", ""))
     except FormError as e:
         return answer(422, e.message, field=e.field)
-    count = await store.guess(room.code, student, question.ref, word)
+    count = await rooms(request).guess(room.code, student, question.ref, word)
     return answer(200, _("Sent: your guess “{word}”. The class has sent {count} so far; you can change yours until "
                          "the teacher reveals the model's answer.").format(word=word, count=count), sent=True)
 

@@ -23,7 +23,7 @@ from app.config import settings
 from app.i18n import gettext as _
 from app.i18n import language
 from app.web.class_access import Teacher, not_teacher, notice, notice_failed, too_many
-from app.web.class_hooks import STUDENT_COOKIE, app_root, conf, lesson_for, rooms
+from app.web.class_hooks import STUDENT_COOKIE, app_root, client_id, conf, lesson_for, rooms
 from app.web.page_work import PageRequest, Rendered
 from app.web.respond import page_request
 
@@ -131,3 +131,22 @@ def pushed_url(page: PageRequest, request: Request, url: str, query: str, typed:
         return {}
     typing = request.headers.get("HX-Trigger-Name") in typed
     return {"HX-Replace-Url" if typing else "HX-Push-Url": f"{url}?{query}"}
+
+
+async def student_sending(request: Request, room: Room | int, answer: Callable[..., Response], join_again: str,
+                          too_many_this_minute: str) -> tuple[Room, str] | Response:
+    """The room and the joined student who sends it a guess or a tap, within their share of the minute; else
+    ``answer``'s reply that says why not: a code naming no class, an ended class, a browser not in the class
+    (``join_again``), or too many this minute (``too_many_this_minute``, its ``{limit}`` filled in)."""
+    if room == 429:
+        return answer(429, _("Too many codes without a class this minute: wait a minute."))
+    if not isinstance(room, Room):
+        return answer(404, _("This class has ended."), back="")
+    store = rooms(request)
+    student = request.cookies.get(STUDENT_COOKIE, "")
+    if not student or not await store.is_student(room.code, student):
+        return answer(403, join_again)
+    limit = conf(request).class_predictions_per_minute
+    if not await store.allow(f"predict:{room.code}:{client_id(request) or student}", limit):
+        return answer(429, too_many_this_minute.format(limit=limit))
+    return room, student

@@ -40,9 +40,9 @@ from app.maths.marian import Translation
 from app.serving.real_models import translator
 from app.state.form import ON, FormError
 from app.state.translate_state import DEFAULT_TEXT, OTHER_BANK, TranslatePage, read_translate_page, translate_query
-from app.view.translate_view import translate_context
+from app.view.translate_view import failed, translate_context, typed
 from app.web.class_access import OpenRoom, TeacherOf, feedback
-from app.web.class_hooks import STUDENT_COOKIE, client_id, conf, lesson_for, rooms
+from app.web.class_hooks import conf, lesson_for, rooms
 from app.web.class_pages import enter_following
 from app.web.class_real import (
     following_html,
@@ -51,6 +51,7 @@ from app.web.class_real import (
     pushed_url,
     reader,
     real_lesson,
+    student_sending,
     teacher_url,
     teachers_room,
     workspace_response,
@@ -109,11 +110,10 @@ def class_translate_error(page: PageRequest, pairs: list[tuple[str, str]], error
                           lesson: Lesson | None) -> Rendered:
     """422: htmx swaps only the message into its slot (the last good result stays); without JavaScript the page
     comes back with the typed text in its box and the message."""
-    ctx = base_context(url, lesson) | {"error": error, "error_slot": error.field if error.field == "text" else "view"}
+    ctx = base_context(url, lesson) | failed(error)
     if page.htmx:
         return render(page, "translate/errors.html", ctx, status=422, headers={"HX-Reswap": "none"})
-    given = dict(pairs)
-    ctx["typed"] = {"text": given.get("text", DEFAULT_TEXT), "direction": given.get("direction") or "en-pt"}
+    ctx["typed"] = typed(pairs)
     return render(page, "translate.html", ctx, status=422)
 
 
@@ -262,18 +262,12 @@ async def class_translate_tap(request: Request, room: OpenRoom) -> Response:
         return feedback(request, status, message, sent, back, slot="tap-feedback", title=N_("Your answer"),
                         field=field)
 
-    if room == 429:
-        return answer(429, _("Too many codes without a class this minute: wait a minute."))
-    if not isinstance(room, Room):
-        return answer(404, _("This class has ended."), back="")
-    store = rooms(request)
-    student = request.cookies.get(STUDENT_COOKIE, "")
-    if not student or not await store.is_student(room.code, student):
-        return answer(403, _("Open the class's page again to join it, then send your answer."))
-    limit = conf(request).class_predictions_per_minute
-    if not await store.allow(f"predict:{room.code}:{client_id(request) or student}", limit):
-        return answer(429, _("More than {limit} answers this minute: wait a moment, then send it again.").format(
-            limit=limit))
+    sending = await student_sending(
+        request, room, answer, _("Open the class's page again to join it, then send your answer."),
+        _("More than {limit} answers this minute: wait a moment, then send it again."))
+    if isinstance(sending, Response):
+        return sending
+    room, student = sending
     question = tap_question(room.state)
     if question is None or not question.ask:
         return answer(422, _("The teacher is not asking the class about the translator now."))
@@ -287,7 +281,7 @@ async def class_translate_tap(request: Request, room: OpenRoom) -> Response:
         tap = read_tap(fields.get("tap", ""), len(run.source))
     except FormError as e:
         return answer(422, e.message, field=e.field)
-    count = await store.guess(room.code, student, question.ref(len(run.target)), str(tap))
+    count = await rooms(request).guess(room.code, student, question.ref(len(run.target)), str(tap))
     return answer(200, _("Sent: “{piece}”. The class has sent {count} so far; you can change yours until the "
                          "teacher reveals where the model looked.").format(piece=run.source[tap], count=count),
                   sent=True)

@@ -35,12 +35,10 @@ from app.state.model_state import DEFAULT_TEXT, DEFAULT_TEXT2, read_model_page
 from app.state.page import apply_action, lenient_read, link_fields
 from app.state.reading import read_page
 from app.state.scenario import Scenario, View, from_preset
-from app.state.translate_state import DEFAULT_TEXT as DEFAULT_TRANSLATE_TEXT
-from app.state.translate_state import read_translate_page
 from app.view.decoder_view import candidates_context, decoder_context
 from app.view.model_view import model_context
 from app.view.panels import page_stages
-from app.view.translate_view import translate_context
+from app.view.translate_view import failed, translated, typed
 from app.web.decoder_work import ERROR_SLOTS as DECODER_ERROR_SLOTS
 from app.web.decoder_work import decoder_answer, generated_pairs
 from app.web.decoder_work import error_slot as decoder_error_slot
@@ -277,24 +275,17 @@ def translate_embed_work(page: PageRequest, pairs: list[tuple[str, str]], embed_
                          waiting: Waiting | None = None) -> Rendered:
     """The translator's embed (for htmx: its workspace) for one query string: the translation and where each
     written piece looked; a bad field's 422, its message beside the text; or the embed around ``waiting``."""
-    urls = embed_urls(page.urls)
-    given = dict(pairs)
     base = {"translate_url": embed_url, "page_url": translate_url, "error": None, "error_slots": TRANSLATE_SLOTS,
-            "urls": urls, "typed": {"text": given.get("text", DEFAULT_TRANSLATE_TEXT),
-                                    "direction": given.get("direction") or "en-pt"}}
+            "urls": embed_urls(page.urls), "typed": typed(pairs)}
     if waiting is not None:
         return render(page, "embed/translate.html", base | {"waiting": waiting}, headers={"Cache-Control": "no-store"})
-    service = translator()
     try:
-        read = read_translate_page(service.files(), pairs)
+        ctx = base | translated(pairs)
     except FormError as error:
-        ctx = base | {"error": error, "error_slot": error.field if error.field == "text" else "view"}
+        ctx = base | failed(error)
         if page.htmx:
             return render(page, "translate/errors.html", ctx, status=422, headers={"HX-Reswap": "none"})
         return render(page, "embed/translate.html", ctx, status=422)
-    run = service.run(read.direction, read.text)
-    ctx = base | translate_context(service.files()[read.direction], run, read)
-    ctx["typed"] = {"text": read.text, "direction": read.direction}
     return render(page, "embed/translate_work.html" if page.htmx else "embed/translate.html", ctx)
 
 

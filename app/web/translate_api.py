@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.config import settings
 from app.maths.marian import CANDIDATES, MAX_SOURCE_PIECES, Translation, cross_head
-from app.maths.marian_files import TranslatorFiles
+from app.maths.marian_files import TINY, TranslatorFiles
 from app.serving.real_models import TRANSLATOR_NAME, translator
 from app.web.api_answers import RESPONSES, JSONBodyRoute, served_answer
 from app.web.fields import ModelText, whole_number
@@ -24,7 +24,7 @@ from app.web.schemas import mismatch
 
 router = APIRouter(route_class=JSONBodyRoute)
 
-ENCODER_LAYERS, DECODER_LAYERS, HEADS, D_K = 6, 2, 8, 32  # the model's own (app.maths.marian_files checks them)
+ENCODER_LAYERS, DECODER_LAYERS, HEADS, D_K = TINY.encoder_layers, TINY.decoder_layers, TINY.heads, TINY.d_k
 Direction = Literal["en-pt", "pt-en"]
 Layer = whole_number(0, DECODER_LAYERS - 1)
 Head = whole_number(0, HEADS - 1)

@@ -18,7 +18,6 @@ from nbformat import NotebookNode
 from app.serving.real_models import translator
 from app.state.form import FormError
 from app.state.translate_state import (
-    DEFAULT_DIRECTION,
     DEFAULT_TEXT,
     OTHER_BANK,
     TranslatePage,
@@ -26,7 +25,7 @@ from app.state.translate_state import (
 )
 from app.view.notebook.translator import translator_notebook
 from app.view.qr import printed_qr
-from app.view.translate_view import translate_context
+from app.view.translate_view import failed, translated, typed
 from app.web.page_work import PageRequest, Rendered
 from app.web.respond import encoded, field_error, notebook_download, page_request, render, respond
 from app.web.served import Waiting, served_page
@@ -37,11 +36,6 @@ ERROR_SLOTS = ("text", "view")
 NOTEBOOK_OPERATIONS = 40_000_000  # a translation of 128 pieces (its multiply-adds), for the heavy lane
 
 
-def typed(pairs: list[tuple[str, str]]) -> dict:
-    given = dict(pairs)
-    return {"text": given.get("text", DEFAULT_TEXT), "direction": given.get("direction") or DEFAULT_DIRECTION}
-
-
 def translate_work(page: PageRequest, pairs: list[tuple[str, str]], url: str,
                    waiting: Waiting | None = None) -> Rendered:
     """The page or its fragment for one query string; a bad field's 422; or the page around ``waiting``."""
@@ -50,17 +44,13 @@ def translate_work(page: PageRequest, pairs: list[tuple[str, str]], url: str,
     if waiting is not None:
         return render(page, "translate.html", base | {"waiting": waiting, "typed": typed(pairs)},
                       headers={"Cache-Control": "no-store"})
-    service = translator()
     try:
-        read = read_translate_page(service.files(), pairs)
+        ctx = base | translated(pairs)
     except FormError as error:
-        ctx = base | {"error": error, "error_slot": error.field if error.field == "text" else "view"}
+        ctx = base | failed(error)
         if page.htmx:
             return render(page, "translate/errors.html", ctx, status=422, headers={"HX-Reswap": "none"})
         return render(page, "translate.html", ctx | {"typed": typed(pairs)}, status=422)
-    run = service.run(read.direction, read.text)
-    ctx = base | translate_context(service.files()[read.direction], run, read)
-    ctx["typed"] = {"text": read.text, "direction": read.direction}
     if page.htmx:  # the address bar gets the clean permalink
         return render(page, "translate/fragment.html", ctx, headers={"HX-Push-Url": f"{url}?{ctx['query_string']}"})
     return render(page, "translate.html", ctx)
@@ -90,13 +80,10 @@ async def translate_notebook(request: Request) -> Response:
 
 def handout_work(page: PageRequest, pairs: list[tuple[str, str]], link_base: str) -> Rendered:
     """The printed handout of the page's state, under the QR code of its link; a bad field is a 422 naming it."""
-    service = translator()
     try:
-        read = read_translate_page(service.files(), pairs)
+        ctx = translated(pairs)
     except FormError as error:
         return field_error(error)
-    run = service.run(read.direction, read.text)
-    ctx = translate_context(service.files()[read.direction], run, read)
     link = f"{link_base}?{ctx['query_string']}"
     return render(page, "translate/handout.html", ctx | {"link": link, "qr": printed_qr(link)})
 

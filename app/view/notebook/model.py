@@ -76,6 +76,12 @@ def model_notebook(model: ModelFiles, text: str, run: ModelRun, layer: int, head
                   new_code_cell(code)]
     expected = {"Q": h.q, "K": h.k, "V": h.v, "scores": h.scores, "scaled": h.scaled, "A": h.softmax,
                 "output": h.output}
+    return checked_notebook(cells, expected)
+
+
+def checked_notebook(cells: list, expected: dict[str, np.ndarray]) -> NotebookNode:
+    """``cells``, then the check: every matrix the page computed (float32), asserted equal to the notebook's own
+    within float32's precision; a validated notebook."""
     check = ["server = {  # what the page computed (float32)"]
     check += [f"    {key!r}: {array_literal(np.asarray(v, dtype=np.float32))},"
               for key, v in expected.items()]
@@ -83,7 +89,7 @@ def model_notebook(model: ModelFiles, text: str, run: ModelRun, layer: int, head
               f"    np.testing.assert_allclose(globals()[name], value, rtol={MODEL_RTOL!r}, atol={MODEL_ATOL!r}, "
               "err_msg=name)",
               'print(f"All {len(server)} matrices agree with the page\'s, to float32 precision.")']
-    cells += [new_markdown_cell("## " + _("Check against the page")), new_code_cell("\n".join(check))]
+    cells = [*cells, new_markdown_cell("## " + _("Check against the page")), new_code_cell("\n".join(check))]
     nb = new_notebook(cells=cells, metadata={"kernelspec": KERNEL, "language_info": {"name": "python"}})
     nbformat.validate(nb)
     return nb

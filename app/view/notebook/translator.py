@@ -10,17 +10,16 @@ precision (a different order of the same sums moves the last of its 7 digits).
 
 from __future__ import annotations
 
-import nbformat
 import numpy as np
 from nbformat import NotebookNode
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from nbformat.v4 import new_code_cell, new_markdown_cell
 
 from app.i18n import N_
 from app.i18n import gettext as _
 from app.maths.marian import Translation, cross_head
 from app.maths.marian_files import TranslatorFiles
 from app.view.notebook.literals import array_literal, shape_text
-from app.view.notebook.model import KERNEL, MODEL_ATOL, MODEL_RTOL
+from app.view.notebook.model import checked_notebook
 
 
 def _float32(name: str, a: np.ndarray, what: str) -> str:
@@ -89,13 +88,4 @@ def translator_notebook(files: TranslatorFiles, run: Translation, text: str, lay
                   new_code_cell(code)]
     expected = {"Q": h.q, "K": h.k, "V": h.v, "scores": h.scores, "scaled": h.scaled, "A": h.softmax,
                 "output": h.output}
-    check = ["server = {  # what the page computed (float32)"]
-    check += [f"    {key!r}: {array_literal(np.asarray(v, dtype=np.float32))}," for key, v in expected.items()]
-    check += ["}", "for name, value in server.items():",
-              f"    np.testing.assert_allclose(globals()[name], value, rtol={MODEL_RTOL!r}, atol={MODEL_ATOL!r}, "
-              "err_msg=name)",
-              'print(f"All {len(server)} matrices agree with the page\'s, to float32 precision.")']
-    cells += [new_markdown_cell("## " + _("Check against the page")), new_code_cell("\n".join(check))]
-    nb = new_notebook(cells=cells, metadata={"kernelspec": KERNEL, "language_info": {"name": "python"}})
-    nbformat.validate(nb)
-    return nb
+    return checked_notebook(cells, expected)
