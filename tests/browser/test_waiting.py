@@ -25,7 +25,7 @@ except ImportError:  # conftest's fixtures skip every test (or fail them under R
     expect = None
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser
+    from playwright.sync_api import Browser, Route
 
 pytestmark = pytest.mark.browser
 
@@ -95,14 +95,22 @@ def test_a_new_text_sent_from_the_form_waits_in_place_and_its_answer_is_swapped_
 def test_the_waiting_page_on_every_screen(browser: Browser, waiting_url: str) -> None:
     context = browser.new_context()
     page = context.new_page()
+    held: list[Route] = []  # the waiting page's asks, held until it is measured (its answer would replace it)
+    holding = [True]
+    page.route("**/decoder?*", lambda route: held.append(route)
+               if holding[0] and route.request.headers.get("attention-wait") else route.continue_())
     try:
         for width, height in VIEWPORTS:
             page.set_viewport_size({"width": width, "height": height})
+            holding[0] = True
             page.goto(f"{waiting_url}/decoder?text={unique('The capital of France is')}",
                       wait_until="domcontentloaded")
             box = page.locator(".waiting").bounding_box()
             assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width + 1
             save_screenshot(page, f"waiting-{width}x{height}", full_page=False)
+            holding[0] = False
+            while held:
+                held.pop().continue_()
             expect(page.locator("#candidates")).to_be_visible(timeout=ANSWER_MS)
     finally:
         context.close()
