@@ -32,8 +32,19 @@ from babel.numbers import format_decimal, format_percent
 LOCALES_DIR = Path(__file__).resolve().parent / "locales"
 DOMAIN = "messages"
 DEFAULT = "en"
+
+
+def N_(message: str) -> str:  # noqa: N802 (gettext's own name for a marker)
+    """Marks ``message`` for the catalogue and leaves it as it is: translated where it is shown."""
+    return message
+
+
 # Each language named in itself, in the order of the header's selector.
 LANGUAGES: dict[str, str] = {"en": "English", "fr": "Français", "de": "Deutsch", "es": "Español", "zh": "中文"}
+# Each language named in the reader's language (_() where shown): the real models' inputs and outputs, which are
+# never translated, say which language they are in (Portuguese: the translator's other side).
+LANGUAGE_NAMES: dict[str, str] = {"en": N_("English"), "fr": N_("French"), "de": N_("German"), "es": N_("Spanish"),
+                                  "zh": N_("Chinese"), "pt": N_("Portuguese")}
 # <html lang>: the BCP 47 tag of each (Simplified Chinese written as such).
 HTML_LANG = {"en": "en", "fr": "fr", "de": "de", "es": "es", "zh": "zh-Hans"}
 # Languages whose textbooks write a decimal comma: 0,25 (and English and Chinese 0.25).
@@ -44,9 +55,6 @@ COOKIE_MAX_AGE = 365 * 24 * 3600
 _current: ContextVar[str] = ContextVar("language", default=DEFAULT)
 
 
-def N_(message: str) -> str:  # noqa: N802 (gettext's own name for a marker)
-    """Marks ``message`` for the catalogue and leaves it as it is: translated where it is shown."""
-    return message
 
 
 class CatalogueError(RuntimeError):

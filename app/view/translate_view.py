@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.i18n import N_, decimal, percent
+from app.i18n import LANGUAGE_NAMES, decimal, percent
 from app.maths.marian import Translation, cross_head
 from app.maths.marian_files import TINY, TranslatorFiles
 from app.serving.real_models import translator
@@ -31,7 +31,7 @@ from app.view.model_maps import thumbnail
 from app.view.model_view import head_panel
 
 ENCODER_LAYERS = TINY.encoder_layers
-LANGUAGES = {"en-pt": (N_("English"), N_("Portuguese")), "pt-en": (N_("Portuguese"), N_("English"))}  # _() in the page
+LANGUAGES = {"en-pt": (LANGUAGE_NAMES["en"], LANGUAGE_NAMES["pt"]), "pt-en": (LANGUAGE_NAMES["pt"], LANGUAGE_NAMES["en"])}  # _() in the page
 
 
 @dataclass(frozen=True)
