@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.maths.attention import attend, concat_heads, softmax_rows
+from app.maths.attention import attend, concat_heads
 from app.maths.bert import heads_in
 from app.maths.decoder_files import SMOLLM2_135M, DecoderConfig, DecoderFiles
 from app.maths.masks import causal_mask
@@ -201,21 +201,6 @@ def decoder_operations(t: int, passes: int = 1, cfg: DecoderConfig = SMOLLM2_135
     return passes * (cfg.layers * per_layer) + (cfg.layers + 1) * d * cfg.vocab
 
 
-def temperature_softmax(logits: np.ndarray, temperature: float) -> np.ndarray:
-    """p = softmax(logits / τ), in float64: τ < 1 sharpens, τ > 1 flattens. The largest logit is taken away
-    before dividing, so that a τ as small as a double allows (5e-324) gives the argmax, never inf − inf."""
-    z = np.asarray(logits, dtype=np.float64)
-    with np.errstate(over="ignore"):  # (z − max)/τ is −inf for a tiny τ: exp gives 0, as it should
-        return softmax_rows((z - z.max(axis=-1, keepdims=True)) / temperature)
-
-
-def top_candidates(probabilities: np.ndarray, top: int) -> np.ndarray:
-    """The ``top`` token ids by probability, the most likely first (ties: the lower id first)."""
-    top = min(top, probabilities.shape[-1])
-    part = np.argpartition(-probabilities, top - 1)[:top]  # (top,) unordered
-    return part[np.lexsort((part, -probabilities[part]))]
-
-
 def lens(model: DecoderFiles, hidden: np.ndarray, chunk: int = 64) -> tuple[np.ndarray, np.ndarray]:
     """The logit lens (nostalgebraist, 2020): each row of ``hidden`` (..., d_model) read through the final
     RMSNorm and the LM head as if it were the last layer's. Returns the top token's id and probability, (...)."""
@@ -230,56 +215,22 @@ def lens(model: DecoderFiles, hidden: np.ndarray, chunk: int = 64) -> tuple[np.n
     return ids.reshape(hidden.shape[:-1]), probs.reshape(hidden.shape[:-1])
 
 
-def sampling_distribution(logits: np.ndarray, temperature: float, top_k: int | None = None,
-                          top_p: float | None = None) -> np.ndarray:
-    """What a sampler draws from, as transformers' warpers make it, in their order: softmax(logits / τ), then
-    only the top_k most likely tokens, then only the fewest most likely whose probabilities, renormalised over
-    those top_k, reach top_p; renormalised. The most likely token always stays."""
-    p = temperature_softmax(logits, temperature)  # (vocab,)
-    order = np.argsort(-p, kind="stable")  # (vocab,) the most likely first
-    keep = np.zeros(p.shape, dtype=bool)
-    n = len(p) if top_k is None else max(1, min(top_k, len(p)))
-    if top_p is not None:
-        top = p[order[:n]] / p[order[:n]].sum()  # (n,) renormalised over the top_k, as transformers' top-p sees them
-        before = np.cumsum(top) - top  # the probability of the tokens ahead of each
-        n = max(1, int(np.count_nonzero(before < top_p)))
-    keep[order[:n]] = True
-    kept = np.where(keep, p, 0.0)
-    return kept / kept.sum()
+class DecoderContinuation:
+    """The language model part-way through a text, for app.maths.sampling.generate: the text read through every
+    layer once, then one token's forward pass through the KV cache for each token written."""
 
+    def __init__(self, model: DecoderFiles, ids: np.ndarray,
+                 heads_off: frozenset[tuple[int, int]] = frozenset()) -> None:
+        self.model, self.heads_off, self.eos_id = model, heads_off, model.eos_id
+        hidden, _, self.cache = extend(model, np.asarray(ids, dtype=np.int64), KVCache(), heads_off)
+        self._logits = final_logits(model, hidden[-1, -1])  # (vocab,)
 
-@dataclass(frozen=True)
-class GeneratedStep:
-    id: int
-    probability: float  # under softmax(logits / τ) (τ = 1 when greedy)
-    logits: np.ndarray = field(repr=False)  # (vocab,) the scores it was chosen from
+    def logits(self) -> np.ndarray:
+        return self._logits
 
-
-def generate(model: DecoderFiles, ids: np.ndarray, max_new_tokens: int, temperature: float = 0.0,
-             top_k: int | None = None, top_p: float | None = None, seed: int = 0,
-             heads_off: frozenset[tuple[int, int]] = frozenset()) -> list[GeneratedStep]:
-    """Write up to ``max_new_tokens`` tokens after ``ids``, one forward pass of one token each through the KV
-    cache. τ = 0 is greedy (the most likely token, as transformers' generate(do_sample=False)); otherwise each
-    token is drawn from :func:`sampling_distribution` with NumPy's generator seeded by ``seed``. Stops after
-    the end-of-text token."""
-    rng = np.random.default_rng(seed)
-    hidden, _, cache = extend(model, np.asarray(ids, dtype=np.int64), KVCache(), heads_off)
-    logits = final_logits(model, hidden[-1, -1])  # (vocab,)
-    steps: list[GeneratedStep] = []
-    for _ in range(max_new_tokens):
-        if temperature == 0:
-            token = int(np.argmax(logits))
-            probability = float(temperature_softmax(logits, 1.0)[token])
-        else:
-            p = sampling_distribution(logits, temperature, top_k, top_p)
-            token = int(rng.choice(len(p), p=p))
-            probability = float(temperature_softmax(logits, temperature)[token])
-        steps.append(GeneratedStep(id=token, probability=probability, logits=logits))
-        if token == model.eos_id or len(steps) == max_new_tokens:
-            break
-        hidden, _, cache = extend(model, np.array([token], dtype=np.int64), cache, heads_off)  # one token's pass
-        logits = final_logits(model, hidden[-1, -1])
-    return steps
+    def read(self, token: int) -> None:
+        hidden, _, self.cache = extend(self.model, np.array([token], dtype=np.int64), self.cache, self.heads_off)
+        self._logits = final_logits(self.model, hidden[-1, -1])
 
 
 def layer_attention_run(model: DecoderFiles, run: DecoderRun, layer: int) -> AttentionRun:

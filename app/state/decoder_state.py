@@ -15,7 +15,8 @@ import numpy as np
 from app.config import settings
 from app.i18n import gettext as _
 from app.maths.decoder_files import SMOLLM2_135M, DecoderFiles
-from app.maths.llama import temperature_softmax, tokenize, top_candidates
+from app.maths.llama import tokenize
+from app.maths.sampling import temperature_softmax, top_candidates
 from app.state.form import FormError
 from app.state.model_state import INSPECTABLE, Cell, check_sentence, head_ref, whole_field
 

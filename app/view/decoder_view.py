@@ -20,10 +20,8 @@ from app.maths.llama import (
     head_at,
     layer_attention_run,
     lens,
-    sampling_distribution,
-    temperature_softmax,
-    top_candidates,
 )
+from app.maths.sampling import sampling_distribution, temperature_softmax, top_candidates
 from app.serving.real_models import language_model
 from app.state.decoder_state import CANDIDATES, DECODER_SPEC, GENERATE_CHOICES, DecoderPage, DecoderRead, decoder_query
 from app.state.model_state import INSPECTABLE

@@ -12,7 +12,7 @@ import numpy as np
 
 from app.i18n import LANGUAGE_NAMES, decimal, percent
 from app.maths.marian import Translation, cross_head
-from app.maths.marian_files import TINY, TranslatorFiles
+from app.maths.marian_files import DIRECTIONS, TINY, TranslatorFiles
 from app.serving.real_models import translator
 from app.state.form import FormError
 from app.state.translate_state import (
@@ -31,7 +31,8 @@ from app.view.model_maps import thumbnail
 from app.view.model_view import head_panel
 
 ENCODER_LAYERS = TINY.encoder_layers
-LANGUAGES = {"en-pt": (LANGUAGE_NAMES["en"], LANGUAGE_NAMES["pt"]), "pt-en": (LANGUAGE_NAMES["pt"], LANGUAGE_NAMES["en"])}  # _() in the page
+# Each direction's source and target language, named (_() in the page): "en-pt" is English, then Portuguese.
+LANGUAGES = {d: (LANGUAGE_NAMES[d[:2]], LANGUAGE_NAMES[d[3:]]) for d in DIRECTIONS}
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from app.config import settings
 from app.maths.decoder_files import DecoderFiles
-from app.maths.llama import DecoderRun, generate, head_at, lens
+from app.maths.llama import DecoderContinuation, DecoderRun, head_at, lens
+from app.maths.sampling import generate
 from app.serving.real_models import language_model
 from app.state.decoder_state import DECODER_SPEC, candidates_of, read_decoder_tokens
 from app.web.api_answers import RESPONSES, JSONBodyRoute, served_answer
@@ -202,7 +203,8 @@ def decoder_document(model: DecoderFiles, run: DecoderRun, temperature: float = 
 
 
 def generate_document(model: DecoderFiles, req: GenerateRequest) -> dict:
-    steps = generate(model, req.ids, req.max_new_tokens, req.temperature, req.top_k, req.top_p, req.seed, req.off)
+    steps = generate(DecoderContinuation(model, req.ids, req.off), req.max_new_tokens, req.temperature, req.top_k,
+                     req.top_p, req.seed)
     shown = req.temperature or 1.0
     return {
         "model": model.name, "tokens": [model.vocabulary[i] for i in req.ids],

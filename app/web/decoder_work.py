@@ -11,7 +11,8 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from app.i18n import gettext as _
-from app.maths.llama import generate
+from app.maths.llama import DecoderContinuation
+from app.maths.sampling import generate
 from app.serving.real_models import language_model
 from app.state.decoder_state import DEFAULT_DECODER_TEXT, read_decoder_page
 from app.state.form import FormError
@@ -61,8 +62,8 @@ def generated_pairs(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
         raise FormError("generate", _("generate must be a whole number from 1 to 32"))
     p = read.page
     greedy = given.get("sample") != "on"
-    steps = generate(model, read.ids, int(raw), 0.0 if greedy else p.temperature, p.top_k, p.top_p, seed=len(read.ids),
-                     heads_off=p.heads_off)
+    steps = generate(DecoderContinuation(model, read.ids, p.heads_off), int(raw), 0.0 if greedy else p.temperature,
+                     p.top_k, p.top_p, seed=len(read.ids))
     text = p.text + "".join(token_text(model.vocabulary[s.id]) for s in steps)
     return [(k, v) for k, v in pairs if k not in ("text", "generate", "sample", "matrix", "row", "col")] + [
         ("text", text)]

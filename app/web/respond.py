@@ -122,7 +122,8 @@ templates.env.globals.update(settings=settings, equations=equations, decimals_ch
                              weight_tex={"w_q": "W_Q", "w_k": "W_K", "w_v": "W_V", "w_o": "W_O"},
                              short_number=short_number, max_url_chars=MAX_URL_CHARS,
                              encoder=MINILM_L6, decoder=SMOLLM2_135M,  # the real models' sizes, stated once
-                             languages=LANGUAGES, language_names=LANGUAGE_NAMES, language=language, html_lang=HTML_LANG, decimal_sign=decimal_sign,
+                             languages=LANGUAGES, language_names=LANGUAGE_NAMES, language=language, html_lang=HTML_LANG,
+                             decimal_sign=decimal_sign,
                              script_messages=lambda: script_messages(language()),
                              reads_english=lambda model: splits(model, language()), source_line=source_line)
 templates.env.filters["edits"] = encode_edits

@@ -21,16 +21,16 @@ from app.maths.decoder_files import (
     read_decoder_file,
 )
 from app.maths.llama import (
+    DecoderContinuation,
     DecoderRun,
     final_logits,
-    generate,
     head_at,
     lens,
     rms_norm,
     run_decoder,
-    temperature_softmax,
     tokenize,
 )
+from app.maths.sampling import generate, temperature_softmax
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "smollm2_reference.npz"
 with np.load(FIXTURE) as npz:  # strings are stored as unicode arrays: no pickle needed
@@ -175,5 +175,5 @@ def test_one_heads_vectors_agree_with_hugging_face(model: DecoderFiles, runs: di
 @pytest.mark.parametrize("i", GENERATED)
 def test_greedy_generation_writes_hugging_faces_tokens(model: DecoderFiles, runs: dict[int, DecoderRun],
                                                        i: int) -> None:
-    steps = generate(model, runs[i].ids, 16, temperature=0)
+    steps = generate(DecoderContinuation(model, runs[i].ids), 16, temperature=0)
     assert [s.id for s in steps] == REF[f"generate_{i}"].tolist()

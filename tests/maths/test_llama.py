@@ -12,20 +12,19 @@ import pytest
 
 from app.maths.decoder_files import DecoderFiles, load_decoder_files
 from app.maths.llama import (
+    DecoderContinuation,
     KVCache,
     extend,
     final_logits,
-    generate,
     head_at,
     layer_attention_run,
     rms_norm,
     run_decoder,
-    sampling_distribution,
     silu,
-    temperature_softmax,
     tokenize,
 )
 from app.maths.positions import rope_rotate
+from app.maths.sampling import generate, temperature_softmax
 
 TEXT = "The cat sat on the mat because it was tired."
 OFF_LAYER, OFF_HEADS = 3, (1, 4)  # heads switched off: one in key/value group 0, one in group 1
@@ -179,60 +178,11 @@ def test_silu_equals_x_over_one_plus_e_to_minus_x() -> None:
     np.testing.assert_allclose(got, want, atol=1e-6, rtol=1e-6)
 
 
-LOGITS = np.array([2.0, -1.0, 0.5, 3.0, 0.5, -2.0, 1.0, 2.5])  # a made-up vocabulary of 8
-
-
-@pytest.mark.parametrize("k", range(1, 9))
-def test_top_k_keeps_exactly_the_k_most_likely(k: int) -> None:
-    p = sampling_distribution(LOGITS, 1.0, top_k=k)
-    kept = set(np.flatnonzero(p))
-    assert len(kept) == k
-    assert kept == set(np.argsort(-LOGITS, kind="stable")[:k].tolist())
-    assert p.sum() == pytest.approx(1.0, abs=1e-12)
-    softmax = np.exp(LOGITS) / np.exp(LOGITS).sum()
-    np.testing.assert_allclose(p[list(kept)], softmax[list(kept)] / softmax[list(kept)].sum(), rtol=1e-12)
-
-
-def fewest_reaching(probabilities: list[float], top_p: float) -> int:
-    """How many of the most likely a loop must take for their probabilities to add up to top_p."""
-    total, n = 0.0, 0
-    for p in sorted(probabilities, reverse=True):
-        total += p
-        n += 1
-        if total >= top_p:
-            break
-    return n
-
-
-@pytest.mark.parametrize("top_p", [1e-6, 0.1, 0.3, 0.5, 0.7, 0.9, 0.99, 1.0])
-@pytest.mark.parametrize("temperature", [0.5, 1.0, 2.0])
-def test_top_p_keeps_the_fewest_tokens_whose_probability_reaches_p(top_p: float, temperature: float) -> None:
-    p_all = np.exp(LOGITS / temperature) / np.exp(LOGITS / temperature).sum()
-    p = sampling_distribution(LOGITS, temperature, top_p=top_p)
-    kept = np.flatnonzero(p)
-    n = fewest_reaching(p_all.tolist(), top_p)
-    assert len(kept) == n
-    assert set(kept.tolist()) == set(np.argsort(-p_all, kind="stable")[:n].tolist())
-    assert int(np.argmax(LOGITS)) in kept
-    assert p.sum() == pytest.approx(1.0, abs=1e-12)
-    np.testing.assert_allclose(p[kept], p_all[kept] / p_all[kept].sum(), rtol=1e-12)
-
-
-def test_top_p_after_top_k_reads_the_probabilities_top_k_left() -> None:
-    # transformers' TopPLogitsWarper takes its softmax after TopKLogitsWarper's −∞: 0.4 and 0.3 become 4/7 and
-    # 3/7, and 4/7 alone reaches 0.5. Of the whole vocabulary 0.4 would not, and two tokens would stay.
-    logits = np.log([0.4, 0.3, 0.2, 0.1])
-    np.testing.assert_allclose(sampling_distribution(logits, 1.0, top_k=2, top_p=0.5), [1, 0, 0, 0], atol=1e-12)
-    np.testing.assert_allclose(sampling_distribution(logits, 1.0, top_p=0.5), [4 / 7, 3 / 7, 0, 0], atol=1e-12)
-    np.testing.assert_allclose(sampling_distribution(logits, 1.0, top_k=3, top_p=0.8), [4 / 9, 3 / 9, 2 / 9, 0],
-                               atol=1e-12)
-
-
 def test_generate_with_one_seed_repeats_and_other_seeds_differ(model: DecoderFiles) -> None:
     _, ids = tokenize(model, "Once upon a time, there was")
-    first = [s.id for s in generate(model, ids, 6, temperature=1.2, top_k=40, seed=3)]
-    again = [s.id for s in generate(model, ids, 6, temperature=1.2, top_k=40, seed=3)]
-    other = [s.id for s in generate(model, ids, 6, temperature=1.2, top_k=40, seed=4)]
+    first = [s.id for s in generate(DecoderContinuation(model, ids), 6, temperature=1.2, top_k=40, seed=3)]
+    again = [s.id for s in generate(DecoderContinuation(model, ids), 6, temperature=1.2, top_k=40, seed=3)]
+    other = [s.id for s in generate(DecoderContinuation(model, ids), 6, temperature=1.2, top_k=40, seed=4)]
     assert first == again
     assert other != first
     for steps in (first, other):
@@ -241,7 +191,7 @@ def test_generate_with_one_seed_repeats_and_other_seeds_differ(model: DecoderFil
 
 def test_sampled_tokens_come_from_the_cut_off_distribution(model: DecoderFiles) -> None:
     _, ids = tokenize(model, "Once upon a time, there was")
-    steps = generate(model, ids, 5, temperature=1.0, top_k=3, seed=11)
+    steps = generate(DecoderContinuation(model, ids), 5, temperature=1.0, top_k=3, seed=11)
     for step in steps:
         assert step.id in np.argsort(-step.logits, kind="stable")[:3]
         assert step.probability == pytest.approx(float(temperature_softmax(step.logits, 1.0)[step.id]), rel=1e-12)
@@ -249,7 +199,7 @@ def test_sampled_tokens_come_from_the_cut_off_distribution(model: DecoderFiles) 
 
 def test_greedy_generation_equals_argmax_without_the_cache(model: DecoderFiles) -> None:
     _, ids = tokenize(model, "The capital of France is")
-    steps = generate(model, ids, 4, temperature=0)
+    steps = generate(DecoderContinuation(model, ids), 4, temperature=0)
     sequence = list(ids)
     for step in steps:  # each step from one pass over the whole sequence so far, no cache
         hidden, _, _ = extend(model, np.array(sequence), KVCache())
