@@ -102,7 +102,7 @@ def worker(text: str, profile_rows: int = 12) -> None:
     model = load_decoder_files()
     print("decoder", flush=True)
     sys.stdin.readline()
-    other = {w: len(tokenize(model, STORY.format(w))[1]) for w in OTHER_WORDS}
+    other = {w: len(tokenize(model, STORY.format(w)).ids) for w in OTHER_WORDS}
     if any(n != TOKENS for n in other.values()):
         sys.exit(f"the bench's other texts are not all {TOKENS} tokens: {other}")
 

@@ -26,21 +26,10 @@ import numpy as np
 from app.maths.attention import attend, concat_heads
 from app.maths.blocks import layer_norm
 from app.maths.model_files import MINILM_L6, BertConfig, BertLayerWeights, ModelFiles
+from app.maths.real_model import Tokenized, heads_in
 from app.maths.records import AttentionRun, HeadResult, Progress, Weights
 
 SPECIAL_TOKENS = ("[CLS]", "[SEP]")
-
-
-@dataclass(frozen=True)
-class Tokenized:
-    text: str
-    tokens: tuple[str, ...]  # WordPiece, with [CLS] first and [SEP] last
-    ids: np.ndarray  # (T,) int
-
-
-def heads_in(heads: frozenset[tuple[int, int]], layer: int) -> list[int]:
-    """Of (layer, head) pairs, the heads of ``layer``."""
-    return [h for (l_, h) in heads if l_ == layer]
 
 
 @dataclass(frozen=True)
@@ -104,7 +93,7 @@ class LayerHeads:
                           masked=self.scaled[i], softmax=self.weights[i], output=self.output[i])
 
 
-def layer_heads(lw: BertLayerWeights, x: np.ndarray, off: Iterable[int] = ()) -> LayerHeads:
+def encoder_heads(lw: BertLayerWeights, x: np.ndarray, off: Iterable[int] = ()) -> LayerHeads:
     """headᵢ = softmax((X·W_Qⁱ + b_Qⁱ)·(X·W_Kⁱ + b_Kⁱ)ᵀ / √d_k)·(X·W_Vⁱ + b_Vⁱ), for every head i."""
     q = x @ lw.w_q + lw.b_q[:, None, :]  # (h, T, d_k)
     k = x @ lw.w_k + lw.b_k[:, None, :]  # (h, T, d_k)
@@ -124,7 +113,7 @@ def encoder_layer(model: ModelFiles, layer: int, x: np.ndarray,
                   off: Iterable[int] = ()) -> tuple[np.ndarray, LayerHeads]:
     """One encoder layer: attention, residual and LayerNorm; the FFN, residual and LayerNorm."""
     lw, eps = model.weights.layers[layer], model.config.eps
-    heads = layer_heads(lw, x, off)
+    heads = encoder_heads(lw, x, off)
     attended = layer_norm(x + heads.concat @ lw.w_o + lw.b_o, lw.ln1_gamma, lw.ln1_beta, eps).output  # (T, d_model)
     hidden = gelu(attended @ lw.ffn_w1 + lw.ffn_b1)  # (T, d_ff)
     out = layer_norm(attended + hidden @ lw.ffn_w2 + lw.ffn_b2, lw.ln2_gamma, lw.ln2_beta, eps).output
@@ -193,7 +182,7 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 def head_result(model: ModelFiles, run: ModelRun, layer: int, head: int) -> HeadResult:
     """One head of one layer, every intermediate as the page's step-through shows it, from the layer's input."""
-    return layer_heads(model.weights.layers[layer], run.hidden_states[layer], run.off_in(layer)).head(head)
+    return encoder_heads(model.weights.layers[layer], run.hidden_states[layer], run.off_in(layer)).head(head)
 
 
 def layer_attention_run(model: ModelFiles, run: ModelRun, layer: int) -> AttentionRun:
@@ -201,7 +190,7 @@ def layer_attention_run(model: ModelFiles, run: ModelRun, layer: int) -> Attenti
     head, the concatenation and Concat·W_O. BERT then adds b_O, the residual and a LayerNorm."""
     lw = model.weights.layers[layer]
     x = run.hidden_states[layer]  # (T, d_model)
-    heads = layer_heads(lw, x, run.off_in(layer))
+    heads = encoder_heads(lw, x, run.off_in(layer))
     h, _, d_k = heads.q.shape
     empty = np.zeros((h, d_k, 0), dtype=x.dtype)
     weights = Weights(w_q=lw.w_q, w_k=lw.w_k, w_v=lw.w_v, w_o=lw.w_o, w_a=np.zeros((h, d_k, d_k), dtype=x.dtype),

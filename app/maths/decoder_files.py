@@ -29,6 +29,7 @@ from gguf.quants import dequantize
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
 from app.maths.installed import PackageFileError, file_sha256, installed_file
+from app.maths.real_model import frozen
 
 DECODER_NAME = "HuggingFaceTB/SmolLM2-135M-Instruct"
 DECODER_LICENCE = "Apache-2.0"
@@ -121,7 +122,7 @@ def _field(reader: GGUFReader, key: str):
     return field.contents()
 
 
-def read_config(reader: GGUFReader) -> DecoderConfig:
+def gguf_config(reader: GGUFReader) -> DecoderConfig:
     arch = _field(reader, "general.architecture")
     if arch != "llama":
         raise DecoderFilesError(f"the file's architecture is {arch!r}, not 'llama'")
@@ -138,15 +139,7 @@ def read_config(reader: GGUFReader) -> DecoderConfig:
     return cfg
 
 
-def _frozen(a: np.ndarray) -> np.ndarray:
-    """A read-only float32 copy: never a view into the reader's memory map (a float32 tensor de-quantises to
-    one), which would keep the whole 98 MB file mapped for as long as the weights live."""
-    out = np.array(a, dtype=np.float32, order="C", copy=True)
-    out.setflags(write=False)
-    return out
-
-
-def read_weights(reader: GGUFReader, cfg: DecoderConfig) -> DecoderWeights:
+def gguf_weights(reader: GGUFReader, cfg: DecoderConfig) -> DecoderWeights:
     """GGUF's tensors, de-quantised (a matrix is (out, in), y = x·Wᵀ, as a Linear's weight) as x·W, per head.
     One tensor at a time, so that reading never holds more than the weights and one tensor's copy."""
     d, d_k = cfg.d_model, cfg.d_k
@@ -163,25 +156,25 @@ def read_weights(reader: GGUFReader, cfg: DecoderConfig) -> DecoderWeights:
         return a
 
     def per_head(name: str, heads: int) -> np.ndarray:
-        return _frozen(t(name, (heads * d_k, d)).T.reshape(d, heads, d_k).transpose(1, 0, 2))  # (heads, d, d_k)
+        return frozen(t(name, (heads * d_k, d)).T.reshape(d, heads, d_k).transpose(1, 0, 2))  # (heads, d, d_k)
 
     layers = []
     for i in range(cfg.layers):
         p = f"blk.{i}"
         layers.append(DecoderLayerWeights(
-            attn_norm=_frozen(t(f"{p}.attn_norm.weight", (d,))),
+            attn_norm=frozen(t(f"{p}.attn_norm.weight", (d,))),
             w_q=per_head(f"{p}.attn_q.weight", cfg.heads), w_k=per_head(f"{p}.attn_k.weight", cfg.kv_heads),
             w_v=per_head(f"{p}.attn_v.weight", cfg.kv_heads),
-            w_o=_frozen(t(f"{p}.attn_output.weight", (d, cfg.heads * d_k)).T),
-            ffn_norm=_frozen(t(f"{p}.ffn_norm.weight", (d,))),
-            w_gate=_frozen(t(f"{p}.ffn_gate.weight", (cfg.d_ff, d)).T),
-            w_up=_frozen(t(f"{p}.ffn_up.weight", (cfg.d_ff, d)).T),
-            w_down=_frozen(t(f"{p}.ffn_down.weight", (d, cfg.d_ff)).T),
+            w_o=frozen(t(f"{p}.attn_output.weight", (d, cfg.heads * d_k)).T),
+            ffn_norm=frozen(t(f"{p}.ffn_norm.weight", (d,))),
+            w_gate=frozen(t(f"{p}.ffn_gate.weight", (cfg.d_ff, d)).T),
+            w_up=frozen(t(f"{p}.ffn_up.weight", (cfg.d_ff, d)).T),
+            w_down=frozen(t(f"{p}.ffn_down.weight", (d, cfg.d_ff)).T),
         ))
     if "output.weight" in tensors:
         raise DecoderFilesError("the file has its own output.weight; this reader expects the LM head tied")
-    return DecoderWeights(embedding=_frozen(t("token_embd.weight", (cfg.vocab, d))), layers=tuple(layers),
-                          final_norm=_frozen(t("output_norm.weight", (d,))))
+    return DecoderWeights(embedding=frozen(t("token_embd.weight", (cfg.vocab, d))), layers=tuple(layers),
+                          final_norm=frozen(t("output_norm.weight", (d,))))
 
 
 def build_tokenizer(vocabulary: list[str], merges: list[str], token_types: list[int]) -> Tokenizer:
@@ -208,13 +201,13 @@ def read_decoder_file(path: Path, expected_sha256: str = DECODER_SHA256) -> Deco
     if digest != expected_sha256:
         raise DecoderFilesError(f"{path} has sha256 {digest}, expected {expected_sha256}")
     reader = GGUFReader(str(path))
-    cfg = read_config(reader)
+    cfg = gguf_config(reader)
     if cfg != SMOLLM2_135M:
         raise DecoderFilesError(f"{path} holds a model of other sizes: {cfg}")
     vocabulary = [str(p) for p in _field(reader, "tokenizer.ggml.tokens")]
     tokenizer = build_tokenizer(vocabulary, [str(m) for m in _field(reader, "tokenizer.ggml.merges")],
                                 [int(k) for k in _field(reader, "tokenizer.ggml.token_type")])
-    return DecoderFiles(name=DECODER_NAME, config=cfg, weights=read_weights(reader, cfg), tokenizer=tokenizer,
+    return DecoderFiles(name=DECODER_NAME, config=cfg, weights=gguf_weights(reader, cfg), tokenizer=tokenizer,
                         vocabulary=tuple(vocabulary), eos_id=int(_field(reader, "tokenizer.ggml.eos_token_id")),
                         sha256=digest)
 

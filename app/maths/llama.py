@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from app.maths.attention import attend, concat_heads
-from app.maths.bert import heads_in
 from app.maths.decoder_files import SMOLLM2_135M, DecoderConfig, DecoderFiles
 from app.maths.masks import causal_mask
 from app.maths.positions import rope_rotate
+from app.maths.real_model import Tokenized, heads_in
 from app.maths.records import AttentionRun, HeadResult, Progress, Weights
 
 
@@ -106,7 +106,7 @@ def swiglu(model: DecoderFiles, layer: int, x: np.ndarray) -> np.ndarray:
     return (silu(x @ lw.w_gate) * (x @ lw.w_up)) @ lw.w_down  # (T, d_ff) → (T, d_model)
 
 
-def layer_heads(model: DecoderFiles, layer: int, x: np.ndarray, cache: KVCache,
+def decoder_heads(model: DecoderFiles, layer: int, x: np.ndarray, cache: KVCache,
                 off: Iterable[int] = ()) -> DecoderHeads:
     """headᵢ = softmax(RoPE(x̂·W_Qⁱ)·RoPE(x̂·W_Kᵍ)ᵀ / √d_k, causal)·x̂·W_Vᵍ for every query head i of ``layer``,
     the new tokens at positions S₀ … S₀ + T − 1 after the S₀ the cache holds."""
@@ -139,7 +139,7 @@ def decoder_layer(model: DecoderFiles, layer: int, x: np.ndarray, cache: KVCache
                   off: Iterable[int] = ()) -> tuple[np.ndarray, DecoderHeads]:
     """One decoder layer, pre-norm: x + Attention(RMSNorm(x)), then x + SwiGLU(RMSNorm(x))."""
     lw, eps = model.weights.layers[layer], model.config.eps
-    heads = layer_heads(model, layer, x, cache, off)
+    heads = decoder_heads(model, layer, x, cache, off)
     x = x + heads.concat @ lw.w_o  # (T, d_model)
     x = x + swiglu(model, layer, rms_norm(x, lw.ffn_norm, eps))  # (T, d_model)
     return x, heads
@@ -150,10 +150,10 @@ def final_logits(model: DecoderFiles, x: np.ndarray) -> np.ndarray:
     return rms_norm(x, model.weights.final_norm, model.config.eps) @ model.weights.embedding.T
 
 
-def tokenize(model: DecoderFiles, text: str) -> tuple[tuple[str, ...], np.ndarray]:
+def tokenize(model: DecoderFiles, text: str) -> Tokenized:
     """The text as the model reads it: byte-level BPE pieces ("Ġ" is a space) and their ids, no BOS."""
     encoding = model.tokenizer.encode(text, add_special_tokens=False)
-    return tuple(encoding.tokens), np.asarray(encoding.ids, dtype=np.int64)
+    return Tokenized(text=text, tokens=tuple(encoding.tokens), ids=np.asarray(encoding.ids, dtype=np.int64))
 
 
 def extend(model: DecoderFiles, ids: np.ndarray, cache: KVCache = KVCache(),
@@ -179,7 +179,8 @@ def extend(model: DecoderFiles, ids: np.ndarray, cache: KVCache = KVCache(),
 def run_decoder(model: DecoderFiles, text: str, heads_off: frozenset[tuple[int, int]] = frozenset(),
                 progress: Progress | None = None) -> DecoderRun:
     """The decoder on a text: every layer's output, every head's attention, the next token's logits."""
-    tokens, ids = tokenize(model, text)
+    read = tokenize(model, text)
+    tokens, ids = read.tokens, read.ids
     if not len(ids):
         raise ValueError("text must hold at least one token")
     hidden, heads, cache = extend(model, ids, KVCache(), heads_off, progress)
@@ -190,7 +191,7 @@ def run_decoder(model: DecoderFiles, text: str, heads_off: frozenset[tuple[int, 
 
 def head_at(model: DecoderFiles, run: DecoderRun, layer: int) -> DecoderHeads:
     """One layer's heads on the whole text again, from the layer's input, every intermediate kept."""
-    return layer_heads(model, layer, run.hidden_states[layer], KVCache(), heads_in(run.heads_off, layer))
+    return decoder_heads(model, layer, run.hidden_states[layer], KVCache(), heads_in(run.heads_off, layer))
 
 
 def decoder_operations(t: int, passes: int = 1, cfg: DecoderConfig = SMOLLM2_135M) -> int:

@@ -34,6 +34,7 @@ import numpy as np
 from app.maths.attention import concat_heads, masked_softmax
 from app.maths.blocks import layer_norm
 from app.maths.marian_files import TranslatorFiles
+from app.maths.real_model import Tokenized
 from app.maths.records import HeadResult
 
 END = 0  # </s>, the end of a sentence, in both vocabularies
@@ -172,11 +173,18 @@ def softmax(z: np.ndarray) -> np.ndarray:
     return e / e.sum()
 
 
+def tokenize(files: TranslatorFiles, text: str) -> Tokenized:
+    """The source text as the encoder reads it: SentencePiece pieces (▁ for a space), then the end piece."""
+    encoding = files.tokenizer.encode(text)
+    return Tokenized(text=text, tokens=(*encoding.tokens, "</s>"),
+                     ids=np.asarray([*encoding.ids, END], dtype=np.int64))
+
+
 def translate(files: TranslatorFiles, text: str) -> Translation:
     """Greedy translation of ``text``, every map recorded."""
     cfg, tokenizer = files.config, files.tokenizer
-    encoding = tokenizer.encode(text)
-    source_ids = np.asarray([*encoding.ids, END], dtype=np.int64)  # (S,)
+    read = tokenize(files, text)
+    source_ids = read.ids  # (S,)
     if len(source_ids) > MAX_SOURCE_PIECES:
         raise ValueError(f"text: {len(source_ids)} pieces, more than {MAX_SOURCE_PIECES}")
     encoder_inputs, h, encoder_attention = encode(files, source_ids)
@@ -218,7 +226,7 @@ def translate(files: TranslatorFiles, text: str) -> Translation:
     produced = [s.id for s in steps if s.id != END]
     n = len(produced)
     return Translation(
-        direction=files.direction, source=(*encoding.tokens, "</s>"), source_ids=source_ids,
+        direction=files.direction, source=read.tokens, source_ids=source_ids,
         target=tuple(tokenizer.id_to_token(i) for i in produced), target_ids=np.asarray(produced, dtype=np.int64),
         text=tokenizer.decode(produced), encoder_inputs=encoder_inputs, encoder_output=h,
         encoder_attention=encoder_attention,

@@ -23,6 +23,7 @@ from safetensors.numpy import load as load_safetensors
 from tokenizers import Tokenizer
 
 from app.maths.installed import PackageFileError, installed_file
+from app.maths.real_model import frozen
 
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 MODEL_LICENCE = "Apache-2.0"
@@ -106,20 +107,14 @@ def model_zip() -> Path:
     return installed_file(MODEL_PACKAGE, MODEL_ZIP)
 
 
-def read_config(config: dict) -> BertConfig:
+def bert_config(config: dict) -> BertConfig:
     return BertConfig(layers=config["num_hidden_layers"], heads=config["num_attention_heads"],
                       d_model=config["hidden_size"], d_ff=config["intermediate_size"], vocab=config["vocab_size"],
                       max_positions=config["max_position_embeddings"], type_vocab=config["type_vocab_size"],
                       eps=float(config["layer_norm_eps"]))
 
 
-def _frozen(a: np.ndarray) -> np.ndarray:
-    out = np.ascontiguousarray(a, dtype=np.float32)
-    out.setflags(write=False)
-    return out
-
-
-def read_weights(tensors: dict[str, np.ndarray], cfg: BertConfig) -> BertWeights:
+def bert_weights(tensors: dict[str, np.ndarray], cfg: BertConfig) -> BertWeights:
     """Hugging Face's BERT tensors (a Linear's weight is (out, in): y = x·Wᵀ + b) as x·W, per head."""
     h, d, d_k = cfg.heads, cfg.d_model, cfg.d_k
 
@@ -130,7 +125,7 @@ def read_weights(tensors: dict[str, np.ndarray], cfg: BertConfig) -> BertWeights
     def per_head(prefix: str) -> tuple[np.ndarray, np.ndarray]:
         w = t(f"{prefix}.weight").T.reshape(d, h, d_k).transpose(1, 0, 2)  # (h, d_model, d_k)
         b = t(f"{prefix}.bias").reshape(h, d_k)  # (h, d_k)
-        return _frozen(w), _frozen(b)
+        return frozen(w), frozen(b)
 
     layers = []
     for i in range(cfg.layers):
@@ -138,18 +133,18 @@ def read_weights(tensors: dict[str, np.ndarray], cfg: BertConfig) -> BertWeights
         (w_q, b_q), (w_k, b_k), (w_v, b_v) = (per_head(f"{p}.attention.self.{n}") for n in ("query", "key", "value"))
         layers.append(BertLayerWeights(
             w_q=w_q, b_q=b_q, w_k=w_k, b_k=b_k, w_v=w_v, b_v=b_v,
-            w_o=_frozen(t(f"{p}.attention.output.dense.weight").T), b_o=_frozen(t(f"{p}.attention.output.dense.bias")),
-            ln1_gamma=_frozen(t(f"{p}.attention.output.LayerNorm.weight")),
-            ln1_beta=_frozen(t(f"{p}.attention.output.LayerNorm.bias")),
-            ffn_w1=_frozen(t(f"{p}.intermediate.dense.weight").T), ffn_b1=_frozen(t(f"{p}.intermediate.dense.bias")),
-            ffn_w2=_frozen(t(f"{p}.output.dense.weight").T), ffn_b2=_frozen(t(f"{p}.output.dense.bias")),
-            ln2_gamma=_frozen(t(f"{p}.output.LayerNorm.weight")), ln2_beta=_frozen(t(f"{p}.output.LayerNorm.bias")),
+            w_o=frozen(t(f"{p}.attention.output.dense.weight").T), b_o=frozen(t(f"{p}.attention.output.dense.bias")),
+            ln1_gamma=frozen(t(f"{p}.attention.output.LayerNorm.weight")),
+            ln1_beta=frozen(t(f"{p}.attention.output.LayerNorm.bias")),
+            ffn_w1=frozen(t(f"{p}.intermediate.dense.weight").T), ffn_b1=frozen(t(f"{p}.intermediate.dense.bias")),
+            ffn_w2=frozen(t(f"{p}.output.dense.weight").T), ffn_b2=frozen(t(f"{p}.output.dense.bias")),
+            ln2_gamma=frozen(t(f"{p}.output.LayerNorm.weight")), ln2_beta=frozen(t(f"{p}.output.LayerNorm.bias")),
         ))
     return BertWeights(
-        word=_frozen(t("embeddings.word_embeddings.weight")),
-        position=_frozen(t("embeddings.position_embeddings.weight")),
-        token_type=_frozen(t("embeddings.token_type_embeddings.weight")),
-        ln_gamma=_frozen(t("embeddings.LayerNorm.weight")), ln_beta=_frozen(t("embeddings.LayerNorm.bias")),
+        word=frozen(t("embeddings.word_embeddings.weight")),
+        position=frozen(t("embeddings.position_embeddings.weight")),
+        token_type=frozen(t("embeddings.token_type_embeddings.weight")),
+        ln_gamma=frozen(t("embeddings.LayerNorm.weight")), ln_beta=frozen(t("embeddings.LayerNorm.bias")),
         layers=tuple(layers),
     )
 
@@ -164,10 +159,10 @@ def read_model_files(path: Path, expected_sha256: str = WEIGHTS_SHA256) -> Model
     digest = hashlib.sha256(raw).hexdigest()
     if digest != expected_sha256:
         raise ModelFilesError(f"model.safetensors in {path} has sha256 {digest}, expected {expected_sha256}")
-    cfg = read_config(config)
+    cfg = bert_config(config)
     if cfg != MINILM_L6:
         raise ModelFilesError(f"{path} holds a model of other sizes: {cfg}")
-    weights = read_weights(load_safetensors(raw), cfg)
+    weights = bert_weights(load_safetensors(raw), cfg)
     tokenizer = Tokenizer.from_str(tokenizer_json)
     tokenizer.no_padding()
     tokenizer.no_truncation()

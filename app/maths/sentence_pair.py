@@ -15,8 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.maths.bert import ModelRun, Tokenized, cosine, run_model
+from app.maths.bert import ModelRun, cosine, run_model
 from app.maths.model_files import ModelFiles
+from app.maths.real_model import Tokenized
 
 
 @dataclass(frozen=True)

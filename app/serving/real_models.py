@@ -14,7 +14,7 @@ import numpy as np
 
 from app.lesson.decoder_texts import DECODER_TEXTS
 from app.lesson.model_sentences import EXAMPLE_SENTENCE, MODEL_SENTENCES
-from app.maths.bert import ModelRun, Tokenized, run_model, tokenize
+from app.maths.bert import ModelRun, run_model, tokenize
 from app.maths.decoder_files import DECODER_NAME, DecoderFiles, load_decoder_files
 from app.maths.decoder_habits import decoder_catalogue, decoder_habits
 from app.maths.head_catalogue import CatalogueEntry, head_catalogue
@@ -22,6 +22,7 @@ from app.maths.llama import DecoderRun, run_decoder
 from app.maths.marian import Translation, translate
 from app.maths.marian_files import DIRECTIONS, TranslatorFiles, load_translator_files
 from app.maths.model_files import MODEL_NAME, ModelFiles, load_model_files
+from app.maths.real_model import Tokenized
 from app.serving.byte_cache import ByteCache
 from app.serving.models import ModelService
 

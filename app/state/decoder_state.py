@@ -29,7 +29,8 @@ GENERATE_CHOICES = (1, 4, 8, 16)
 
 def read_decoder_tokens(model: DecoderFiles, text: str) -> tuple[tuple[str, ...], np.ndarray]:
     """The text's tokens, or a ValueError with their count and the limit."""
-    tokens, ids = tokenize(model, text)
+    read = tokenize(model, text)
+    tokens, ids = read.tokens, read.ids
     limit = settings.decoder_max_tokens
     if len(ids) > limit:
         raise ValueError(_("the text is {n} tokens; the limit is {limit}").format(n=len(ids), limit=limit))

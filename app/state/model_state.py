@@ -12,8 +12,9 @@ from urllib.parse import urlencode
 from app.config import settings
 from app.i18n import N_
 from app.i18n import gettext as _
-from app.maths.bert import Tokenized, tokenize
+from app.maths.bert import tokenize
 from app.maths.model_files import MINILM_L6, ModelFiles
+from app.maths.real_model import Tokenized
 from app.state.form import FormError
 from app.state.tokens import hidden_character
 

@@ -46,6 +46,6 @@ def splits(model: str, reader: str) -> tuple[Split, ...]:
         if model == "encoder":
             pieces = encoder_tokenize(load_model_files(), text).tokens[1:-1]
         else:
-            pieces = tuple(readable(p) for p in decoder_tokenize(load_decoder_files(), text)[0])
+            pieces = tuple(readable(p) for p in decoder_tokenize(load_decoder_files(), text).tokens)
         out.append(Split(lang, text, tuple(pieces), sum(p == "[UNK]" for p in pieces)))
     return tuple(out)

@@ -11,8 +11,9 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from app.config import settings
-from app.maths.bert import ModelRun, Tokenized, head_result
+from app.maths.bert import ModelRun, head_result
 from app.maths.model_files import MINILM_L6, ModelFiles
+from app.maths.real_model import Tokenized
 from app.serving.real_models import sentence_model
 from app.state.model_state import read_wordpieces
 from app.web.api_answers import RESPONSES, JSONBodyRoute, served_answer

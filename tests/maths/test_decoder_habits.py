@@ -101,7 +101,8 @@ def best(scores: Scores) -> tuple[tuple[int, int], float]:
 def test_the_texts_are_ordinary_sentences_of_10_to_30_tokens(model: DecoderFiles) -> None:
     assert 8 <= len(DECODER_TEXTS) <= 12 and not set(FRESH_TEXTS) & set(DECODER_TEXTS)
     for text in DECODER_TEXTS:
-        tokens, ids = tokenize(model, text)
+        read = tokenize(model, text)
+        tokens, ids = read.tokens, read.ids
         assert 10 <= len(tokens) <= 30, text
         assert ids.min() >= CONTROL_TOKENS, text  # plain text: no <|endoftext|>, <|im_start|>, …
     assert set(DECODER_BEHAVIOUR_TEXTS) == set(BEHAVIOURS) == set(THRESHOLDS)

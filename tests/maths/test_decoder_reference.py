@@ -78,7 +78,8 @@ def test_a_file_with_another_hash_is_refused_and_the_error_names_both() -> None:
 @pytest.mark.parametrize("i", TOKENIZER_TEXTS)
 def test_tokens_ids_and_decoding_agree_with_hugging_face(model: DecoderFiles, i: int) -> None:
     text = str(REF[f"tok_text_{i}"])
-    tokens, ids = tokenize(model, text)
+    read = tokenize(model, text)
+    tokens, ids = read.tokens, read.ids
     assert list(tokens) == REF[f"tok_tokens_{i}"].tolist()
     np.testing.assert_array_equal(ids, REF[f"tok_ids_{i}"])
     assert ids.dtype == np.int64

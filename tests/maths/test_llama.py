@@ -179,7 +179,7 @@ def test_silu_equals_x_over_one_plus_e_to_minus_x() -> None:
 
 
 def test_generate_with_one_seed_repeats_and_other_seeds_differ(model: DecoderFiles) -> None:
-    _, ids = tokenize(model, "Once upon a time, there was")
+    ids = tokenize(model, "Once upon a time, there was").ids
     first = [s.id for s in generate(DecoderContinuation(model, ids), 6, temperature=1.2, top_k=40, seed=3)]
     again = [s.id for s in generate(DecoderContinuation(model, ids), 6, temperature=1.2, top_k=40, seed=3)]
     other = [s.id for s in generate(DecoderContinuation(model, ids), 6, temperature=1.2, top_k=40, seed=4)]
@@ -190,7 +190,7 @@ def test_generate_with_one_seed_repeats_and_other_seeds_differ(model: DecoderFil
 
 
 def test_sampled_tokens_come_from_the_cut_off_distribution(model: DecoderFiles) -> None:
-    _, ids = tokenize(model, "Once upon a time, there was")
+    ids = tokenize(model, "Once upon a time, there was").ids
     steps = generate(DecoderContinuation(model, ids), 5, temperature=1.0, top_k=3, seed=11)
     for step in steps:
         assert step.id in np.argsort(-step.logits, kind="stable")[:3]
@@ -198,7 +198,7 @@ def test_sampled_tokens_come_from_the_cut_off_distribution(model: DecoderFiles) 
 
 
 def test_greedy_generation_equals_argmax_without_the_cache(model: DecoderFiles) -> None:
-    _, ids = tokenize(model, "The capital of France is")
+    ids = tokenize(model, "The capital of France is").ids
     steps = generate(DecoderContinuation(model, ids), 4, temperature=0)
     sequence = list(ids)
     for step in steps:  # each step from one pass over the whole sequence so far, no cache
