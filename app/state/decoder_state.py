@@ -14,13 +14,13 @@ import numpy as np
 
 from app.config import settings
 from app.i18n import gettext as _
-from app.maths.decoder_files import SMOLLM2_135M, DecoderFiles
+from app.maths.decoder_files import DecoderFiles
 from app.maths.llama import tokenize
+from app.maths.registry import DECODER
 from app.maths.sampling import temperature_softmax, top_candidates
 from app.state.form import FormError
 from app.state.model_state import INSPECTABLE, Cell, check_sentence, head_ref, whole_field
 
-DECODER_SPEC = SMOLLM2_135M
 DEFAULT_DECODER_TEXT = "The capital of France is"
 CANDIDATES = 10  # bars shown for the next word
 MAX_TEMPERATURE = 5.0
@@ -64,7 +64,7 @@ class DecoderPage:
     @property
     def heads_off(self) -> frozenset[tuple[int, int]]:
         """Every head switched off: those ticked, and every head of a layer ticked."""
-        return self.off | frozenset((la, h) for la in self.off_layers for h in range(DECODER_SPEC.heads))
+        return self.off | frozenset((la, h) for la in self.off_layers for h in range(DECODER.heads))
 
 
 @dataclass(frozen=True)
@@ -99,8 +99,8 @@ def read_decoder_page(model: DecoderFiles, pairs: Iterable[tuple[str, str]]) -> 
     """The page's state from its query string; FormError names the first bad field."""
     pairs = list(pairs)
     given = dict(pairs)
-    off = frozenset(head_ref("off", v, DECODER_SPEC.layers, DECODER_SPEC.heads) for k, v in pairs if k == "off")
-    off_layers = frozenset(whole_field("off_layer", v, 1, DECODER_SPEC.layers) for k, v in pairs if k == "off_layer")
+    off = frozenset(head_ref("off", v, DECODER.layers, DECODER.heads) for k, v in pairs if k == "off")
+    off_layers = frozenset(whole_field("off_layer", v, 1, DECODER.layers) for k, v in pairs if k == "off_layer")
     text = given.get("text", DEFAULT_DECODER_TEXT)
     try:
         check_sentence(text)
@@ -108,10 +108,10 @@ def read_decoder_page(model: DecoderFiles, pairs: Iterable[tuple[str, str]]) -> 
     except ValueError as e:
         raise FormError("text", str(e)) from None
     t = len(ids)
-    layer = _counted(given, "layer", 1, DECODER_SPEC.layers)
-    head = _counted(given, "head", 1, DECODER_SPEC.heads)
+    layer = _counted(given, "layer", 1, DECODER.layers)
+    head = _counted(given, "head", 1, DECODER.heads)
     temperature = _number(given, "temperature", 0.0, MAX_TEMPERATURE, above=True)
-    top_k = _counted(given, "top_k", 1, DECODER_SPEC.vocab)
+    top_k = _counted(given, "top_k", 1, DECODER.config.vocab)
     top_p = _number(given, "top_p", 0.0, 1.0, above=True)
     cell = None
     matrix = given.get("matrix", "").strip()
@@ -120,7 +120,7 @@ def read_decoder_page(model: DecoderFiles, pairs: Iterable[tuple[str, str]]) -> 
             raise FormError("matrix", _("{field} must be one of {options}").format(field="matrix",
                                                                                      options=", ".join(INSPECTABLE)))
         row = _counted(given, "row", 1, t)
-        col = _counted(given, "col", 1, DECODER_SPEC.d_k if matrix == "output" else t)
+        col = _counted(given, "col", 1, DECODER.d_k if matrix == "output" else t)
         if row is None or col is None:
             raise FormError("row" if row is None else "col", _("give the cell's row and column"))
         cell = Cell(matrix, row, col)

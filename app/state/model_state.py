@@ -13,15 +13,16 @@ from app.config import settings
 from app.i18n import N_
 from app.i18n import gettext as _
 from app.maths.bert import tokenize
-from app.maths.model_files import MINILM_L6, ModelFiles
+from app.maths.model_files import ModelFiles
 from app.maths.real_model import Tokenized
+from app.maths.registry import ENCODER
 from app.state.form import FormError
 from app.state.tokens import hidden_character
 
 DEFAULT_TEXT = "The animal didn't cross the street because it was too tired."
 DEFAULT_TEXT2 = "The animal didn't cross the street because it was too wide."
 DEFAULT_QUERY_WORD = "it"  # the query compared by default, when the first sentence holds it
-LAYERS, HEADS = MINILM_L6.layers, MINILM_L6.heads  # the model's sizes, stated once in app.maths.model_files
+LAYERS, HEADS = ENCODER.layers, ENCODER.heads  # the model's sizes (app.maths.registry)
 ALLOWED_CONTROLS = "\n\t"
 TOKEN_POSITIONS = ("q", "matrix", "row", "col", "x_row")  # fields that count the first sentence's tokens
 # Shown as _(label) where the page shows them.

@@ -10,14 +10,15 @@ from urllib.parse import urlencode
 
 from app.i18n import gettext as _
 from app.maths.marian import MAX_SOURCE_PIECES
-from app.maths.marian_files import DIRECTIONS, TINY, TranslatorFiles
+from app.maths.marian_files import DIRECTIONS, TranslatorFiles
+from app.maths.registry import TRANSLATOR
 from app.state.form import FormError
 from app.state.model_state import check_sentence, whole_field
 
 DEFAULT_TEXT = "The bank of the river was muddy."  # seed 000's bank, as the river's
 OTHER_BANK = "I deposited money at the bank."  # and as the money's: one click away
 DEFAULT_DIRECTION = "en-pt"
-DECODER_LAYERS, HEADS = TINY.decoder_layers, TINY.heads  # the model's, stated once in app.maths.marian_files
+DECODER_LAYERS, HEADS = TRANSLATOR.layers, TRANSLATOR.heads  # the cross-attention's grid (app.maths.registry)
 ALIGNMENT = (1, 0)  # the last layer's first head, trained on word alignments: the head shown first
 
 

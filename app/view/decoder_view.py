@@ -21,9 +21,10 @@ from app.maths.llama import (
     layer_attention_run,
     lens,
 )
+from app.maths.registry import DECODER
 from app.maths.sampling import sampling_distribution, temperature_softmax, top_candidates
 from app.serving.real_models import language_model
-from app.state.decoder_state import CANDIDATES, DECODER_SPEC, GENERATE_CHOICES, DecoderPage, DecoderRead, decoder_query
+from app.state.decoder_state import CANDIDATES, GENERATE_CHOICES, DecoderPage, DecoderRead, decoder_query
 from app.state.model_state import INSPECTABLE
 from app.view.attention_lines import attention_lines
 from app.view.heatmap import SEQUENTIAL_BUCKETS, legend
@@ -165,7 +166,7 @@ class Thumb:
 
 def head_maps(run: DecoderRun, page: DecoderPage, layer: int, head: int) -> list[list[list[Thumb]]]:
     """Layer by layer, the query heads in groups of those that share one key/value head."""
-    g = DECODER_SPEC.group
+    g = DECODER.config.group
     rows = []
     for la in range(run.layers):
         thumbs = [Thumb(la, h, thumbnail(run.attention[la, h], THUMB_LEVELS),
@@ -300,7 +301,7 @@ def decoder_context(model: DecoderFiles, read: DecoderRead, part: str = "page") 
     layer, head = default_head(page)
     tokens = [readable(p) for p in run.tokens]
     ctx = {"page": page, "run": run, "layer": layer, "head": head, "head_name": head_name(layer, head),
-           "query_string": decoder_query(page), "spec": DECODER_SPEC, "rows": labels(run.tokens), "readable": tokens}
+           "query_string": decoder_query(page), "spec": DECODER.config, "rows": labels(run.tokens), "readable": tokens}
     if part in ("page", "next", "head"):
         intact = intact_logits(model, page)
         ctx.update(bars=candidate_bars(model, run.logits, page, intact),

@@ -12,7 +12,8 @@ import numpy as np
 
 from app.i18n import LANGUAGE_NAMES, decimal, percent
 from app.maths.marian import Translation, cross_head
-from app.maths.marian_files import DIRECTIONS, TINY, TranslatorFiles
+from app.maths.marian_files import DIRECTIONS, TranslatorFiles
+from app.maths.registry import TRANSLATOR
 from app.serving.real_models import translator
 from app.state.form import FormError
 from app.state.translate_state import (
@@ -30,7 +31,7 @@ from app.view.labels import head_name, numbered, token_labels
 from app.view.model_maps import thumbnail
 from app.view.model_view import head_panel
 
-ENCODER_LAYERS = TINY.encoder_layers
+ENCODER_LAYERS = TRANSLATOR.config.encoder_layers
 # Each direction's source and target language, named (_() in the page): "en-pt" is English, then Portuguese.
 LANGUAGES = {d: (LANGUAGE_NAMES[d[:2]], LANGUAGE_NAMES[d[3:]]) for d in DIRECTIONS}
 

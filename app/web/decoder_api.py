@@ -19,23 +19,24 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from app.config import settings
 from app.maths.decoder_files import DecoderFiles
 from app.maths.llama import DecoderContinuation, DecoderRun, head_at, lens
+from app.maths.registry import DECODER
 from app.maths.sampling import generate
 from app.serving.real_models import language_model
-from app.state.decoder_state import DECODER_SPEC, candidates_of, read_decoder_tokens
+from app.state.decoder_state import candidates_of, read_decoder_tokens
 from app.web.api_answers import RESPONSES, JSONBodyRoute, served_answer
 from app.web.fields import ModelText, Seed, whole_number
 from app.web.schemas import mismatch
 
 router = APIRouter(route_class=JSONBodyRoute)
 
-LAYERS, HEADS, D_MODEL, D_K = DECODER_SPEC.layers, DECODER_SPEC.heads, DECODER_SPEC.d_model, DECODER_SPEC.d_k
+LAYERS, HEADS, D_MODEL, D_K = DECODER.layers, DECODER.heads, DECODER.d_model, DECODER.d_k
 
 Text = ModelText
 Layer = whole_number(0, LAYERS - 1)
 Head = whole_number(0, HEADS - 1)
 CandidateCount = whole_number(1, 50)
 NewTokens = whole_number(1, settings.decoder_max_new_tokens)
-TopK = whole_number(1, DECODER_SPEC.vocab)
+TopK = whole_number(1, DECODER.config.vocab)
 Temperature = Annotated[float, Field(strict=True, gt=0, le=5, allow_inf_nan=False)]
 
 
@@ -214,13 +215,14 @@ def generate_document(model: DecoderFiles, req: GenerateRequest) -> dict:
     }
 
 
-@router.post("/api/decoder", response_model=DecoderResponse, tags=["model"], responses=RESPONSES)
+@router.post("/api/decoder", response_model=DecoderResponse, tags=["model"], responses=RESPONSES, description=(
+    f"Run {DECODER.name} (Llama: {DECODER.layers} layers × {DECODER.heads} query heads sharing "
+    f"{DECODER.config.kv_heads} key/value heads, d_model {DECODER.d_model}, RoPE, a causal mask) on `text`: its "
+    "byte-level BPE `tokens` and `ids`, every head's `attention`, the `next` token's `top` candidates at "
+    "`temperature`, and the logit `lens` (the last position's top token after each layer). With `layer` and `head`, "
+    "also that head's step-through (`head`). The numbers agree with Hugging Face transformers' reading of the same "
+    "4-bit GGUF file to float32 precision."))
 async def decoder(req: DecoderRequest, request: Request) -> Response:
-    """Run SmolLM2-135M-Instruct (Llama: 30 layers × 9 query heads sharing 3 key/value heads, d_model 576,
-    RoPE, a causal mask) on `text`: its byte-level BPE `tokens` and `ids`, every head's `attention`, the
-    `next` token's `top` candidates at `temperature`, and the logit `lens` (the last position's top token
-    after each layer). With `layer` and `head`, also that head's step-through (`head`). The numbers agree
-    with Hugging Face transformers' reading of the same 4-bit GGUF file to float32 precision."""
     service = language_model()
 
     def body() -> dict:

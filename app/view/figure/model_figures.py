@@ -7,8 +7,9 @@ the one the page shows.
 from __future__ import annotations
 
 from app.i18n import gettext as _
-from app.maths.decoder_files import SMOLLM2_135M, DecoderFiles
+from app.maths.decoder_files import DecoderFiles
 from app.maths.model_files import ModelFiles
+from app.maths.registry import DECODER
 from app.serving.real_models import sentence_model
 from app.state.decoder_state import DecoderRead
 from app.state.form import FormError
@@ -67,7 +68,7 @@ def decoder_figure(model: DecoderFiles, read: DecoderRead, figure: str) -> Saved
         prompt = _("After the text “{text}”").format(text=page.text)
         return SavedFigure(candidates_svg(bars, _("The next word"), f"τ = {page.temperature:g}", prompt),
                            "decoder-candidates")
-    spec = SMOLLM2_135M
+    spec = DECODER.config
     rows = [[[HeadMap(t.src, t.selected, t.off) for t in group] for group in groups]
             for groups in head_maps(run, page, layer, head)]
     names = [_("K/V {group}: H{first}–{last}").format(group=g + 1, first=g * spec.group + 1, last=(g + 1) * spec.group)
