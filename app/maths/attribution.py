@@ -1,0 +1,80 @@
+"""Why the language model answered what it did: direct logit attribution (Elhage et al., 2021, "A Mathematical
+Framework for Transformer Circuits"; TransformerLens's ``logit_attrs``), exactly, on SmolLM2.
+
+The residual stream at the last position is a sum: the token's embedding, then what each layer's attention and
+feed-forward block added,
+
+    x_N = e + Σ_l ( Σ_i headᵢˡ·W_Oⁱ  +  FFN_l )                             (d_model,); W_Oⁱ: head i's rows of W_O
+
+and the next token's logit reads it through the final RMSNorm and the tied unembedding:
+
+    logit(y) = (x_N / r) · (g ⊙ E[y]),   r = √(mean(x_N²) + ε)               the run's own scale r, held fixed
+
+so with r fixed every part's share, part · (g ⊙ E[y]) / r, adds up to the logit exactly (up to float32 rounding).
+"Why y and not y′" reads every part against E[y] − E[y′]: the parts add up to logit(y) − logit(y′). A share is what
+the part writes directly towards the token; a head can also matter by what later layers read from it, which
+this does not count (activation patching measures that).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.maths.decoder_files import DecoderFiles
+from app.maths.llama import DecoderRun, KVCache, decoder_heads
+
+
+@dataclass(frozen=True)
+class LogitAttribution:
+    """Each part of the residual stream's share of logit(target) (− logit(contrast) when there is one)."""
+
+    target: int
+    contrast: int | None
+    logit: float  # logit(target) − logit(contrast), from the run's forward pass
+    scale: float  # r = √(mean(x_N²) + ε), the final RMSNorm's divisor at the last position
+    embedding: float  # the token's own embedding's share
+    heads: np.ndarray  # (N, h): each head's share
+    mlp: np.ndarray  # (N,): each feed-forward block's share
+
+    @property
+    def total(self) -> float:
+        """The parts added up: the logit, within float32 rounding."""
+        return float(self.embedding + self.heads.sum() + self.mlp.sum())
+
+
+def residual_parts(model: DecoderFiles, run: DecoderRun) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The last position's residual stream split into what wrote it: the embedding (d_model,), each head's
+    headᵢ·W_Oⁱ (N, h, d_model) and each feed-forward block's output (N, d_model). They add up to x_N."""
+    cfg = model.config
+    hidden = run.hidden_states  # (N + 1, T, d_model)
+    heads_out = np.empty((cfg.layers, cfg.heads, cfg.d_model), dtype=np.float32)
+    mlp_out = np.empty((cfg.layers, cfg.d_model), dtype=np.float32)
+    off = run.heads_off
+    for layer in range(cfg.layers):
+        lw = model.weights.layers[layer]
+        heads = decoder_heads(model, layer, hidden[layer], KVCache(), [h for (la, h) in off if la == layer])
+        last = heads.output[:, -1, :]  # (h, d_k): each head's output at the last position
+        w_o = lw.w_o.reshape(cfg.heads, cfg.d_k, cfg.d_model)  # (h, d_k, d_model): W_O's rows per head
+        heads_out[layer] = np.einsum("hk,hkd->hd", last, w_o)  # (h, d_model)
+        attention = heads_out[layer].sum(axis=0)  # (d_model,) Concat·W_O, head by head
+        mlp_out[layer] = hidden[layer + 1, -1] - hidden[layer, -1] - attention  # what the FFN added after it
+    return hidden[0, -1], heads_out, mlp_out
+
+
+def logit_attribution(model: DecoderFiles, run: DecoderRun, target: int,
+                      contrast: int | None = None) -> LogitAttribution:
+    """Every part's direct share of logit(target), or of logit(target) − logit(contrast)."""
+    cfg, w = model.config, model.weights
+    x_n = run.hidden_states[-1, -1].astype(np.float64)  # (d_model,)
+    scale = float(np.sqrt(np.mean(x_n * x_n) + cfg.eps))
+    direction = w.embedding[target].astype(np.float64)  # (d_model,): E[y], the tied unembedding's row
+    if contrast is not None:
+        direction = direction - w.embedding[contrast]
+    read = w.final_norm.astype(np.float64) * direction / scale  # (d_model,): g ⊙ (E[y] − E[y′]) / r
+    embedding, heads, mlp = residual_parts(model, run)
+    logit = float(run.logits[target] - (run.logits[contrast] if contrast is not None else 0.0))
+    return LogitAttribution(target=target, contrast=contrast, logit=logit, scale=scale,
+                            embedding=float(embedding.astype(np.float64) @ read),
+                            heads=heads.astype(np.float64) @ read, mlp=mlp.astype(np.float64) @ read)
