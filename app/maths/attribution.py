@@ -18,12 +18,16 @@ this does not count (activation patching measures that).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from app.maths.attention import attend
 from app.maths.decoder_files import DecoderFiles
-from app.maths.llama import DecoderRun, KVCache, decoder_heads
+from app.maths.llama import DecoderRun, rms_norm
+from app.maths.positions import rope_rotate
+from app.maths.real_model import heads_in
 
 
 @dataclass(frozen=True)
@@ -46,18 +50,28 @@ class LogitAttribution:
 
 def residual_parts(model: DecoderFiles, run: DecoderRun) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The last position's residual stream split into what wrote it: the embedding (d_model,), each head's
-    headᵢ·W_Oⁱ (N, h, d_model) and each feed-forward block's output (N, d_model). They add up to x_N."""
+    headᵢ·W_Oⁱ (N, h, d_model) and each feed-forward block's output (N, d_model). They add up to x_N.
+
+    Only the last query is worked again, against the run's own keys and values (its KV cache): the last token
+    sees every token, so no mask."""
     cfg = model.config
     hidden = run.hidden_states  # (N + 1, T, d_model)
+    t = hidden.shape[1]
     heads_out = np.empty((cfg.layers, cfg.heads, cfg.d_model), dtype=np.float32)
     mlp_out = np.empty((cfg.layers, cfg.d_model), dtype=np.float32)
-    off = run.heads_off
     for layer in range(cfg.layers):
         lw = model.weights.layers[layer]
-        heads = decoder_heads(model, layer, hidden[layer], KVCache(), [h for (la, h) in off if la == layer])
-        last = heads.output[:, -1, :]  # (h, d_k): each head's output at the last position
+        x_hat = rms_norm(hidden[layer, -1:], lw.attn_norm, cfg.eps)  # (1, d_model)
+        q = rope_rotate(x_hat @ lw.w_q, base=cfg.rope_base, start=t - 1)  # (h, 1, d_k)
+        k = np.repeat(run.cache.k[layer], cfg.group, axis=0)  # (h, T, d_k): after RoPE
+        v = np.repeat(run.cache.v[layer], cfg.group, axis=0)  # (h, T, d_k)
+        _, _, weights, output = attend(q @ k.transpose(0, 2, 1), v, divisor=math.sqrt(cfg.d_k))  # (h, 1, d_k)
+        off = heads_in(run.heads_off, layer)
+        if off:  # a head switched off writes nothing
+            output = output.copy()
+            output[off] = 0.0
         w_o = lw.w_o.reshape(cfg.heads, cfg.d_k, cfg.d_model)  # (h, d_k, d_model): W_O's rows per head
-        heads_out[layer] = np.einsum("hk,hkd->hd", last, w_o)  # (h, d_model)
+        heads_out[layer] = np.einsum("hk,hkd->hd", output[:, 0, :], w_o)  # (h, d_model)
         attention = heads_out[layer].sum(axis=0)  # (d_model,) Concat·W_O, head by head
         mlp_out[layer] = hidden[layer + 1, -1] - hidden[layer, -1] - attention  # what the FFN added after it
     return hidden[0, -1], heads_out, mlp_out

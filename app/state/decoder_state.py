@@ -46,6 +46,24 @@ def candidates_of(model: DecoderFiles, logits: np.ndarray, temperature: float, t
             for i in top_candidates(p, top)]
 
 
+def read_next_token(model: DecoderFiles, value: int | str) -> int:
+    """A next token a student names: its id, its piece as the vocabulary spells it ("ĠParis"), or a text that
+    is one token (" Paris", with its leading space). A ValueError says why another is not."""
+    vocab = len(model.vocabulary)
+    if isinstance(value, int):
+        if not 0 <= value < vocab:
+            raise ValueError(_("a token id is a whole number from 0 to {last}").format(last=vocab - 1))
+        return value
+    piece = model.tokenizer.token_to_id(value)
+    if piece is not None:
+        return int(piece)
+    ids = tokenize(model, value).ids
+    if len(ids) != 1:
+        raise ValueError(_("“{text}” is {n} tokens: name one token (a leading space belongs to the word)").format(
+            text=value, n=len(ids)))
+    return int(ids[0])
+
+
 @dataclass(frozen=True)
 class DecoderPage:
     """The page's state; every index from 0. ``layer``/``head`` None: the page chooses."""

@@ -17,12 +17,13 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from app.config import settings
+from app.maths.attribution import logit_attribution
 from app.maths.decoder_files import DecoderFiles
 from app.maths.llama import DecoderContinuation, DecoderRun, head_at, lens
 from app.maths.registry import DECODER
 from app.maths.sampling import generate
 from app.serving.real_models import language_model
-from app.state.decoder_state import candidates_of, read_decoder_tokens
+from app.state.decoder_state import candidates_of, read_decoder_tokens, read_next_token
 from app.web.api_answers import RESPONSES, JSONBodyRoute, served_answer
 from app.web.fields import ModelText, Seed, whole_number
 from app.web.schemas import mismatch
@@ -166,6 +167,69 @@ class DecoderResponse(BaseModel):
     head: DecoderHeadSteps | None = None
 
 
+class AttributionRequest(_TextRequest):
+    """Input of POST /api/decoder/attribution."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={
+        "examples": [{"text": "The capital of France is"},
+                     {"text": "The capital of France is", "target": " Paris", "contrast": " Rome"}],
+    })
+    target: int | str | None = Field(
+        default=None, description="The next token to explain: its id, its piece ('ĠParis') or a one-token text "
+                                  "(' Paris'); by default the most likely.")
+    contrast: int | str | None = Field(
+        default=None, description="With it, explain logit(target) − logit(contrast): why the target and not this.")
+    _target: int = PrivateAttr(default=0)
+    _contrast: int | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _across_fields(self) -> AttributionRequest:
+        self._read_tokens()
+        model = language_model().files()
+        for name in ("target", "contrast"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            try:
+                setattr(self, f"_{name}", read_next_token(model, value))
+            except ValueError as e:
+                raise mismatch(name, str(e)) from None
+        if self.contrast is not None and self._contrast == self._target and self.target is not None:
+            raise mismatch("contrast", "the contrast must be another token than the target")
+        return self
+
+    def tokens_of(self, run: DecoderRun) -> tuple[int, int | None]:
+        """The target (the run's most likely token unless one was named) and the contrast."""
+        target = self._target if self.target is not None else int(np.argmax(run.logits))
+        return target, self._contrast
+
+
+class Part(BaseModel):
+    kind: str = Field(description="'embedding' (the last token's own), 'head' (one head's output through its "
+                                  "rows of W_O) or 'mlp' (one layer's feed-forward block)")
+    layer: int | None = Field(default=None, description="From 0")
+    head: int | None = Field(default=None, description="From 0, for a head")
+    value: float = Field(description="Its share of the logit (or of the logit difference)")
+
+
+class TokenRef(BaseModel):
+    id: int
+    token: str
+
+
+class AttributionResponse(BaseModel):
+    model: str
+    tokens: list[str]
+    target: TokenRef
+    contrast: TokenRef | None
+    logit: float = Field(description="logit(target), or logit(target) − logit(contrast), from the forward pass")
+    scale: float = Field(description="r = √(mean(x_N²) + ε): the final RMSNorm's divisor at the last position, "
+                                     "held fixed so that the shares add up")
+    parts: list[Part] = Field(description=f"1 + {LAYERS} × {HEADS} + {LAYERS}: the embedding, every head, every "
+                                          "feed-forward block")
+    sum: float = Field(description="The parts added up: the logit, within float32 rounding")
+
+
 class GeneratedToken(BaseModel):
     id: int
     token: str
@@ -203,6 +267,18 @@ def decoder_document(model: DecoderFiles, run: DecoderRun, temperature: float = 
     return doc
 
 
+def attribution_document(model: DecoderFiles, run: DecoderRun, target: int, contrast: int | None) -> dict:
+    a = logit_attribution(model, run, target, contrast)
+    parts = [{"kind": "embedding", "value": a.embedding}]
+    parts += [{"kind": "head", "layer": la, "head": h, "value": float(a.heads[la, h])}
+              for la in range(LAYERS) for h in range(HEADS)]
+    parts += [{"kind": "mlp", "layer": la, "value": float(a.mlp[la])} for la in range(LAYERS)]
+    return {"model": model.name, "tokens": list(run.tokens),
+            "target": {"id": target, "token": model.vocabulary[target]},
+            "contrast": None if contrast is None else {"id": contrast, "token": model.vocabulary[contrast]},
+            "logit": a.logit, "scale": a.scale, "parts": parts, "sum": a.total}
+
+
 def generate_document(model: DecoderFiles, req: GenerateRequest) -> dict:
     steps = generate(DecoderContinuation(model, req.ids, req.off), req.max_new_tokens, req.temperature, req.top_k,
                      req.top_p, req.seed)
@@ -228,6 +304,22 @@ async def decoder(req: DecoderRequest, request: Request) -> Response:
     def body() -> dict:
         return decoder_document(service.files(), service.run(req.text, req.off), req.temperature, req.top, req.layer,
                                 req.head)
+
+    return await served_answer(request, service, req, body)
+
+
+@router.post("/api/decoder/attribution", response_model=AttributionResponse, tags=["model"], responses=RESPONSES)
+async def attribution(req: AttributionRequest, request: Request) -> Response:
+    """Why the model says `target` next (direct logit attribution): the last token's embedding's, each of the
+    heads' and each feed-forward block's share of logit(target) — or, with `contrast`, of logit(target) −
+    logit(contrast) — read through the final RMSNorm with the run's own scale, so that the parts add up to the
+    logit. A share is what a part writes directly towards the token; what later layers make of it is not counted.
+    The shares agree with PyTorch hooks on transformers' reading of the same file within 1e-3."""
+    service = language_model()
+
+    def body() -> dict:
+        run = service.run(req.text, req.off)
+        return attribution_document(service.files(), run, *req.tokens_of(run))
 
     return await served_answer(request, service, req, body)
 

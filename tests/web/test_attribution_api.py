@@ -1,0 +1,81 @@
+"""POST /api/decoder/attribution: why the model says a token, each part's share of its logit, against PyTorch hooks
+(tests/fixtures/smollm2_attribution.npz) and against /api/decoder's own logits; every bad input a 422 naming its
+field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "smollm2_attribution.npz"
+with np.load(FIXTURE) as npz:
+    REF = dict(npz)
+TEXT = str(REF["text_0"])  # "The capital of France is"
+
+
+def shares(doc: dict) -> tuple[float, np.ndarray, np.ndarray]:
+    parts = doc["parts"]
+    assert [p["kind"] for p in parts] == ["embedding"] + ["head"] * 270 + ["mlp"] * 30
+    heads = np.zeros((30, 9))
+    for p in parts[1:271]:
+        heads[p["layer"], p["head"]] = p["value"]
+    mlp = np.array([p["value"] for p in parts[271:]])
+    assert [p["layer"] for p in parts[271:]] == list(range(30))
+    return parts[0]["value"], heads, mlp
+
+
+def test_by_default_it_explains_the_most_likely_token_and_equals_the_hooks(client: TestClient) -> None:
+    r = client.post("/api/decoder/attribution", json={"text": TEXT})
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert doc["target"] == {"id": int(REF["target_0"]), "token": "ĠParis"} and doc["contrast"] is None
+    embedding, heads, mlp = shares(doc)
+    np.testing.assert_allclose(heads, REF["heads_0"], atol=1e-3)
+    np.testing.assert_allclose(mlp, REF["mlp_0"], atol=1e-3)
+    assert embedding == pytest.approx(float(REF["embedding_0"]), abs=1e-3)
+    assert doc["sum"] == pytest.approx(doc["logit"], abs=1e-3)
+    assert embedding + heads.sum() + mlp.sum() == pytest.approx(doc["logit"], abs=1e-3)
+    top = client.post("/api/decoder", json={"text": TEXT, "top": 1}).json()["next"]["candidates"][0]
+    assert doc["logit"] == pytest.approx(top["logit"], abs=1e-4)
+
+
+def test_a_token_named_by_id_piece_or_one_token_text_is_the_same(client: TestClient) -> None:
+    paris = int(REF["target_0"])
+    docs = [client.post("/api/decoder/attribution", json={"text": TEXT, "target": t}).json()
+            for t in (paris, "ĠParis", " Paris")]
+    assert all(d["target"]["id"] == paris for d in docs)
+    assert docs[0]["parts"] == docs[1]["parts"] == docs[2]["parts"]
+
+
+def test_a_contrast_explains_the_logit_difference(client: TestClient) -> None:
+    doc = client.post("/api/decoder/attribution",
+                      json={"text": TEXT, "contrast": int(REF["contrast_0"])}).json()
+    embedding, heads, mlp = shares(doc)
+    np.testing.assert_allclose(heads, REF["heads_c_0"], atol=1e-3)
+    assert doc["logit"] == pytest.approx(float(REF["difference_0"]), abs=1e-3)
+    assert doc["sum"] == pytest.approx(doc["logit"], abs=1e-3)
+    rome = client.post("/api/decoder/attribution", json={"text": TEXT, "target": " Paris", "contrast": " Rome"}).json()
+    cands = {c["token"]: c["logit"] for c in client.post(
+        "/api/decoder", json={"text": TEXT, "top": 50}).json()["next"]["candidates"]}
+    if "ĠRome" in cands:
+        assert rome["logit"] == pytest.approx(cands["ĠParis"] - cands["ĠRome"], abs=1e-4)
+    assert rome["contrast"]["token"] == "ĠRome" and rome["sum"] == pytest.approx(rome["logit"], abs=1e-3)
+
+
+@pytest.mark.parametrize(("body", "field", "words"), [
+    ({"text": TEXT, "target": "Paris is"}, "target", "2 tokens"),
+    ({"text": TEXT, "target": 49152}, "target", "0 to 49151"),
+    ({"text": TEXT, "target": -1}, "target", "0 to 49151"),
+    ({"text": TEXT, "target": " Paris", "contrast": "ĠParis"}, "contrast", "another token"),
+    ({"text": TEXT, "contrast": "the capital"}, "contrast", "2 tokens"),
+    ({"text": "", "target": 5}, "text", "empty"),
+    ({"text": TEXT, "why": 1}, "why", "xtra"),
+])
+def test_a_bad_request_is_a_422_naming_its_field(client: TestClient, body: dict, field: str, words: str) -> None:
+    r = client.post("/api/decoder/attribution", json=body)
+    assert r.status_code == 422, r.text
+    problem = r.json()["detail"][0]
+    assert problem["field"] == field and words in problem["msg"], problem
