@@ -20,7 +20,8 @@ from app.maths.decoder_files import DecoderFiles
 from app.state.decoder_state import DEFAULT_DECODER_TEXT
 from app.state.form import FormError
 from app.state.tokens import hidden_character
-from app.view.decoder_view import Bar, token_text
+from app.view.decoder_view import Bar
+from app.view.pieces import token_text
 
 MAX_GUESS = 40  # characters: a word or two
 ASK, REVEALED = "ask", "revealed"  # the question's fields, kept after the page's own in the room's state

@@ -78,6 +78,8 @@ class DecoderPage:
     lens_all: bool = False  # the logit lens at every position, not only the last
     off: frozenset[tuple[int, int]] = frozenset()  # heads ticked one by one
     off_layers: frozenset[int] = frozenset()  # layers ticked whole
+    why: int | None = None  # the next token "Why this word" explains (a token id); None: the most likely
+    against: int | None = None  # and the token it is read against ("why this and not that"), if any
 
     @property
     def heads_off(self) -> frozenset[tuple[int, int]]:
@@ -113,6 +115,17 @@ def _number(pairs: dict[str, str], name: str, lo: float, hi: float, *, above: bo
     return value
 
 
+def _token_field(model: DecoderFiles, given: dict[str, str], name: str) -> int | None:
+    """A next token named in the query string: its id (digits), or its piece or one-token text."""
+    raw = given.get(name, "")
+    if not raw.strip():
+        return None
+    try:
+        return read_next_token(model, int(raw) if raw.strip().isdigit() else raw)
+    except ValueError as e:
+        raise FormError(name, str(e)) from None
+
+
 def read_decoder_page(model: DecoderFiles, pairs: Iterable[tuple[str, str]]) -> DecoderRead:
     """The page's state from its query string; FormError names the first bad field."""
     pairs = list(pairs)
@@ -142,10 +155,13 @@ def read_decoder_page(model: DecoderFiles, pairs: Iterable[tuple[str, str]]) -> 
         if row is None or col is None:
             raise FormError("row" if row is None else "col", _("give the cell's row and column"))
         cell = Cell(matrix, row, col)
+    why, against = (_token_field(model, given, name) for name in ("why", "against"))
+    if against is not None and against == why:
+        raise FormError("against", _("the contrast must be another token than the target"))
     page = DecoderPage(
         text=text, layer=layer, head=head, temperature=1.0 if temperature is None else temperature,
         top_k=None if top_k is None else top_k + 1, top_p=top_p, cell=cell,
-        lens_all=given.get("lens") == "all", off=off, off_layers=off_layers)
+        lens_all=given.get("lens") == "all", off=off, off_layers=off_layers, why=why, against=against)
     return DecoderRead(page=page, tokens=tokens, ids=ids)
 
 
@@ -167,4 +183,6 @@ def decoder_query(page: DecoderPage, **changes: object) -> str:
         fields.append(("lens", "all"))
     fields += [("off", f"{la + 1}.{h + 1}") for la, h in sorted(page.off)]
     fields += [("off_layer", str(la + 1)) for la in sorted(page.off_layers)]
+    fields += [(name, str(token)) for name, token in (("why", page.why), ("against", page.against))
+               if token is not None]
     return urlencode(fields)

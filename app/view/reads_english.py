@@ -15,7 +15,7 @@ from app.maths.bert import tokenize as encoder_tokenize
 from app.maths.decoder_files import load_decoder_files
 from app.maths.llama import tokenize as decoder_tokenize
 from app.maths.model_files import load_model_files
-from app.view.decoder_view import readable
+from app.view.pieces import readable
 
 # The same sentence (the animal/street pair of the head catalogue) in each language of the page.
 SENTENCES = {

@@ -16,8 +16,9 @@ from app.maths.sampling import generate
 from app.serving.real_models import language_model
 from app.state.decoder_state import DEFAULT_DECODER_TEXT, read_decoder_page
 from app.state.form import FormError
-from app.view.decoder_view import candidates_context, decoder_context, token_text
+from app.view.decoder_view import candidates_context, decoder_context
 from app.view.notebook.decoder import decoder_notebook_for
+from app.view.pieces import token_text
 from app.web.page_work import PageRequest, Rendered
 from app.web.respond import notebook_download, page_request, render, respond
 from app.web.served import Waiting, served_page

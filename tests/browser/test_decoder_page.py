@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from app.view.decoder_view import readable
+from app.view.pieces import readable
 from tests.browser.conftest import save_screenshot
 from tests.browser.test_figures import saved_svg
 from tests.conftest import VIEWPORTS
@@ -255,3 +255,29 @@ def test_a_too_long_text_is_named_and_the_last_result_stays(page: Page, page_log
     page.get_by_role("button", name="Run the model").click()
     expect(page.locator("#err-decoder-text")).to_be_empty()
     expect(page.locator(".tokens-line .tok-chip")).to_have_count(6)
+
+
+def test_why_this_word_shows_each_heads_share_and_steps_a_head(page: Page, base_url: str) -> None:
+    """The grid of shares fits every screen (its box scrolls, never the page), a contrast chosen in the form
+    names both tokens, and a head's cell steps through that head."""
+    page.goto(f"/decoder?text={TEXT}")
+    why = page.locator("#why")
+    expect(why.locator("h2")).to_have_text("Why “␣Paris”? Each part's share of its score")
+    expect(why.locator(".why-grid tbody tr")).to_have_count(30)
+    api = post_json(base_url, "/api/decoder/attribution", {"text": TEXT})
+    best = max((p for p in api["parts"] if p["kind"] == "head"), key=lambda p: p["value"])
+    name = f"L{best['layer'] + 1} H{best['head'] + 1}"
+    for width, height in VIEWPORTS:
+        page.set_viewport_size({"width": width, "height": height})
+        why.scroll_into_view_if_needed()
+        overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"the page is {overflow} px wider than {width}×{height}"
+        save_screenshot(page, f"why-{width}x{height}", full_page=False)
+    page.set_viewport_size({"width": 1366, "height": 768})
+    why.locator('select[name="against"]').select_option(label="␣the")
+    why.locator("button", has_text="Show").click()
+    page.wait_for_url("**against=*")
+    expect(page.locator("#why h2")).to_have_text("Why “␣Paris” and not “␣the”? Each part's share")
+    page.locator(f'#why .why-grid a[title="{name}"]').click()
+    expect(page.locator("#steps-h")).to_have_text(f"Step through one head: {name}")
+    assert f"layer={best['layer'] + 1}&head={best['head'] + 1}" in page.url

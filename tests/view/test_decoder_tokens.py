@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from app.maths.decoder_files import load_decoder_files
-from app.view.decoder_view import piece_bytes, readable, token_text
+from app.view.pieces import piece_bytes, readable, token_text
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "smollm2_reference.npz"
 SHOWN = {"␣": b" ", "↵": b"\n", "⇥": b"\t", "␍": b"\r"}

@@ -14,11 +14,12 @@ from app.serving.real_models import sentence_model
 from app.state.decoder_state import DecoderRead
 from app.state.form import FormError
 from app.state.model_state import HEADS, ModelRead
-from app.view.decoder_view import candidate_bars, decoder_run, default_head, head_maps, intact_logits, readable
+from app.view.decoder_view import candidate_bars, decoder_run, default_head, head_maps, intact_logits
 from app.view.figure.drawings import CandidateBar, HeadMap, candidates_svg, head_grid_svg, head_svg_figure
 from app.view.figure.stage_figures import SavedFigure
 from app.view.model_maps import head_svg, thumbnail
 from app.view.model_view import default_query, shown_head
+from app.view.pieces import readable
 
 MODEL_FIGURES = ("heads", "head")
 DECODER_FIGURES = ("heads", "head", "candidates")

@@ -26,8 +26,9 @@ from app.maths.decoder_files import DecoderConfig, DecoderFiles
 from app.maths.llama import DecoderRun, head_at
 from app.serving.real_models import language_model
 from app.state.decoder_state import DecoderRead
-from app.view.decoder_view import default_head, readable
+from app.view.decoder_view import default_head
 from app.view.notebook.literals import array_literal, shape_text
+from app.view.pieces import readable
 
 BLOCK = 32  # Q4_1: the rows of a column that share one step and one minimum
 LEVELS = 15  # the largest whole number a 4-bit weight holds

@@ -1,0 +1,63 @@
+""""Why this word?" on the language model's page: each head's, each feed-forward block's and the embedding's share
+of the next token's logit (app.maths.attribution), as a layers × heads grid with the feed-forward blocks beside it,
+the largest shares named, and the sum that gives the logit back."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl
+
+import numpy as np
+
+from app.i18n import decimal
+from app.i18n import gettext as _
+from app.maths.attribution import logit_attribution
+from app.maths.decoder_files import DecoderFiles
+from app.maths.llama import DecoderRun
+from app.maths.sampling import temperature_softmax, top_candidates
+from app.state.decoder_state import CANDIDATES, DecoderPage, decoder_query
+from app.view.heatmap import bucket_classes
+from app.view.labels import head_name
+from app.view.pieces import readable
+
+LARGEST = 5  # the parts named under the grid
+
+
+def share(value: float) -> str:
+    """A share of a logit, signed, two decimals: +2.82, −0.06."""
+    text = decimal(value, 2)
+    return text if text.startswith("−") or float(round(value, 2)) == 0.0 else "+" + text
+
+
+def why_view(model: DecoderFiles, run: DecoderRun, page: DecoderPage) -> dict:
+    """The grid, the largest parts, the sum, and the tokens a student may ask about (the candidates)."""
+    target = page.why if page.why is not None else int(np.argmax(run.logits))
+    a = logit_attribution(model, run, target, page.against)
+    head_classes, head_top = bucket_classes(a.heads, "signed")
+    mlp_classes, mlp_top = bucket_classes(a.mlp, "signed")
+    rows = []
+    for layer in range(a.heads.shape[0]):
+        cells = [{"value": share(a.heads[layer, h]), "cls": head_classes[layer, h], "name": head_name(layer, h),
+                  "query": decoder_query(page, layer=layer, head=h, cell=None)} for h in range(a.heads.shape[1])]
+        rows.append({"layer": layer + 1, "heads": cells,
+                     "mlp": {"value": share(a.mlp[layer]), "cls": mlp_classes[layer]}})
+    parts = [(a.embedding, _("the embedding of “{token}”").format(token=readable(run.tokens[-1])), None)]
+    parts += [(a.heads[la, h], head_name(la, h), decoder_query(page, layer=la, head=h, cell=None))
+              for la in range(a.heads.shape[0]) for h in range(a.heads.shape[1])]
+    parts += [(a.mlp[la], _("FFN {layer}").format(layer=la + 1), None) for la in range(a.mlp.shape[0])]
+    largest = sorted(parts, key=lambda p: -abs(p[0]))[:LARGEST]
+    p = temperature_softmax(run.logits, 1.0)
+    choices = [int(i) for i in top_candidates(p, CANDIDATES)]
+    for token in (target, page.against):
+        if token is not None and token not in choices:
+            choices.append(token)
+    return {
+        "target": readable(model.vocabulary[target]), "target_id": target,
+        "contrast": None if page.against is None else readable(model.vocabulary[page.against]),
+        "contrast_id": page.against,
+        "logit": decimal(a.logit, 2), "embedding": share(a.embedding), "heads_sum": share(float(a.heads.sum())),
+        "mlp_sum": share(float(a.mlp.sum())), "total": decimal(a.total, 2),
+        "rows": rows, "head_top": decimal(head_top, 2), "mlp_top": decimal(mlp_top, 2),
+        "largest": [{"value": share(v), "name": name, "query": query, "positive": v > 0} for v, name, query in largest],
+        "choices": [{"id": i, "token": readable(model.vocabulary[i])} for i in choices],
+        "hidden": parse_qsl(decoder_query(page, why=None, against=None, cell=None), keep_blank_values=True),
+    }
