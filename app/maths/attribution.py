@@ -92,3 +92,20 @@ def logit_attribution(model: DecoderFiles, run: DecoderRun, target: int,
     return LogitAttribution(target=target, contrast=contrast, logit=logit, scale=scale,
                             embedding=float(embedding.astype(np.float64) @ read),
                             heads=heads.astype(np.float64) @ read, mlp=mlp.astype(np.float64) @ read)
+
+
+def attention_rollout(attention: np.ndarray) -> np.ndarray:
+    """Attention rollout (Abnar & Zuidema, 2020, "Quantifying Attention Flow in Transformers"): per layer the
+    heads' mean attention with the residual added as the identity, Â = 0.5·mean_h(A) + 0.5·I, rows normalised,
+    multiplied from the first layer up: R = Â_N ⋯ Â_2·Â_1, (T, T); row i is how much of token i's last-layer
+    row flows, on this rule, from each input token. It assumes that a layer mixes its tokens only through the
+    heads' weights, and that the residual stream carries half of each row: a picture of where information can
+    flow, not a measure of what the model uses. ``attention`` is (N, h, T, T)."""
+    a = np.asarray(attention, dtype=np.float64).mean(axis=1)  # (N, T, T)
+    t = a.shape[-1]
+    rolled = np.eye(t)
+    for layer in a:
+        mixed = 0.5 * layer + 0.5 * np.eye(t)
+        mixed /= mixed.sum(axis=-1, keepdims=True)
+        rolled = mixed @ rolled
+    return rolled

@@ -17,7 +17,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from app.config import settings
-from app.maths.attribution import logit_attribution
+from app.maths.attribution import attention_rollout, logit_attribution
 from app.maths.decoder_files import DecoderFiles
 from app.maths.llama import DecoderContinuation, DecoderRun, head_at, lens
 from app.maths.registry import DECODER
@@ -160,6 +160,11 @@ class DecoderResponse(BaseModel):
     ids: list[int]
     attention: list[list[list[list[float]]]] = Field(
         description=f"[{LAYERS}][{HEADS}][T][T]: every head's attention weights, 0 above the diagonal")
+    rollout: list[list[float]] = Field(
+        description="(T, T) attention rollout (Abnar & Zuidema, 2020): per layer the heads' mean attention, "
+                    "0.5·A + 0.5·I, rows normalised, multiplied from the first layer up; row i: how much of token "
+                    "i's last row flows, on that rule, from each input token (on this model the first token takes "
+                    "≥ 0.999 of every row)")
     next: Next
     lens: list[LensRow] = Field(description=f"[{LAYERS}]: the last position's top token after each layer, read "
                                             "through the final RMSNorm and the LM head (the logit lens)")
@@ -249,6 +254,7 @@ def decoder_document(model: DecoderFiles, run: DecoderRun, temperature: float = 
     lens_ids, lens_probs = lens(model, run.hidden_states[1:, -1])  # (N,) each
     doc = {
         "model": model.name, "tokens": list(run.tokens), "ids": run.ids, "attention": run.attention,
+        "rollout": attention_rollout(run.attention),
         "next": {"temperature": temperature, "candidates": candidates_of(model, run.logits, temperature, top)},
         "lens": [{"id": int(i), "token": model.vocabulary[i], "probability": float(p)}
                  for i, p in zip(lens_ids, lens_probs, strict=True)],

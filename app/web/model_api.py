@@ -11,6 +11,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from app.config import settings
+from app.maths.attribution import attention_rollout
 from app.maths.bert import ModelRun, head_result
 from app.maths.model_files import ModelFiles
 from app.maths.real_model import Tokenized
@@ -91,7 +92,12 @@ class HeadSteps(BaseModel):
 class ModelResponse(BaseModel):
     model: str
     tokens: list[str] = Field(description="WordPiece tokens, with [CLS] first and [SEP] last")
-    attention: list[list[list[list[float]]]] = Field(description="[6][12][T][T]: every head's attention weights")
+    attention: list[list[list[list[float]]]] = Field(
+        description=f"[{ENCODER.layers}][{ENCODER.heads}][T][T]: every head's attention weights")
+    rollout: list[list[float]] = Field(
+        description="(T, T) attention rollout (Abnar & Zuidema, 2020): per layer the heads' mean attention, "
+                    "0.5·A + 0.5·I, rows normalised, multiplied from the first layer up; row i: how much of token "
+                    "i's last row flows, on that rule, from each input token")
     hidden_states: list[list[list[float]]] = Field(
         description=f"[{ENCODER.layers + 1}][T][{ENCODER.d_model}]: the embeddings' output, then each layer's "
                     "(Hugging Face's output_hidden_states)")
@@ -103,7 +109,7 @@ class ModelResponse(BaseModel):
 
 def model_document(model: ModelFiles, run: ModelRun, layer: int | None = None, head: int | None = None) -> dict:
     doc = {"model": model.name, "tokens": list(run.tokens), "attention": run.attention,
-           "hidden_states": run.hidden_states, "embedding": run.embedding,
+           "rollout": attention_rollout(run.attention), "hidden_states": run.hidden_states, "embedding": run.embedding,
            "heads_off": [{"layer": la, "head": h} for la, h in sorted(run.heads_off)]}
     if layer is not None and head is not None:
         h = head_result(model, run, layer, head)

@@ -79,3 +79,15 @@ def test_a_bad_request_is_a_422_naming_its_field(client: TestClient, body: dict,
     assert r.status_code == 422, r.text
     problem = r.json()["detail"][0]
     assert problem["field"] == field and words in problem["msg"], problem
+
+
+def test_the_decoders_and_the_encoders_answers_carry_the_rollout(client: TestClient) -> None:
+    from app.maths.attribution import attention_rollout
+
+    doc = client.post("/api/decoder", json={"text": TEXT}).json()
+    rolled = np.array(doc["rollout"])
+    np.testing.assert_allclose(rolled, attention_rollout(np.array(doc["attention"])), atol=1e-6)
+    assert rolled.shape == (5, 5) and rolled[:, 0].min() >= 0.999
+    doc = client.post("/api/model", json={"text": "The bank of the river."}).json()
+    np.testing.assert_allclose(np.array(doc["rollout"]), attention_rollout(np.array(doc["attention"])), atol=1e-6)
+    np.testing.assert_allclose(np.array(doc["rollout"]).sum(axis=-1), 1.0, atol=1e-6)
