@@ -35,10 +35,11 @@ def top_candidates(probabilities: np.ndarray, top: int) -> np.ndarray:
 
 
 def sampling_distribution(logits: np.ndarray, temperature: float, top_k: int | None = None,
-                          top_p: float | None = None) -> np.ndarray:
+                          top_p: float | None = None, min_p: float | None = None) -> np.ndarray:
     """What a sampler draws from, as transformers' warpers make it, in their order: softmax(logits / τ), then
     only the top_k most likely tokens, then only the fewest most likely whose probabilities, renormalised over
-    those top_k, reach top_p; renormalised. The most likely token always stays."""
+    those top_k, reach top_p, then only those at least min_p times as likely as the most likely (min-p, Nguyen
+    et al., 2024); renormalised. The most likely token always stays."""
     p = temperature_softmax(logits, temperature)  # (vocab,)
     order = np.argsort(-p, kind="stable")  # (vocab,) the most likely first
     keep = np.zeros(p.shape, dtype=bool)
@@ -48,6 +49,8 @@ def sampling_distribution(logits: np.ndarray, temperature: float, top_k: int | N
         before = np.cumsum(top) - top  # the probability of the tokens ahead of each
         n = max(1, int(np.count_nonzero(before < top_p)))
     keep[order[:n]] = True
+    if min_p is not None:
+        keep &= p >= min_p * p[order[0]]  # a ratio of two probabilities: the same before or after renormalising
     kept = np.where(keep, p, 0.0)
     return kept / kept.sum()
 

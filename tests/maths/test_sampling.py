@@ -1,6 +1,8 @@
 """Choosing the next token (app.maths.sampling): temperature, top-k and top-p against the tokens counted by hand
 on a made-up vocabulary of 8; generation over a real model is tested with it (tests/maths/test_llama.py)."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -108,3 +110,27 @@ def test_sampling_draws_only_what_the_cut_offs_keep_and_repeats_with_its_seed() 
     assert all(run == [1, 2, 3] for run in runs)  # top_k = 1 is greedy whatever the seed
     first = [s.id for s in generate(Bigram(TABLE, first=0), 8, temperature=2.0, seed=7)]
     assert first == [s.id for s in generate(Bigram(TABLE, first=0), 8, temperature=2.0, seed=7)]
+
+
+REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "sampling_reference.npz"
+with np.load(REFERENCE) as npz:
+    WARPED = dict(npz)
+CASES = range(int(WARPED["n_cases"]))
+
+
+@pytest.mark.parametrize("c", CASES)
+def test_the_cuts_equal_transformers_warpers(c: int) -> None:
+    """transformers' TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper and MinPLogitsWarper, in
+    generate's order, on SmolLM2's own logits and on made-up ones (scripts/sampling_reference.py)."""
+    s, tau, k, p, m = WARPED[f"case_{c}"]
+    got = sampling_distribution(WARPED[f"logits_{int(s)}"], tau, int(k) or None, p or None, m or None)
+    kept = WARPED[f"kept_{c}"]
+    assert np.flatnonzero(got).tolist() == kept.tolist()
+    np.testing.assert_allclose(got[kept], WARPED[f"p_{c}"], rtol=1e-5, atol=1e-9)
+
+
+def test_min_p_keeps_the_tokens_at_least_min_p_times_the_likeliest() -> None:
+    p_all = np.exp(LOGITS) / np.exp(LOGITS).sum()
+    for min_p in (0.1, 0.3, 0.6, 1.0):
+        kept = set(np.flatnonzero(sampling_distribution(LOGITS, 1.0, min_p=min_p)).tolist())
+        assert kept == {i for i in range(8) if p_all[i] >= min_p * p_all.max()}  # counted token by token
