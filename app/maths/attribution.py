@@ -109,3 +109,19 @@ def attention_rollout(attention: np.ndarray) -> np.ndarray:
         mixed /= mixed.sum(axis=-1, keepdims=True)
         rolled = mixed @ rolled
     return rolled
+
+
+def qk_map(q: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Queries and keys in one picture (AttentionViz, Yeh et al., 2023): the rows of q (T, d_k) and k (S, d_k)
+    projected to 2-D by one PCA fitted on both together — centred on their joint mean, the two directions of
+    largest variance (the SVD's first right singular vectors, each signed so that its largest loading is
+    positive). Returns the queries' points (T, 2), the keys' points (S, 2), and the share of the variance each
+    direction explains (2,)."""
+    both = np.concatenate([q, k]).astype(np.float64)  # (T + S, d_k)
+    centred = both - both.mean(axis=0)
+    _, s, vt = np.linalg.svd(centred, full_matrices=False)
+    axes = vt[:2]  # (2, d_k)
+    axes = axes * np.sign(axes[np.arange(2), np.argmax(np.abs(axes), axis=1)])[:, None]
+    points = centred @ axes.T  # (T + S, 2)
+    explained = s[:2] ** 2 / max(float((s**2).sum()), np.finfo(float).tiny)
+    return points[: len(q)], points[len(q) :], explained

@@ -17,7 +17,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from app.config import settings
-from app.maths.attribution import attention_rollout, logit_attribution
+from app.maths.attribution import attention_rollout, logit_attribution, qk_map
 from app.maths.decoder_files import DecoderFiles
 from app.maths.llama import DecoderContinuation, DecoderRun, head_at, lens
 from app.maths.registry import DECODER
@@ -137,6 +137,19 @@ class LensRow(BaseModel):
     probability: float
 
 
+class QKPoint(BaseModel):
+    token: str
+    kind: str = Field(description="'q' (a query) or 'k' (a key)")
+    x: float
+    y: float
+
+
+class QKMap(BaseModel):
+    points: list[QKPoint] = Field(description="Every token's query and key (after RoPE), projected to 2-D by one "
+                                              "PCA fitted on both (AttentionViz): close points attend strongly")
+    explained_variance: list[float] = Field(description="[2]: the share of the variance each axis explains")
+
+
 class DecoderHeadSteps(BaseModel):
     layer: int
     head: int
@@ -152,6 +165,7 @@ class DecoderHeadSteps(BaseModel):
     masked: list[list[float | None]] = Field(description="(T, T) the causal mask: null (−∞) above the diagonal")
     softmax: list[list[float]] = Field(description="(T, T) the attention weights")
     output: list[list[float]] = Field(description=f"(T, {D_K}) softmax·V")
+    qk_map: QKMap
 
 
 class DecoderResponse(BaseModel):
@@ -268,9 +282,17 @@ def decoder_document(model: DecoderFiles, run: DecoderRun, temperature: float = 
             "k_pre": heads.k_pre[g], "q": heads.q[head], "k": heads.k[g], "v": heads.v[g],
             "scores": heads.scores[head], "scaled": heads.scaled[head],
             "masked": np.ma.masked_invalid(heads.masked[head]), "softmax": heads.weights[head],
+            "qk_map": qk_map_document(run.tokens, heads.q[head], heads.k[g]),
             "output": heads.output[head],
         }
     return doc
+
+
+def qk_map_document(tokens: tuple[str, ...], q: np.ndarray, k: np.ndarray) -> dict:
+    qs, ks, explained = qk_map(q, k)
+    return {"points": [{"token": t, "kind": kind, "x": float(p[0]), "y": float(p[1])}
+                       for kind, points in (("q", qs), ("k", ks)) for t, p in zip(tokens, points, strict=True)],
+            "explained_variance": explained}
 
 
 def attribution_document(model: DecoderFiles, run: DecoderRun, target: int, contrast: int | None) -> dict:

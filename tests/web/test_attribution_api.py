@@ -91,3 +91,15 @@ def test_the_decoders_and_the_encoders_answers_carry_the_rollout(client: TestCli
     doc = client.post("/api/model", json={"text": "The bank of the river."}).json()
     np.testing.assert_allclose(np.array(doc["rollout"]), attention_rollout(np.array(doc["attention"])), atol=1e-6)
     np.testing.assert_allclose(np.array(doc["rollout"]).sum(axis=-1), 1.0, atol=1e-6)
+
+
+def test_a_heads_step_through_carries_its_queries_and_keys_in_one_picture(client: TestClient) -> None:
+    from app.maths.attribution import qk_map
+
+    h = client.post("/api/decoder", json={"text": TEXT, "layer": 3, "head": 4}).json()["head"]
+    qk = h["qk_map"]
+    assert [p["kind"] for p in qk["points"]] == ["q"] * 5 + ["k"] * 5
+    assert [p["token"] for p in qk["points"][:5]] == ["The", "Ġcapital", "Ġof", "ĠFrance", "Ġis"]
+    qs, ks, explained = qk_map(np.array(h["q"], dtype=np.float32), np.array(h["k"], dtype=np.float32))
+    np.testing.assert_allclose([[p["x"], p["y"]] for p in qk["points"]], np.concatenate([qs, ks]), atol=1e-5)
+    np.testing.assert_allclose(qk["explained_variance"], explained, atol=1e-6)
