@@ -77,7 +77,7 @@ class GeneratedStep:
 
 
 def generate(model: Continuation, max_new_tokens: int, temperature: float = 0.0, top_k: int | None = None,
-             top_p: float | None = None, seed: int = 0) -> list[GeneratedStep]:
+             top_p: float | None = None, seed: int = 0, min_p: float | None = None) -> list[GeneratedStep]:
     """Write up to ``max_new_tokens`` tokens after what ``model`` has read. τ = 0 is greedy (the most likely
     token, as transformers' generate(do_sample=False)); otherwise each token is drawn from
     :func:`sampling_distribution` with NumPy's generator seeded by ``seed``. Stops after the end token."""
@@ -89,7 +89,7 @@ def generate(model: Continuation, max_new_tokens: int, temperature: float = 0.0,
             token = int(np.argmax(logits))
             probability = float(temperature_softmax(logits, 1.0)[token])
         else:
-            p = sampling_distribution(logits, temperature, top_k, top_p)
+            p = sampling_distribution(logits, temperature, top_k, top_p, min_p)
             token = int(rng.choice(len(p), p=p))
             probability = float(temperature_softmax(logits, temperature)[token])
         steps.append(GeneratedStep(id=token, probability=probability, logits=logits))

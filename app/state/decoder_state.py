@@ -74,6 +74,7 @@ class DecoderPage:
     temperature: float = 1.0
     top_k: int | None = None
     top_p: float | None = None
+    min_p: float | None = None  # keep only tokens at least min_p times as likely as the likeliest
     cell: Cell | None = None
     lens_all: bool = False  # the logit lens at every position, not only the last
     off: frozenset[tuple[int, int]] = frozenset()  # heads ticked one by one
@@ -144,6 +145,7 @@ def read_decoder_page(model: DecoderFiles, pairs: Iterable[tuple[str, str]]) -> 
     temperature = _number(given, "temperature", 0.0, MAX_TEMPERATURE, above=True)
     top_k = _counted(given, "top_k", 1, DECODER.config.vocab)
     top_p = _number(given, "top_p", 0.0, 1.0, above=True)
+    min_p = _number(given, "min_p", 0.0, 1.0, above=True)
     cell = None
     matrix = given.get("matrix", "").strip()
     if matrix:
@@ -160,7 +162,7 @@ def read_decoder_page(model: DecoderFiles, pairs: Iterable[tuple[str, str]]) -> 
         raise FormError("against", _("the contrast must be another token than the target"))
     page = DecoderPage(
         text=text, layer=layer, head=head, temperature=1.0 if temperature is None else temperature,
-        top_k=None if top_k is None else top_k + 1, top_p=top_p, cell=cell,
+        top_k=None if top_k is None else top_k + 1, top_p=top_p, min_p=min_p, cell=cell,
         lens_all=given.get("lens") == "all", off=off, off_layers=off_layers, why=why, against=against)
     return DecoderRead(page=page, tokens=tokens, ids=ids)
 
@@ -177,6 +179,8 @@ def decoder_query(page: DecoderPage, **changes: object) -> str:
         fields.append(("top_k", str(page.top_k)))
     if page.top_p is not None:
         fields.append(("top_p", f"{page.top_p:g}"))
+    if page.min_p is not None:
+        fields.append(("min_p", f"{page.min_p:g}"))
     if page.cell is not None:
         fields += [("matrix", page.cell.matrix), ("row", str(page.cell.row + 1)), ("col", str(page.cell.col + 1))]
     if page.lens_all:

@@ -45,9 +45,14 @@ class Bar:
     id: int
     probability: float
     logit: float
-    kept: bool  # inside top-k and top-p: a sampler may draw it
+    kept: bool  # inside top-k, top-p and min-p: a sampler may draw it
     href_query: str  # the page with this token appended to the text
     intact: float | None = None  # its probability with every head on, when some are switched off
+    drawn: float | None = None  # with a cut-off, the probability a sampler draws it with (renormalised)
+
+    @property
+    def drawn_percent(self) -> str:
+        return "" if self.drawn is None else percent(self.drawn)
 
     @property
     def intact_percent(self) -> str:
@@ -70,14 +75,16 @@ def candidate_bars(model: DecoderFiles, logits: np.ndarray, page: DecoderPage,
     may still draw; and, given the logits with every head on (``intact``), each one's probability there."""
     p = temperature_softmax(logits, page.temperature)
     before = None if intact is None else temperature_softmax(intact, page.temperature)
-    kept = sampling_distribution(logits, page.temperature, page.top_k, page.top_p) > 0
+    drawn = sampling_distribution(logits, page.temperature, page.top_k, page.top_p, page.min_p)  # (vocab,)
+    kept = drawn > 0
+    cut = page.top_k is not None or page.top_p is not None or page.min_p is not None
     bars = []
     for i in top_candidates(p, CANDIDATES):
         piece = model.vocabulary[i]
         appended = page.text + token_text(piece)
         bars.append(Bar(readable(piece), int(i), float(p[i]), float(logits[i]), bool(kept[i]),
                         decoder_query(page, text=appended, cell=None),
-                        None if before is None else float(before[i])))
+                        None if before is None else float(before[i]), float(drawn[i]) if cut else None))
     return bars
 
 

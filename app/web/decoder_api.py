@@ -21,7 +21,7 @@ from app.maths.attribution import attention_rollout, logit_attribution, qk_map
 from app.maths.decoder_files import DecoderFiles
 from app.maths.llama import DecoderContinuation, DecoderRun, head_at, lens
 from app.maths.registry import DECODER
-from app.maths.sampling import generate
+from app.maths.sampling import generate, sampling_distribution
 from app.serving.real_models import language_model
 from app.state.decoder_state import candidates_of, read_decoder_tokens, read_next_token
 from app.web.api_answers import RESPONSES, JSONBodyRoute, served_answer
@@ -39,6 +39,15 @@ CandidateCount = whole_number(1, 50)
 NewTokens = whole_number(1, settings.decoder_max_new_tokens)
 TopK = whole_number(1, DECODER.config.vocab)
 Temperature = Annotated[float, Field(strict=True, gt=0, le=5, allow_inf_nan=False)]
+Fraction = Annotated[float, Field(strict=True, gt=0, le=1, allow_inf_nan=False)]
+
+
+class _Cuts(BaseModel):
+    top_k: TopK | None = Field(default=None, description="Draw only from the k most likely tokens.")
+    top_p: Fraction | None = Field(
+        default=None, description="Draw only from the fewest most likely tokens whose probabilities reach p.")
+    min_p: Fraction | None = Field(
+        default=None, description="Draw only from the tokens at least min_p times as likely as the likeliest.")
 
 
 class DecoderHeadRef(BaseModel):
@@ -76,7 +85,7 @@ class _TextRequest(BaseModel):
         return frozenset((r.layer, r.head) for r in self.heads_off)
 
 
-class DecoderRequest(_TextRequest):
+class DecoderRequest(_TextRequest, _Cuts):
     """Input of POST /api/decoder."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={
@@ -96,7 +105,7 @@ class DecoderRequest(_TextRequest):
         return self
 
 
-class GenerateRequest(_TextRequest):
+class GenerateRequest(_TextRequest, _Cuts):
     """Input of POST /api/generate."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={
@@ -107,10 +116,6 @@ class GenerateRequest(_TextRequest):
         description=f"Tokens to write, 1–{settings.decoder_max_new_tokens}; it stops earlier after <|im_end|>.")
     temperature: float = Field(strict=True, ge=0, le=5, allow_inf_nan=False,
                                description="0: greedy (the most likely token each time); else τ of softmax(logits/τ)")
-    top_k: TopK | None = Field(
-        default=None, description="Draw only from the k most likely tokens.")
-    top_p: Annotated[float, Field(strict=True, gt=0, le=1, allow_inf_nan=False)] | None = Field(
-        default=None, description="Draw only from the fewest most likely tokens whose probabilities reach p.")
     seed: Seed = Field(default=0, description="The sampler's seed: the same seed gives the same text.")
 
     @model_validator(mode="after")
@@ -124,6 +129,8 @@ class Candidate(BaseModel):
     token: str = Field(description="The token's piece as the vocabulary spells it ('Ġ' is a space)")
     logit: float
     probability: float = Field(description="softmax(logits/τ) at this token")
+    drawn: float | None = Field(default=None, description="With top_k, top_p or min_p: the probability a sampler "
+                                                          "draws it with (0 when cut; those left renormalised)")
 
 
 class Next(BaseModel):
@@ -264,12 +271,17 @@ class GenerateResponse(BaseModel):
 
 
 def decoder_document(model: DecoderFiles, run: DecoderRun, temperature: float = 1.0, top: int = 10,
-                     layer: int | None = None, head: int | None = None) -> dict:
+                     layer: int | None = None, head: int | None = None,
+                     cuts: tuple[int | None, float | None, float | None] = (None, None, None)) -> dict:
     lens_ids, lens_probs = lens(model, run.hidden_states[1:, -1])  # (N,) each
+    candidates = candidates_of(model, run.logits, temperature, top)
+    if any(c is not None for c in cuts):  # what a sampler with these cut-offs draws each candidate with
+        drawn = sampling_distribution(run.logits, temperature, *cuts)  # (vocab,)
+        candidates = [{**c, "drawn": float(drawn[c["id"]])} for c in candidates]
     doc = {
         "model": model.name, "tokens": list(run.tokens), "ids": run.ids, "attention": run.attention,
         "rollout": attention_rollout(run.attention),
-        "next": {"temperature": temperature, "candidates": candidates_of(model, run.logits, temperature, top)},
+        "next": {"temperature": temperature, "candidates": candidates},
         "lens": [{"id": int(i), "token": model.vocabulary[i], "probability": float(p)}
                  for i, p in zip(lens_ids, lens_probs, strict=True)],
         "heads_off": [{"layer": la, "head": h} for la, h in sorted(run.heads_off)],
@@ -309,7 +321,7 @@ def attribution_document(model: DecoderFiles, run: DecoderRun, target: int, cont
 
 def generate_document(model: DecoderFiles, req: GenerateRequest) -> dict:
     steps = generate(DecoderContinuation(model, req.ids, req.off), req.max_new_tokens, req.temperature, req.top_k,
-                     req.top_p, req.seed)
+                     req.top_p, req.seed, req.min_p)
     shown = req.temperature or 1.0
     return {
         "model": model.name, "tokens": [model.vocabulary[i] for i in req.ids],
@@ -331,7 +343,7 @@ async def decoder(req: DecoderRequest, request: Request) -> Response:
 
     def body() -> dict:
         return decoder_document(service.files(), service.run(req.text, req.off), req.temperature, req.top, req.layer,
-                                req.head)
+                                req.head, (req.top_k, req.top_p, req.min_p))
 
     return await served_answer(request, service, req, body)
 

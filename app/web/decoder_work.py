@@ -64,7 +64,7 @@ def generated_pairs(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
     p = read.page
     greedy = given.get("sample") != "on"
     steps = generate(DecoderContinuation(model, read.ids, p.heads_off), int(raw), 0.0 if greedy else p.temperature,
-                     p.top_k, p.top_p, seed=len(read.ids))
+                     p.top_k, p.top_p, seed=len(read.ids), min_p=p.min_p)
     text = p.text + "".join(token_text(model.vocabulary[s.id]) for s in steps)
     return [(k, v) for k, v in pairs if k not in ("text", "generate", "sample", "matrix", "row", "col")] + [
         ("text", text)]

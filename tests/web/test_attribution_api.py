@@ -103,3 +103,37 @@ def test_a_heads_step_through_carries_its_queries_and_keys_in_one_picture(client
     qs, ks, explained = qk_map(np.array(h["q"], dtype=np.float32), np.array(h["k"], dtype=np.float32))
     np.testing.assert_allclose([[p["x"], p["y"]] for p in qk["points"]], np.concatenate([qs, ks]), atol=1e-5)
     np.testing.assert_allclose(qk["explained_variance"], explained, atol=1e-6)
+
+
+def test_the_candidates_say_what_the_cut_offs_leave_a_sampler(client: TestClient) -> None:
+
+    plain = client.post("/api/decoder", json={"text": TEXT, "top": 20}).json()["next"]["candidates"]
+    assert all(c.get("drawn") is None for c in plain)
+    cut = client.post("/api/decoder", json={"text": TEXT, "top": 20, "temperature": 1.3, "top_k": 8,
+                                            "top_p": 0.95, "min_p": 0.02}).json()["next"]["candidates"]
+    logits = np.zeros(49152)
+    for c in cut:
+        logits[c["id"]] = c["logit"]
+    drawn = [c["drawn"] for c in cut]
+    assert sum(drawn) == pytest.approx(1.0, abs=1e-9)  # the kept ones are among the 20 shown
+    assert drawn[0] > cut[0]["probability"] and all(d == 0 for d in drawn[8:])  # top-k 8 keeps 8 at most
+    kept = [d > 0 for d in drawn]
+    assert kept == sorted(kept, reverse=True)  # a cut never keeps a less likely token over a likelier one
+    p = np.array([c["probability"] for c in cut])
+    assert all(p[i] >= 0.02 * p[0] for i in range(20) if kept[i])
+
+
+@pytest.mark.parametrize("min_p", [0, 1.5, "0.1"])
+def test_min_p_out_of_range_is_a_422_naming_it(client: TestClient, min_p: object) -> None:
+    for path, body in (("/api/decoder", {"text": TEXT}), ("/api/generate", {"text": TEXT, "max_new_tokens": 2,
+                                                                           "temperature": 1})):
+        r = client.post(path, json={**body, "min_p": min_p})
+        assert r.status_code == 422 and r.json()["detail"][0]["field"] == "min_p", r.text
+
+
+def test_generation_with_min_p_draws_only_what_it_keeps(client: TestClient) -> None:
+    steps = client.post("/api/generate", json={"text": "Once upon a time", "max_new_tokens": 6, "temperature": 1.5,
+                                               "min_p": 0.3, "seed": 3}).json()["steps"]
+    for s in steps:
+        best = s["candidates"][0]["probability"]  # at τ = 1.5, the likeliest of its step
+        assert s["probability"] >= 0.3 * best - 1e-12

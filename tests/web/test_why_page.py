@@ -74,3 +74,20 @@ def test_a_bad_token_is_a_422_naming_its_field(client: TestClient, params: dict,
     r = client.get("/decoder", params={"text": TEXT, **params})
     assert r.status_code == 422
     assert field in r.text and TEXT in unescape(r.text)  # the text typed is kept
+
+
+def test_min_p_greys_the_bars_it_cuts_and_shows_what_the_rest_are_drawn_with(client: TestClient) -> None:
+    r = client.get("/decoder", params={"text": TEXT, "temperature": "1.5", "min_p": "0.05"})
+    assert r.status_code == 200
+    api = client.post("/api/decoder", json={"text": TEXT, "temperature": 1.5, "min_p": 0.05}).json()
+    bars = re.findall(r'<li class="bar( cut)?">.*?<span class="pct">(.*?)</span></a>', r.text, re.S)
+    assert len(bars) == 10
+    for (cut, pct), c in zip(bars, api["next"]["candidates"], strict=True):
+        assert (cut == " cut") == (c["drawn"] == 0)
+        assert (c["probability"] >= 0.05 * api["next"]["candidates"][0]["probability"]) == (c["drawn"] > 0)
+        if c["drawn"]:
+            shown = re.search(r'<span class="drawn">→ ([\d.]+)%', pct)
+            assert shown is not None and float(shown.group(1)) == pytest.approx(100 * c["drawn"], abs=0.05)
+    assert "min_p=0.05" in r.text  # the permalink keeps it
+    bad = client.get("/decoder", params={"text": TEXT, "min_p": "2"})
+    assert bad.status_code == 422 and "min_p" in bad.text
