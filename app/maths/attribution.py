@@ -1,5 +1,9 @@
-"""Why the language model answered what it did: direct logit attribution (Elhage et al., 2021, "A Mathematical
-Framework for Transformer Circuits"; TransformerLens's ``logit_attrs``), exactly, on SmolLM2.
+"""Why the language model answered what it did: direct logit attribution (each head's, each feed-forward block's
+and the embedding's share of a token's logit, adding up to it), attention rollout, and a head's queries and keys
+projected to one picture.
+
+Direct logit attribution (Elhage et al., 2021, "A Mathematical Framework for Transformer Circuits";
+TransformerLens's ``logit_attrs``), exactly, on SmolLM2.
 
 The residual stream at the last position is a sum: the token's embedding, then what each layer's attention and
 feed-forward block added,
