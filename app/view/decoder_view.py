@@ -32,7 +32,7 @@ from app.view.labels import head_name, numbered
 from app.view.model_maps import condensed_svg, head_svg, thumbnail
 from app.view.model_view import head_panel
 from app.view.pieces import labels, readable, token_text
-from app.view.why_view import why_view
+from app.view.why_view import rollout_view, why_view
 from app.view.worked import worked
 
 DECIMALS = 3
@@ -253,6 +253,7 @@ def decoder_context(model: DecoderFiles, read: DecoderRead, part: str = "page") 
     if part in ("page", "rest"):
         ctx.update(maps=head_maps(run, page, layer, head), lens=lens_view(model, run, page.lens_all),
                    lens_all_query=decoder_query(page, lens_all=not page.lens_all), why=why_view(model, run, page),
+                   rollout=rollout_view(run),
                    catalogue=[dict(e, heads=[dict(h, query=decoder_query(page, layer=h["layer"], head=h["head"],
                                                                          cell=None)) for h in e["heads"]])
                               for e in decoder_catalogue_view()])

@@ -4,13 +4,14 @@ the largest shares named, and the sum that gives the logit back."""
 
 from __future__ import annotations
 
+import math
 from urllib.parse import parse_qsl
 
 import numpy as np
 
-from app.i18n import decimal
+from app.i18n import decimal, percent
 from app.i18n import gettext as _
-from app.maths.attribution import logit_attribution
+from app.maths.attribution import attention_rollout, logit_attribution
 from app.maths.decoder_files import DecoderFiles
 from app.maths.llama import DecoderRun
 from app.maths.sampling import temperature_softmax, top_candidates
@@ -26,6 +27,21 @@ def share(value: float) -> str:
     """A share of a logit, signed, two decimals: +2.82, −0.06."""
     text = decimal(value, 2)
     return text if text.startswith("−") or float(round(value, 2)) == 0.0 else "+" + text
+
+
+def rollout_view(run: DecoderRun) -> dict:
+    """The last token's row of the attention rollout: the first token's share, and the rest of the row
+    renormalised without it, so that a share of a thousandth is drawn at a scale where it can be read."""
+    last = attention_rollout(run.attention)[-1]  # (T,)
+    rest = last[1:]
+    total = float(rest.sum())
+    shares = rest / total if total > 0 else rest
+    tokens = [readable(t) for t in run.tokens]
+    # places enough for the rest's two first significant digits (0.000044 %), so that neither prints as 0 or 100
+    places = 2 if total <= 0 else min(12, max(2, 1 - math.floor(math.log10(100 * total))))
+    return {"first": tokens[0], "first_share": percent(float(last[0]), places), "rest_share": percent(total, places),
+            "bars": [{"token": t, "percent": percent(float(s)), "width": f"{max(0.5, 100 * float(s)):.1f}"}
+                     for t, s in zip(tokens[1:], shares, strict=True)]}
 
 
 def why_view(model: DecoderFiles, run: DecoderRun, page: DecoderPage) -> dict:

@@ -91,3 +91,18 @@ def test_min_p_greys_the_bars_it_cuts_and_shows_what_the_rest_are_drawn_with(cli
     assert "min_p=0.05" in r.text  # the permalink keeps it
     bad = client.get("/decoder", params={"text": TEXT, "min_p": "2"})
     assert bad.status_code == 422 and "min_p" in bad.text
+
+
+def test_the_rollout_says_the_first_tokens_share_and_draws_the_rest_renormalised(client: TestClient) -> None:
+    r = client.get("/decoder", params={"text": TEXT})
+    last = client.post("/api/decoder", json={"text": TEXT}).json()["rollout"][-1]
+    found = re.search(r'<section class="rollout".*?</section>', r.text, re.S)
+    assert found is not None
+    text = " ".join(unescape(re.sub(r"<[^>]+>", " ", found.group(0))).split())
+    first = re.search(r"takes ([\d.]+)% of the last row", text)
+    rest = re.search(r"share the remaining ([\d.]+)%", text)
+    assert first is not None and rest is not None
+    assert float(rest.group(1)) > 0 and float(first.group(1)) < 100  # never printed as 0 % and 100 %
+    assert float(rest.group(1)) == pytest.approx(100 * sum(last[1:]), rel=0.05)
+    shown = [float(p) for p in re.findall(r'<span class="pct">([\d.]+)%</span>', found.group(0))]
+    assert shown == pytest.approx([100 * v / sum(last[1:]) for v in last[1:]], abs=0.05)
