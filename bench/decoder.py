@@ -71,6 +71,7 @@ HF_INSTALL = ('python3 -m venv /tmp/refvenv && /tmp/refvenv/bin/pip install torc
 BROWSER_ENCODINGS = "gzip, deflate, br, zstd"  # what Chromium sends
 GOAL_RATIO = 2.0  # our forward pass, cached step and POST /api/decoder, against transformers'
 GOAL_PAGE_S = 1.5
+GOAL_WHY_MS = 100.0  # what logit attribution and the rollout add to the page's answer at 32 tokens
 GOAL_PAGE_KB = 250.0
 GOAL_MEMORY_MB = 900.0
 NOT_AVAILABLE = "not available"
@@ -96,6 +97,7 @@ def worker(text: str, profile_rows: int = 12) -> None:
 
     import numpy as np
 
+    from app.maths.attribution import attention_rollout, logit_attribution
     from app.maths.decoder_files import load_decoder_files
     from app.maths.llama import extend, final_logits, run_decoder, tokenize
 
@@ -117,10 +119,13 @@ def worker(text: str, profile_rows: int = 12) -> None:
     print(f"ready {len(run.ids)} {int(last[0])} {','.join(str(int(i)) for i in run.ids)}", flush=True)
     for line in sys.stdin:
         command, *args = line.split()
-        if command in ("forward", "step"):
+        if command in ("forward", "step", "why"):
             start = time.perf_counter()
             if command == "forward":
                 run_decoder(model, text)
+            elif command == "why":  # what Why this word? and the rollout add to a page's answer
+                logit_attribution(model, run, int(last[0]))
+                attention_rollout(run.attention)
             else:
                 step()
             print(f"{time.perf_counter() - start:.6f}", flush=True)
@@ -247,6 +252,7 @@ class Figures:
     together: bool = False  # the server started while the worker read its models
     forward_ms: list[float] = field(default_factory=list)
     step_ms: list[float] = field(default_factory=list)
+    why_ms: list[float] = field(default_factory=list)  # logit attribution and rollout of the text's run
     hf_forward_ms: list[float] = field(default_factory=list)
     hf_step_ms: list[float] = field(default_factory=list)
     api_ms: list[float] = field(default_factory=list)  # POST /api/decoder, no compression
@@ -405,7 +411,8 @@ def interleave(client: httpx.Client, url: str, ours: Process, hf: Process | None
         return once
 
     steps: list[Callable[[], None]] = [lambda: f.forward_ms.append(ours.time_one("forward")),
-                                       lambda: f.step_ms.append(ours.time_one("step"))]
+                                       lambda: f.step_ms.append(ours.time_one("step")),
+                                       lambda: f.why_ms.append(ours.time_one("why"))]
     if hf:
         steps += [lambda: f.hf_forward_ms.append(hf.time_one("forward")),
                   lambda: f.hf_step_ms.append(hf.time_one("step"))]
@@ -470,6 +477,9 @@ def markdown(f: Figures) -> str:
         (f"cached step: extend 1 token after {TOKENS} + final_logits (b)", ms(step), ratio(step, hf_step),
          f"≤ {GOAL_RATIO:g}×", verdict(step / hf_step, GOAL_RATIO)),
         ("transformers cached step (past_key_values)", ms(hf_step), "1×", "", ""),
+        (f"Why this word? and the rollout, on the run of {TOKENS} tokens", ms(median(f.why_ms)),
+         f"{median(f.why_ms) / forward:.2f}× run_decoder", f"≤ {GOAL_WHY_MS:g} ms",
+         verdict(median(f.why_ms), GOAL_WHY_MS)),
         ("POST /api/decoder, no compression (as curl) (c)", no_api or ms(api), ratio(api, hf_forward),
          f"≤ {GOAL_RATIO:g}×", verdict(api / hf_forward, GOAL_RATIO)),
         (f"POST /api/decoder, as a browser ({f.api_encoding or 'not measured'})", no_api or ms(api_browser),

@@ -5,7 +5,6 @@ the largest shares named, and the sum that gives the logit back."""
 from __future__ import annotations
 
 import math
-from urllib.parse import parse_qsl
 
 import numpy as np
 
@@ -74,6 +73,12 @@ def why_view(model: DecoderFiles, run: DecoderRun, page: DecoderPage) -> dict:
         "mlp_sum": share(float(a.mlp.sum())), "total": decimal(a.total, 2),
         "rows": rows, "head_top": decimal(head_top, 2), "mlp_top": decimal(mlp_top, 2),
         "largest": [{"value": share(v), "name": name, "query": query, "positive": v > 0} for v, name, query in largest],
-        "choices": [{"id": i, "token": readable(model.vocabulary[i])} for i in choices],
-        "hidden": parse_qsl(decoder_query(page, why=None, against=None, cell=None), keep_blank_values=True),
+        "explain": [{"token": readable(model.vocabulary[i]), "current": i == target,
+                     "query": decoder_query(page, why=i, against=None if page.against == i else page.against,
+                                            cell=None)} for i in choices],
+        "against": [{"token": None, "current": page.against is None,
+                     "query": decoder_query(page, why=page.why, against=None, cell=None)}]
+                   + [{"token": readable(model.vocabulary[i]), "current": i == page.against,
+                       "query": decoder_query(page, why=target, against=i, cell=None)}
+                      for i in choices if i != target],
     }

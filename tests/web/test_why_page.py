@@ -65,7 +65,8 @@ def test_a_token_and_a_contrast_from_the_query_string(client: TestClient) -> Non
     assert f"{api['logit']:.2f}" in text
     assert grid(r.text)[23][4] == pytest.approx(next(p["value"] for p in api["parts"]
                                                      if p.get("layer") == 23 and p.get("head") == 4), abs=0.005)
-    assert 'name="against"' in r.text and f'<option value="{api["contrast"]["id"]}" selected>' in r.text
+    assert '<strong aria-current="true">␣the</strong>' in section(r.text)  # the contrast chosen, said
+    assert "why=7042&amp;against=" in section(r.text)  # each other candidate one link away
 
 
 @pytest.mark.parametrize(("params", "field"), [({"why": "Paris is"}, "why"), ({"why": "99999"}, "why"),
