@@ -73,7 +73,8 @@ GOAL_RATIO = 2.0  # our forward pass, cached step and POST /api/decoder, against
 GOAL_PAGE_S = 1.5
 GOAL_WHY_MS = 100.0  # what logit attribution and the rollout add to the page's answer at 32 tokens
 GOAL_PAGE_KB = 250.0
-GOAL_MEMORY_MB = 900.0
+GOAL_MEMORY_MB = 900.0  # a worker holding MiniLM and SmolLM2
+GOAL_SERVER_MB = 1000.0  # the app's worker, which also holds the translator (issue budgets: all three ≤ 1,000 MB)
 NOT_AVAILABLE = "not available"
 
 Log = Callable[[str], None]
@@ -503,10 +504,10 @@ def markdown(f: Figures) -> str:
          verdict(f.both_mb, GOAL_MEMORY_MB)),
         ("… after the timed passes and steps", f"{f.worked_mb:.0f} MB", "", f"≤ {GOAL_MEMORY_MB:g} MB",
          verdict(f.worked_mb, GOAL_MEMORY_MB)),
-        ("the server's worker, after /api/model and /api/decoder", f"{f.server_mb:.0f} MB", "",
-         f"≤ {GOAL_MEMORY_MB:g} MB", verdict(f.server_mb, GOAL_MEMORY_MB)),
-        ("… after every timed request", f"{f.server_end_mb:.0f} MB", "", f"≤ {GOAL_MEMORY_MB:g} MB",
-         verdict(f.server_end_mb, GOAL_MEMORY_MB)),
+        ("the server's worker (all three models), after /api/model and /api/decoder", f"{f.server_mb:.0f} MB", "",
+         f"≤ {GOAL_SERVER_MB:g} MB", verdict(f.server_mb, GOAL_SERVER_MB)),
+        ("… after every timed request", f"{f.server_end_mb:.0f} MB", "", f"≤ {GOAL_SERVER_MB:g} MB",
+         verdict(f.server_end_mb, GOAL_SERVER_MB)),
         ("its heavy lane's processes", ", ".join(f"{m:.0f} MB" for m in f.lane_mb) or "none", "", "", ""),
     ]
     sizes = (f" POST /api/decoder answers {f.api_body_kb:.0f} KB of JSON ({f.api_wire_kb:.0f} KB as "
