@@ -257,6 +257,8 @@ def settled_rss_mb(pid: int, seconds: float = 30.0) -> float:
 def test_healthz_answers_and_memory_stays_flat_while_pin_bombs_are_posted(server: str) -> None:
     pid = server_pid(int(server.rsplit(":", 1)[1]))
     assert httpx.post(server + "/api/model", json={"text": "bank"}, timeout=60).status_code == 200  # weights read
+    # the translator is read at start too (about 140 MB, both directions): its weights, not the bombs', if counted
+    assert httpx.post(server + "/api/translate", json={"text": "bank"}, timeout=60).status_code == 200
     before = settled_rss_mb(pid)
     with httpx.Client(timeout=60) as c:
         page = form_fields(c.get(server + "/").text)
