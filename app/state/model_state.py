@@ -44,6 +44,13 @@ def check_sentence(text: str) -> str:
     return text
 
 
+def typed_sentences(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The two sentences as typed (the defaults where none came), to keep in the form when a page cannot show
+    their result: a bad field's answer, or the place in the queue."""
+    given = dict(pairs)
+    return {"text": given.get("text", DEFAULT_TEXT), "text2": given.get("text2", DEFAULT_TEXT2)}
+
+
 def read_wordpieces(model: ModelFiles, text: str) -> Tokenized:
     """The sentence's WordPiece tokens, or a ValueError with their count and the limit."""
     tokens = tokenize(model, text)

@@ -26,6 +26,7 @@ does as "Your sentence" does in a class is app.web.class_real's.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -47,6 +48,7 @@ from app.web.class_pages import enter_following
 from app.web.class_real import (
     Pairs,
     following_html,
+    panel_room,
     posted_state,
     publish,
     pushed_url,
@@ -230,11 +232,9 @@ async def class_question(request: Request, teacher: TeacherOf) -> Response:
              include_in_schema=False)
 async def class_guesses(request: Request, teacher: TeacherOf) -> Response:
     """The teacher's live view of the class's guesses (the teacher's cookie), refreshed as they come."""
-    if teacher is None:
-        return Response(_("not this class's teacher"), status_code=403, media_type="text/plain")
-    room = await rooms(request).get(teacher.code)
-    if room is None:
-        return Response(_("this class has ended"), status_code=404, media_type="text/plain")
+    room = await panel_room(request, teacher)
+    if isinstance(room, Response):
+        return room
     question = next_word(room.state)
     if question is None:  # a page left open on "Next word" while the class moved on
         return Response(status_code=204)
@@ -247,10 +247,7 @@ async def class_guess(request: Request, room: OpenRoom) -> Response:
     """A student's guess of the next word of the teacher's text: one per student per text, changeable until the
     teacher reveals the answer. Limited per student and per browser, as the predictions of a cell are."""
 
-    def answer(status: int, message: str, sent: bool = False, field: str = "", back: str | None = None) -> Response:
-        return feedback(request, status, message, sent, back, slot="guess-feedback", title=N_("Your guess"),
-                        field=field)
-
+    answer = partial(feedback, request, slot="guess-feedback", title=N_("Your guess"))
     sending = await student_sending(
         request, room, answer, _("Open the class's page again to join it, then send your guess."),
         _("More than {limit} guesses this minute: wait a moment, then send it again."))

@@ -101,6 +101,16 @@ async def teachers_room(request: Request, teacher: Teacher | None) -> Room | Res
     return room
 
 
+async def panel_room(request: Request, teacher: Teacher | None) -> Room | Response:
+    """For the teacher's live panel of the class's answers (polled): the room, else a plain-text 403 or 404."""
+    if teacher is None:
+        return Response(_("not this class's teacher"), status_code=403, media_type="text/plain")
+    room = await rooms(request).get(teacher.code)
+    if room is None:
+        return Response(_("this class has ended"), status_code=404, media_type="text/plain")
+    return room
+
+
 async def reader(request: Request, room: Room | int, teacher: Teacher | None, page: str) -> Response | tuple[
         Room, Lesson, Pairs]:
     """Who opens a real model's page at its class address, and the state it shows: the teacher's page shows the

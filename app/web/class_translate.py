@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
+from functools import partial
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -46,6 +47,7 @@ from app.web.class_hooks import conf, lesson_for, rooms
 from app.web.class_pages import enter_following
 from app.web.class_real import (
     following_html,
+    panel_room,
     posted_state,
     publish,
     pushed_url,
@@ -241,11 +243,9 @@ async def class_translate_question(request: Request, teacher: TeacherOf) -> Resp
              include_in_schema=False)
 async def class_translate_taps(request: Request, teacher: TeacherOf) -> Response:
     """The teacher's live view of the class's taps (the teacher's cookie), refreshed as they come."""
-    if teacher is None:
-        return Response(_("not this class's teacher"), status_code=403, media_type="text/plain")
-    room = await rooms(request).get(teacher.code)
-    if room is None:
-        return Response(_("this class has ended"), status_code=404, media_type="text/plain")
+    room = await panel_room(request, teacher)
+    if isinstance(room, Response):
+        return room
     question = tap_question(room.state)
     if question is None:
         return Response(status_code=204)
@@ -258,10 +258,7 @@ async def class_translate_tap(request: Request, room: OpenRoom) -> Response:
     """A student's tap: the source piece they think the asked written piece looks at, one per student per
     question, changeable until the teacher reveals it. Limited per student and per browser, as predictions are."""
 
-    def answer(status: int, message: str, sent: bool = False, field: str = "", back: str | None = None) -> Response:
-        return feedback(request, status, message, sent, back, slot="tap-feedback", title=N_("Your answer"),
-                        field=field)
-
+    answer = partial(feedback, request, slot="tap-feedback", title=N_("Your answer"))
     sending = await student_sending(
         request, room, answer, _("Open the class's page again to join it, then send your answer."),
         _("More than {limit} answers this minute: wait a moment, then send it again."))

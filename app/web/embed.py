@@ -31,7 +31,7 @@ from app.serving.real_models import language_model, sentence_model, translator
 from app.state.decoder_state import DEFAULT_DECODER_TEXT, read_decoder_page
 from app.state.form import FormError
 from app.state.grids import expand_grids
-from app.state.model_state import DEFAULT_TEXT, DEFAULT_TEXT2, read_model_page
+from app.state.model_state import read_model_page, typed_sentences
 from app.state.page import apply_action, lenient_read, link_fields
 from app.state.reading import read_page
 from app.state.scenario import Scenario, View, from_preset
@@ -189,10 +189,9 @@ def model_work(page: PageRequest, pairs: list[tuple[str, str]], embed_url: str, 
     embed around ``waiting``, the question's place in the queue."""
     urls = embed_urls(page.urls)
     if waiting is not None:
-        given = dict(pairs)
         return render(page, "embed/model.html", {
             "model_url": embed_url, "error": None, "error_slots": MODEL_ERROR_SLOTS, "urls": urls, "waiting": waiting,
-            "typed": {"text": given.get("text", DEFAULT_TEXT), "text2": given.get("text2", DEFAULT_TEXT2)}},
+            "typed": typed_sentences(pairs)},
             headers={"Cache-Control": "no-store"})
     model = sentence_model().files()
     try:
@@ -202,7 +201,7 @@ def model_work(page: PageRequest, pairs: list[tuple[str, str]], embed_url: str, 
                "error_slots": MODEL_ERROR_SLOTS, "model_url": embed_url, "urls": urls}
         if page.htmx:
             return render(page, "model/errors.html", ctx, status=422, headers={"HX-Reswap": "none"})
-        ctx["typed"] = {"text": dict(pairs).get("text", DEFAULT_TEXT), "text2": dict(pairs).get("text2", DEFAULT_TEXT2)}
+        ctx["typed"] = typed_sentences(pairs)
         return render(page, "embed/model.html", ctx, status=422)
     ctx = model_context(model, read)
     ctx.update(model_url=embed_url, page_url=model_url, error=None, error_slots=MODEL_ERROR_SLOTS, urls=urls,

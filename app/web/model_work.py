@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from app.serving.real_models import sentence_model
 from app.state.form import FormError
-from app.state.model_state import DEFAULT_TEXT, DEFAULT_TEXT2, read_model_page
+from app.state.model_state import read_model_page, typed_sentences
 from app.view.model_view import model_context, model_notebook_for
 from app.web.page_work import PageRequest, Rendered
 from app.web.respond import notebook_download, render
@@ -36,10 +36,9 @@ def model_work(page: PageRequest, pairs: list[tuple[str, str]], model_url: str, 
     address rather than adding a step to the browser's history. ``part`` "head": a head's selection, which gets
     its step-through and what names the head (model/head_part.html) rather than the whole workspace."""
     if waiting is not None:
-        given = dict(pairs)
         return render(page, "model.html", {
             "model_url": model_url, "error": None, "error_slots": MODEL_ERROR_SLOTS, "waiting": waiting,
-            "typed": {"text": given.get("text", DEFAULT_TEXT), "text2": given.get("text2", DEFAULT_TEXT2)}},
+            "typed": typed_sentences(pairs)},
             headers={"Cache-Control": "no-store"})
     model = sentence_model().files()
     try:
@@ -65,8 +64,7 @@ def model_error(page: PageRequest, pairs: list[tuple[str, str]], error: FormErro
            "model_url": model_url}
     if page.htmx:
         return render(page, "model/errors.html", ctx, status=422, headers={"HX-Reswap": "none"})
-    given = dict(pairs)
-    ctx["typed"] = {"text": given.get("text", DEFAULT_TEXT), "text2": given.get("text2", DEFAULT_TEXT2)}
+    ctx["typed"] = typed_sentences(pairs)
     return render(page, "model.html", ctx, status=422)
 
 
