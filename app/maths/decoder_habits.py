@@ -30,7 +30,8 @@ import numpy as np
 
 from app.maths.decoder_files import DecoderFiles
 from app.maths.head_catalogue import CatalogueEntry, HeadScore, Measurement, catalogue_entry
-from app.maths.llama import KVCache, extend, run_decoder
+from app.maths.llama import KVCache, decoder_layer, extend, final_logits, run_decoder, tokenize
+from app.maths.real_model import heads_in
 
 BEHAVIOURS = ("previous", "sink", "induction")
 # A head shows a behaviour when on average this share of its attention goes there: half of it for the token
@@ -150,3 +151,93 @@ def top_heads(habits: DecoderHabits, behaviour: str, k: int = TOP_HEADS) -> tupl
 def decoder_catalogue(habits: DecoderHabits, top: int = TOP_HEADS) -> tuple[CatalogueEntry, ...]:
     """Every behaviour's entry, in BEHAVIOURS' order, as app.maths.head_catalogue makes the encoder's."""
     return tuple(catalogue_entry(habits.measurement(b), THRESHOLDS[b], top) for b in BEHAVIOURS)
+
+
+# What a head does, measured by its effect ---------------------------------------------------------------------
+#
+# A head's attention score says where it looks, not what it does for the answer. Its effect is measured the way
+# the page's "switch off" does it: the head's attention weights set to 0, the same texts read again, and the
+# change in the log-probability the model gives the right next token, pooled over every position it is measured
+# at (ΔF < 0: the model does worse without the head; ΔF > 0: better — other heads can take over, or the head
+# worked against the answer; McGrath et al., 2023, "The Hydra Effect"):
+#
+#     ΔF(S) = mean over (text, position i) of  log p_S(x_{i+1} | x_≤i) − log p(x_{i+1} | x_≤i)      S: heads off
+#
+#     previous, sink   every position i ≤ T − 2 of each fixed text                  (the text's own next token)
+#     induction        the second copy's positions R + j, 0 ≤ j ≤ R − 2            (the next token r_{j+1} of a
+#                      repeated random sequence, which only copying the first copy can predict)
+#
+# Layers before the first head switched off are unchanged, so each run starts from the intact run's input to
+# that layer.
+
+
+@dataclass(frozen=True)
+class HeadEffect:
+    layer: int  # counted from 0
+    head: int  # counted from 0
+    change: float  # ΔF({head}): the mean change in log p(right next token), switched off alone
+
+
+@dataclass(frozen=True)
+class HabitEffects:
+    """What switching off a behaviour's listed heads does to the right next token, on the behaviour's texts."""
+
+    behaviour: str
+    heads: tuple[HeadEffect, ...]  # in the catalogue's order (strongest attention score first)
+    together: float  # ΔF of every listed head switched off at once (the page's "switch off" shortcut)
+    log_p: float  # mean log p(right next token) with every head on
+    positions: int  # (text, position) pairs pooled
+
+
+def _right_tokens(ids: np.ndarray, behaviour: str, length: int) -> tuple[np.ndarray, np.ndarray]:
+    """The positions a behaviour's effect is read at, and the right next token at each: (P,), (P,)."""
+    if behaviour == "induction":
+        positions = np.arange(length, 2 * length - 1)  # R + j, 0 ≤ j ≤ R − 2
+    else:
+        positions = np.arange(len(ids) - 1)
+    return positions, ids[positions + 1]
+
+
+def _log_p(model: DecoderFiles, hidden: np.ndarray, positions: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """log p(right token) at each position, from the last layer's output (T, d_model): (P,), float64."""
+    logits = final_logits(model, hidden[positions]).astype(np.float64)  # (P, vocab)
+    top = logits.max(axis=-1)
+    log_z = top + np.log(np.exp(logits - top[:, None]).sum(axis=-1))  # (P,)
+    return logits[np.arange(len(right)), right] - log_z
+
+
+def _log_p_off(model: DecoderFiles, hidden_in: np.ndarray, off: frozenset[tuple[int, int]],
+               positions: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """log p(right token) with the heads ``off`` switched off, from the intact run's layer inputs (N + 1, T, d)."""
+    first = min(layer for layer, _ in off)
+    x = hidden_in[first]  # (T, d_model): nothing before the first head switched off changes
+    for layer in range(first, model.config.layers):
+        x, _ = decoder_layer(model, layer, x, KVCache(), heads_in(off, layer))
+    return _log_p(model, x, positions, right)
+
+
+def habit_effects(model: DecoderFiles, habits: DecoderHabits,
+                  entries: Sequence[CatalogueEntry]) -> tuple[HabitEffects, ...]:
+    """ΔF of each entry's listed heads alone and all together, on the texts its behaviour was measured on."""
+    text_ids = [tokenize(model, text).ids for text in habits.texts]
+    length = len(habits.repeated[0]) // 2 if habits.repeated else 0
+    out = []
+    for entry in entries:
+        seqs = habits.repeated if entry.behaviour == "induction" else text_ids
+        listed = [(h.layer, h.head) for h in entry.heads]
+        sets = [frozenset({head}) for head in listed] + [frozenset(listed)]  # each alone, then all together
+        base, changes = [], [[] for _ in sets]
+        for ids in seqs:
+            hidden, _, _ = extend(model, np.asarray(ids, dtype=np.int64), KVCache())  # (N + 1, T, d_model)
+            positions, right = _right_tokens(np.asarray(ids), entry.behaviour, length)
+            on = _log_p(model, hidden[-1], positions, right)  # (P,)
+            base.append(on)
+            for k, off in enumerate(sets):
+                changes[k].append(_log_p_off(model, hidden, off, positions, right) - on)
+        pooled = [float(np.concatenate(c).mean()) for c in changes]
+        out.append(HabitEffects(
+            behaviour=entry.behaviour,
+            heads=tuple(HeadEffect(h.layer, h.head, pooled[k]) for k, h in enumerate(entry.heads)),
+            together=pooled[-1], log_p=float(np.concatenate(base).mean()),
+            positions=int(sum(len(b) for b in base))))
+    return tuple(out)

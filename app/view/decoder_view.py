@@ -206,9 +206,9 @@ def intact_logits(model: DecoderFiles, page: DecoderPage) -> np.ndarray | None:
 
 
 def switch_view(page: DecoderPage) -> dict:
-    """Switch heads off: what is off, and one link per measured habit that switches its three strongest heads
-    off (or all back on)."""
-    shortcuts = [{"title": e["title"], "names": ", ".join(h["name"] for h in e["heads"]),
+    """Switch heads off: what is off, and one link per measured habit that switches off its three heads with the
+    highest attention scores (or all back on), with what that did on the habit's own texts."""
+    shortcuts = [{"title": e["title"], "names": ", ".join(h["name"] for h in e["heads"]), "ratio": e["together_ratio"],
                   "query": decoder_query(page, off=frozenset((h["layer"], h["head"]) for h in e["heads"]),
                                          off_layers=frozenset(), cell=None)}
                  for e in decoder_catalogue_view()]
@@ -262,7 +262,8 @@ def decoder_context(model: DecoderFiles, read: DecoderRead, part: str = "page") 
 
 def off_change(model: DecoderFiles, logits: np.ndarray, intact: np.ndarray | None, page: DecoderPage) -> dict | None:
     """With heads switched off, what changed for the next token: which heads are off, the token that came first
-    with every head on and its probability then and now, and the one that comes first now."""
+    with every head on and its probability then and now, the one that comes first now, and whether the first
+    became more likely without the heads (the page says so: self-repair, or heads that worked against it)."""
     if intact is None:
         return None
     now = temperature_softmax(logits, page.temperature)  # (vocab,)
@@ -271,7 +272,8 @@ def off_change(model: DecoderFiles, logits: np.ndarray, intact: np.ndarray | Non
     return {"names": ", ".join(head_name(la, h) for la, h in sorted(page.heads_off)),
             "before": readable(model.vocabulary[first_before]), "after": readable(model.vocabulary[first_now]),
             "same": first_before == first_now, "was": float(before[first_before]),
-            "then": float(now[first_before]), "now": float(now[first_now])}
+            "then": float(now[first_before]), "now": float(now[first_now]),
+            "more": float(now[first_before]) > float(before[first_before])}
 
 
 def candidates_context(model: DecoderFiles, read: DecoderRead) -> dict:
@@ -284,20 +286,41 @@ def candidates_context(model: DecoderFiles, read: DecoderRead) -> dict:
 
 def decoder_catalogue_view() -> tuple[dict, ...]:
     """What heads do, measured once per process by the language model's service over the lesson's fixed texts:
-    per behaviour its words and its three strongest heads, the words in the request's language."""
+    per behaviour its words, its three strongest heads by where they look, and what switching them off does; the
+    words in the request's language."""
+    service = language_model()
     return tuple(dict(e, title=_(e["title"]), explanation=_(e["explanation"]),
                       heads=[dict(h, name=head_name(h["layer"], h["head"])) for h in e["heads"]])
-                 for e in _catalogue_entries(language_model().catalogue()))
+                 for e in _catalogue_entries(service.catalogue(), service.effects()))
 
 
-def _catalogue_entries(measured: tuple) -> tuple[dict, ...]:
+# |ΔF| below this (in nats, a 1 % change of the probability) is "hardly changes": the texts' positions average
+# out smaller differences, which float32 rounding alone can make.
+EFFECT_NOISE = 0.01
+
+
+def effect_sign(change: float) -> str:
+    """What a change of the right next token's log-probability says, as the page words it: "hurts" (the model
+    does worse without the heads), "helps" (better without them) or "none"; read from the change as the page
+    prints it (two decimals), so that the words never disagree with the number beside them."""
+    change = round(change, 2)
+    if change <= -EFFECT_NOISE:
+        return "hurts"
+    return "helps" if change >= EFFECT_NOISE else "none"
+
+
+def _catalogue_entries(measured: tuple, effects: tuple) -> tuple[dict, ...]:
     """The measured catalogue as the page's entries, in English (the view translates): a few microseconds."""
     entries = []
-    for entry in measured:
+    for entry, effect in zip(measured, effects, strict=True):
         words = DECODER_BEHAVIOUR_TEXTS[entry.behaviour]
         entries.append({"key": entry.behaviour, "title": words.title, "explanation": words.explanation,
                         "baseline": f"{entry.baseline:.2f}", "threshold": f"{entry.threshold:.2f}",
-                        "showing": entry.showing,
+                        "showing": entry.showing, "positions": effect.positions,
+                        "together": f"{effect.together:+.2f}", "together_sign": effect_sign(effect.together),
+                        "together_ratio": float(np.exp(effect.together)),
                         "heads": [{"name": head_name(h.layer, h.head), "layer": h.layer, "head": h.head,
-                                   "score": f"{h.score:.2f}"} for h in entry.heads]})
+                                   "score": f"{h.score:.2f}", "change": f"{e.change:+.2f}",
+                                   "sign": effect_sign(e.change)}
+                                  for h, e in zip(entry.heads, effect.heads, strict=True)]})
     return tuple(entries)

@@ -94,7 +94,7 @@ def test_switching_heads_off_shows_the_candidates_and_what_changed(page: Page) -
     page.goto(f"/decoder?text={TEXT}")
     shortcut = page.locator("#switch-shortcuts a").first
     shortcut.scroll_into_view_if_needed()
-    names = page.locator("#switch-shortcuts li .hint").first.inner_text().strip("()")
+    names = page.locator("#switch-shortcuts li .shortcut-heads").first.inner_text()
     shortcut.click()
     change = page.locator("#heads-off-change")
     expect(change).to_contain_text("Off now: L")

@@ -6,11 +6,13 @@ from __future__ import annotations
 import re
 from html import unescape
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from app.maths.attention import softmax_rows as softmax
 from app.serving.real_models import language_model
-from app.view.decoder_view import decoder_catalogue_view
+from app.view.decoder_view import decoder_catalogue_view, effect_sign
 
 TEXT = "The capital of France is"
 HTMX = {"HX-Request": "true"}
@@ -119,3 +121,46 @@ def test_the_page_says_it_is_loading_until_the_model_is_read(client: TestClient,
     r = client.get("/decoder", params={"text": TEXT})
     assert r.status_code == 503 and r.headers["Retry-After"] == "5"
     assert "still being read" in text_of(r.text)
+
+
+def test_every_habits_words_agree_with_its_measured_effect(client: TestClient) -> None:
+    """No claim beside numbers that contradict it: for every habit, each head's "switched off" cell and the
+    sentence under its table are coloured and worded by the sign of the effect they print, and the switch's
+    shortcut says which ranking chose its heads and the same effect."""
+    r = client.get("/decoder", params={"text": TEXT})
+    assert r.status_code == 200
+    effects = {e.behaviour: e for e in language_model().effects()}
+    words = {"hurts": "The model leans on them here.", "helps": "more likely without them",
+             "none": "hardly at all"}
+    for key, effect in effects.items():
+        card = re.search(rf'<article class="catalogue-entry" id="dcat-{key}".*?</article>', r.text, re.S).group(0)
+        cells = re.findall(r'<td class="effect effect-(\w+)" data-change="([^"]+)">([^<]+)</td>', card)
+        assert [float(c) for _, c, _ in cells] == [round(h.change, 2) for h in effect.heads]
+        for sign, change, shown in cells:
+            assert sign == effect_sign(float(change)) and float(shown) == float(change)
+        note = re.search(r'<p class="note effect-note effect-(\w+)" data-change="([^"]+)">(.*?)</p>', card, re.S)
+        sign, change, said = note.group(1), float(note.group(2)), text_of(note.group(3))
+        assert change == round(effect.together, 2) and sign == effect_sign(effect.together)
+        assert words[sign] in said and all(w not in said for s, w in words.items() if s != sign)
+        if sign != "none":
+            assert f"becomes {np.exp(effect.together):.2f}× as likely" in said
+    shortcuts = text_of(re.search(r'<ul class="shortcuts".*?</ul>', r.text, re.S).group(0))
+    assert shortcuts.count("Switch off the 3 heads with the highest") == len(effects)
+    for effect in effects.values():
+        assert f"the right next token became {np.exp(effect.together):.2f}× as likely" in shortcuts
+
+
+def test_heads_that_make_the_answer_more_likely_when_off_are_said_to(client: TestClient) -> None:
+    """"Harry Potter went to Hogwarts. Harry Potter went to": with the three highest-scoring induction heads off,
+    " Hog" is more likely than with every head on, and the page says so rather than leaving it unexplained."""
+    text = "Harry Potter went to Hogwarts. Harry Potter went to"
+    induction = next(e for e in decoder_catalogue_view() if e["key"] == "induction")
+    off = [("off", f"{h['layer'] + 1}.{h['head'] + 1}") for h in induction["heads"]]
+    r = client.get("/decoder", params=[("text", text), *off], headers=HTMX | {"HX-Target": "next-row"})
+    said = text_of(re.search(r'<span id="heads-off-change".*?</span></span>', r.text, re.S).group(0))
+    service = language_model()
+    before = softmax(service.logits(text).astype(np.float64))
+    now = softmax(service.logits(text, frozenset((h["layer"], h["head"]) for h in induction["heads"])).astype(float))
+    top = int(np.argmax(before))
+    assert now[top] > before[top]  # measured: " Hog" 40.3 % → 60.9 %
+    assert "is more likely without them" in said and "self-repair" in said
