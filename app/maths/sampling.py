@@ -97,3 +97,12 @@ def generate(model: Continuation, max_new_tokens: int, temperature: float = 0.0,
             break
         model.read(token)
     return steps
+
+
+DRAWS = 20  # the page's "Draw 20 times"
+
+
+def draw(p: np.ndarray, n: int = DRAWS, seed: int = 0) -> np.ndarray:
+    """n tokens drawn independently from the distribution p (vocab,) with NumPy's generator seeded by ``seed``:
+    (n,) ids, the same for the same seed. The first is the token :func:`generate` writes first with that seed."""
+    return np.random.default_rng(seed).choice(len(p), size=n, p=p)

@@ -64,6 +64,9 @@ def read_next_token(model: DecoderFiles, value: int | str) -> int:
     return int(ids[0])
 
 
+MAX_DRAW_SEED = 999_999  # "Draw 20 times" again and again: a new seed each time
+
+
 @dataclass(frozen=True)
 class DecoderPage:
     """The page's state; every index from 0. ``layer``/``head`` None: the page chooses."""
@@ -81,6 +84,7 @@ class DecoderPage:
     off_layers: frozenset[int] = frozenset()  # layers ticked whole
     why: int | None = None  # the next token "Why this word" explains (a token id); None: the most likely
     against: int | None = None  # and the token it is read against ("why this and not that"), if any
+    draw: int | None = None  # "Draw 20 times": the draws' seed (from 1); None: not drawn
 
     @property
     def heads_off(self) -> frozenset[tuple[int, int]]:
@@ -146,6 +150,7 @@ def read_decoder_page(model: DecoderFiles, pairs: Iterable[tuple[str, str]]) -> 
     top_k = _counted(given, "top_k", 1, DECODER.config.vocab)
     top_p = _number(given, "top_p", 0.0, 1.0, above=True)
     min_p = _number(given, "min_p", 0.0, 1.0, above=True)
+    draw = _counted(given, "draw", 1, MAX_DRAW_SEED)
     cell = None
     matrix = given.get("matrix", "").strip()
     if matrix:
@@ -163,7 +168,8 @@ def read_decoder_page(model: DecoderFiles, pairs: Iterable[tuple[str, str]]) -> 
     page = DecoderPage(
         text=text, layer=layer, head=head, temperature=1.0 if temperature is None else temperature,
         top_k=None if top_k is None else top_k + 1, top_p=top_p, min_p=min_p, cell=cell,
-        lens_all=given.get("lens") == "all", off=off, off_layers=off_layers, why=why, against=against)
+        lens_all=given.get("lens") == "all", off=off, off_layers=off_layers, why=why, against=against,
+        draw=None if draw is None else draw + 1)
     return DecoderRead(page=page, tokens=tokens, ids=ids)
 
 
@@ -181,6 +187,8 @@ def decoder_query(page: DecoderPage, **changes: object) -> str:
         fields.append(("top_p", f"{page.top_p:g}"))
     if page.min_p is not None:
         fields.append(("min_p", f"{page.min_p:g}"))
+    if page.draw is not None:
+        fields.append(("draw", str(page.draw)))
     if page.cell is not None:
         fields += [("matrix", page.cell.matrix), ("row", str(page.cell.row + 1)), ("col", str(page.cell.col + 1))]
     if page.lens_all:

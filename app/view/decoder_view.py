@@ -22,9 +22,16 @@ from app.maths.llama import (
     lens,
 )
 from app.maths.registry import DECODER
-from app.maths.sampling import sampling_distribution, temperature_softmax, top_candidates
+from app.maths.sampling import DRAWS, draw, sampling_distribution, temperature_softmax, top_candidates
 from app.serving.real_models import language_model
-from app.state.decoder_state import CANDIDATES, GENERATE_CHOICES, DecoderPage, DecoderRead, decoder_query
+from app.state.decoder_state import (
+    CANDIDATES,
+    GENERATE_CHOICES,
+    MAX_DRAW_SEED,
+    DecoderPage,
+    DecoderRead,
+    decoder_query,
+)
 from app.state.model_state import INSPECTABLE
 from app.view.attention_lines import attention_lines
 from app.view.heatmap import SEQUENTIAL_BUCKETS, legend
@@ -32,6 +39,7 @@ from app.view.labels import head_name, numbered
 from app.view.model_maps import condensed_svg, head_svg, thumbnail
 from app.view.model_view import head_panel
 from app.view.pieces import labels, readable, token_text
+from app.view.qk_map_view import qk_picture
 from app.view.why_view import rollout_view, why_view
 from app.view.worked import worked
 
@@ -86,6 +94,25 @@ def candidate_bars(model: DecoderFiles, logits: np.ndarray, page: DecoderPage,
                         decoder_query(page, text=appended, cell=None),
                         None if before is None else float(before[i]), float(drawn[i]) if cut else None))
     return bars
+
+
+def draws_view(model: DecoderFiles, logits: np.ndarray, page: DecoderPage) -> dict:
+    """"Draw 20 times": the links that draw (again, with the next seed) or hide the draws; and, when drawn, each
+    token drawn with its count beside the count a sampler expects (its probability after τ and the cut-offs × 20),
+    most drawn first. Seeded by the page's ``draw``, so the same link draws the same tokens."""
+    view = {"n": DRAWS, "seed": page.draw, "rows": [],
+            "query": decoder_query(page, draw=1 if page.draw is None else page.draw % MAX_DRAW_SEED + 1, cell=None),
+            "hide_query": decoder_query(page, draw=None, cell=None)}
+    if page.draw is None:
+        return view
+    p = sampling_distribution(logits, page.temperature, page.top_k, page.top_p, page.min_p)  # (vocab,)
+    ids, counts = np.unique(draw(p, DRAWS, page.draw), return_counts=True)
+    order = sorted(range(len(ids)), key=lambda k: (-counts[k], -p[ids[k]]))
+    view["rows"] = [{"token": readable(model.vocabulary[int(ids[k])]), "count": int(counts[k]),
+                     "expected": float(p[ids[k]] * DRAWS), "width": f"{100 * counts[k] / DRAWS:.1f}",
+                     "expected_at": f"{min(100.0, 100 * p[ids[k]]):.1f}"} for k in order]
+    view["distinct"] = len(ids)
+    return view
 
 
 @dataclass(frozen=True)
@@ -162,6 +189,9 @@ def steps(model: DecoderFiles, run: DecoderRun, page: DecoderPage, layer: int, h
             "d_k": cfg.d_k, "d_model": cfg.d_model, "sqrt_d_k": f"{np.sqrt(cfg.d_k):g}", "kv_head": g,
             "sharing": sharing, "rope_rows": rope_rows, "rope_base": f"{cfg.rope_base:,.0f}", "last": last,
             "last_token": readable(run.tokens[last]), "lines": lines, "explanation": explanation,
+            "qk": qk_picture(heads.q[head], heads.k[g], heads.weights[head], [readable(p) for p in run.tokens],
+                             _("Queries and keys of head {head}, layer {layer}, in one picture").format(
+                                 head=head + 1, layer=layer + 1)),
             "worked": None if explanation is None else worked(explanation, DECIMALS), "inspectable": INSPECTABLE}
 
 
@@ -242,7 +272,7 @@ def decoder_context(model: DecoderFiles, read: DecoderRead, part: str = "page") 
            "query_string": decoder_query(page), "spec": DECODER.config, "rows": labels(run.tokens), "readable": tokens}
     if part in ("page", "next", "head"):
         intact = intact_logits(model, page)
-        ctx.update(bars=candidate_bars(model, run.logits, page, intact),
+        ctx.update(bars=candidate_bars(model, run.logits, page, intact), draws=draws_view(model, run.logits, page),
                    change=off_change(model, run.logits, intact, page), generate_choices=GENERATE_CHOICES,
                    last_row=last_row(run, layer, head), last_token=tokens[-1])
     if part in ("page", "rest", "head"):
@@ -279,9 +309,10 @@ def off_change(model: DecoderFiles, logits: np.ndarray, intact: np.ndarray | Non
 def candidates_context(model: DecoderFiles, read: DecoderRead) -> dict:
     """Only the candidates, for the temperature slider and the cut-offs: from the text's kept logits."""
     page = read.page
+    logits = next_logits(model, page.text, page.heads_off)
     return {"page": page, "query_string": decoder_query(page),
-            "bars": candidate_bars(model, next_logits(model, page.text, page.heads_off), page,
-                                   intact_logits(model, page))}
+            "bars": candidate_bars(model, logits, page, intact_logits(model, page)),
+            "draws": draws_view(model, logits, page)}
 
 
 def decoder_catalogue_view() -> tuple[dict, ...]:
@@ -309,6 +340,11 @@ def effect_sign(change: float) -> str:
     return "helps" if change >= EFFECT_NOISE else "none"
 
 
+def signed(change: float) -> str:
+    """A change with its sign, two decimals, the minus sign typeset: +0.01, −1.63 (the view's English number)."""
+    return f"{change:+.2f}".replace("-", "−")
+
+
 def _catalogue_entries(measured: tuple, effects: tuple) -> tuple[dict, ...]:
     """The measured catalogue as the page's entries, in English (the view translates): a few microseconds."""
     entries = []
@@ -317,10 +353,10 @@ def _catalogue_entries(measured: tuple, effects: tuple) -> tuple[dict, ...]:
         entries.append({"key": entry.behaviour, "title": words.title, "explanation": words.explanation,
                         "baseline": f"{entry.baseline:.2f}", "threshold": f"{entry.threshold:.2f}",
                         "showing": entry.showing, "positions": effect.positions,
-                        "together": f"{effect.together:+.2f}", "together_sign": effect_sign(effect.together),
+                        "together": signed(effect.together), "together_sign": effect_sign(effect.together),
                         "together_ratio": float(np.exp(effect.together)),
                         "heads": [{"name": head_name(h.layer, h.head), "layer": h.layer, "head": h.head,
-                                   "score": f"{h.score:.2f}", "change": f"{e.change:+.2f}",
+                                   "score": f"{h.score:.2f}", "change": signed(e.change),
                                    "sign": effect_sign(e.change)}
                                   for h, e in zip(entry.heads, effect.heads, strict=True)]})
     return tuple(entries)

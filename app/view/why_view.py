@@ -15,8 +15,10 @@ from app.maths.decoder_files import DecoderFiles
 from app.maths.llama import DecoderRun
 from app.maths.sampling import temperature_softmax, top_candidates
 from app.state.decoder_state import CANDIDATES, DecoderPage, decoder_query
+from app.view.attention_lines import attention_lines
 from app.view.heatmap import bucket_classes
 from app.view.labels import head_name
+from app.view.model_maps import head_svg
 from app.view.pieces import readable
 
 LARGEST = 5  # the parts named under the grid
@@ -29,18 +31,30 @@ def share(value: float) -> str:
 
 
 def rollout_view(run: DecoderRun) -> dict:
-    """The last token's row of the attention rollout: the first token's share, and the rest of the row
-    renormalised without it, so that a share of a thousandth is drawn at a scale where it can be read."""
-    last = attention_rollout(run.attention)[-1]  # (T,)
+    """The attention rollout: the last token's row with the first token's share said, and the rest of each row
+    renormalised without it, so that a share of a thousandth is drawn at a scale where it can be read — as bars,
+    as lines from the last token to its sources, and as a map of every row."""
+    rolled = attention_rollout(run.attention)  # (T, T)
+    last = rolled[-1]
     rest = last[1:]
     total = float(rest.sum())
     shares = rest / total if total > 0 else rest
     tokens = [readable(t) for t in run.tokens]
     # places enough for the rest's two first significant digits (0.000044 %), so that neither prints as 0 or 100
     places = 2 if total <= 0 else min(12, max(2, 1 - math.floor(math.log10(100 * total))))
-    return {"first": tokens[0], "first_share": percent(float(last[0]), places), "rest_share": percent(total, places),
+    view = {"first": tokens[0], "first_share": percent(float(last[0]), places), "rest_share": percent(total, places),
             "bars": [{"token": t, "percent": percent(float(s)), "width": f"{max(0.5, 100 * float(s)):.1f}"}
-                     for t, s in zip(tokens[1:], shares, strict=True)]}
+                     for t, s in zip(tokens[1:], shares, strict=True)], "lines": None, "map": None}
+    if len(tokens) < 3:  # one token after the first: nothing to compare
+        return view
+    view["lines"] = attention_lines(shares[None, None, :], tokens[-1:], tokens[1:], [_("rollout")],
+                                    fig_id="rollout-lines", focus=0)
+    without = rolled.copy()
+    without[:, 0] = 0.0  # the first token's column left out, each row renormalised over the others
+    sums = without.sum(axis=1, keepdims=True)
+    without = np.divide(without, sums, out=np.zeros_like(without), where=sums > 0)
+    view["map"] = head_svg(without, tokens, _("Attention rollout, each row without the first token, renormalised"))
+    return view
 
 
 def why_view(model: DecoderFiles, run: DecoderRun, page: DecoderPage) -> dict:

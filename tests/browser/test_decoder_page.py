@@ -280,3 +280,36 @@ def test_why_this_word_shows_each_heads_share_and_steps_a_head(page: Page, base_
     page.locator(f'#why .why-grid a[title="{name}"]').click()
     expect(page.locator("#steps-h")).to_have_text(f"Step through one head: {name}")
     assert f"layer={best['layer'] + 1}&head={best['head'] + 1}" in page.url
+
+
+def test_draws_rollout_queries_and_keys_and_each_heads_effect_fit_every_screen(page: Page) -> None:
+    """"Draw 20 times" swaps in twenty draws that add up and repeat with their seed; the rollout's lines and map,
+    the queries-and-keys picture and the catalogue's "switched off" column are drawn and fit every screen."""
+    page.set_viewport_size({"width": 1366, "height": 768})
+    page.goto(f"/decoder?text={TEXT}&top_k=5")
+    page.locator("#candidates").evaluate("e => e.setAttribute('data-unswapped', '')")
+    with page.expect_response(candidates_only):
+        page.get_by_role("link", name="Draw 20 times").click()
+    counts = page.locator(".draw-bars .count")
+    expect(counts.first).to_contain_text("of 20")
+    drawn = [int(c.split(" of ")[0]) for c in counts.all_inner_texts()]
+    assert sum(drawn) == 20 and len(drawn) <= 5  # top-k 5: never more than five different tokens
+    assert "draw=1" in page.url
+    expect(page.locator("#candidates")).to_have_attribute("data-unswapped", "")  # only the bars and draws swapped
+    first = page.locator(".draw-bars").inner_text()
+    page.get_by_role("link", name="Draw 20 more").click()
+    page.wait_for_url("**draw=2*")
+    page.goto(page.url.replace("draw=2", "draw=1"))  # the same seed draws the same tokens
+    expect(page.locator(".draw-bars .count").first).to_be_visible()
+    assert page.locator(".draw-bars").inner_text() == first
+    expect(page.locator("#rollout-lines-figure svg line").first).to_be_attached()
+    expect(page.locator("#rollout-map svg")).to_be_visible()
+    expect(page.locator("#qk-map .qk-q")).to_have_count(5)  # one query and one key per token
+    expect(page.locator("#qk-map .qk-k")).to_have_count(5)
+    expect(page.locator("#catalogue td.effect")).to_have_count(9)
+    for width, height in VIEWPORTS:
+        page.set_viewport_size({"width": width, "height": height})
+        for part in ("#draws", "#rollout", "#qk-map", "#catalogue"):
+            page.locator(part).scroll_into_view_if_needed()
+            assert overflow(page) <= 0, f"{part}: the page is wider than {width}×{height}"
+            save_screenshot(page, f"decoder-{part[1:]}-{width}x{height}", full_page=False)

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.maths.sampling import generate, sampling_distribution, temperature_softmax, top_candidates
+from app.maths.sampling import draw, generate, sampling_distribution, temperature_softmax, top_candidates
 
 LOGITS = np.array([2.0, -1.0, 0.5, 3.0, 0.5, -2.0, 1.0, 2.5])  # a made-up vocabulary of 8
 
@@ -134,3 +134,14 @@ def test_min_p_keeps_the_tokens_at_least_min_p_times_the_likeliest() -> None:
     for min_p in (0.1, 0.3, 0.6, 1.0):
         kept = set(np.flatnonzero(sampling_distribution(LOGITS, 1.0, min_p=min_p)).tolist())
         assert kept == {i for i in range(8) if p_all[i] >= min_p * p_all.max()}  # counted token by token
+
+
+def test_twenty_draws_repeat_with_their_seed_and_follow_the_distribution() -> None:
+    p = sampling_distribution(TABLE[0], 1.0, top_p=0.85)  # keeps 1, 2 and 0 (ties: the lower id), cuts 3
+    assert draw(p, 20, seed=4).tolist() == draw(p, 20, seed=4).tolist()
+    assert draw(p, 20, seed=4).tolist() != draw(p, 20, seed=5).tolist()
+    assert 3 not in draw(p, 2000, seed=1)
+    counts = np.bincount(draw(p, 200_000, seed=2), minlength=4) / 200_000
+    np.testing.assert_allclose(counts, p, atol=0.005)  # 0.005 is above 4 standard errors of a share here
+    for seed in range(1, 6):  # the first draw is the token generate writes first with that seed
+        assert draw(p, 20, seed)[0] == generate(Bigram(TABLE, first=0), 1, 1.0, top_p=0.85, seed=seed)[0].id

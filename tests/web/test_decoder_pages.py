@@ -11,8 +11,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.maths.attention import softmax_rows as softmax
+from app.maths.sampling import draw, sampling_distribution
 from app.serving.real_models import language_model
 from app.view.decoder_view import decoder_catalogue_view, effect_sign
+from app.view.pieces import readable
 
 TEXT = "The capital of France is"
 HTMX = {"HX-Request": "true"}
@@ -26,6 +28,11 @@ def ready() -> None:
 
 def text_of(html: str) -> str:
     return " ".join(unescape(re.sub(r"<[^>]+>", " ", html)).split())
+
+
+def number(text: str) -> float:
+    """A number as the page prints it, its minus sign typeset: −1.63."""
+    return float(text.replace("−", "-"))
 
 
 def first_bar(html: str) -> tuple[str, float]:
@@ -135,11 +142,11 @@ def test_every_habits_words_agree_with_its_measured_effect(client: TestClient) -
     for key, effect in effects.items():
         card = re.search(rf'<article class="catalogue-entry" id="dcat-{key}".*?</article>', r.text, re.S).group(0)
         cells = re.findall(r'<td class="effect effect-(\w+)" data-change="([^"]+)">([^<]+)</td>', card)
-        assert [float(c) for _, c, _ in cells] == [round(h.change, 2) for h in effect.heads]
+        assert [number(c) for _, c, _ in cells] == [round(h.change, 2) for h in effect.heads]
         for sign, change, shown in cells:
-            assert sign == effect_sign(float(change)) and float(shown) == float(change)
+            assert sign == effect_sign(number(change)) and shown == change
         note = re.search(r'<p class="note effect-note effect-(\w+)" data-change="([^"]+)">(.*?)</p>', card, re.S)
-        sign, change, said = note.group(1), float(note.group(2)), text_of(note.group(3))
+        sign, change, said = note.group(1), number(note.group(2)), text_of(note.group(3))
         assert change == round(effect.together, 2) and sign == effect_sign(effect.together)
         assert words[sign] in said and all(w not in said for s, w in words.items() if s != sign)
         if sign != "none":
@@ -164,3 +171,30 @@ def test_heads_that_make_the_answer_more_likely_when_off_are_said_to(client: Tes
     top = int(np.argmax(before))
     assert now[top] > before[top]  # measured: " Hog" 40.3 % → 60.9 %
     assert "is more likely without them" in said and "self-repair" in said
+
+
+def test_twenty_draws_are_the_samplers_and_a_bad_seed_is_named(client: TestClient) -> None:
+    """The draws the page lists are twenty tokens drawn by app.maths.sampling with the page's seed, from the
+    probabilities after τ and the cut-offs; a seed out of range is refused naming ``draw``."""
+    r = client.get("/decoder", params={"text": TEXT, "temperature": "1.5", "top_k": "8", "draw": "7"},
+                   headers=HTMX | {"HX-Target": "candidates"})
+    assert r.status_code == 200 and "draw=7" in r.headers["HX-Replace-Url"]
+    rows = re.findall(r'<span class="tok">([^<]*)</span><svg[^>]*>.*?</svg><span class="count">(\d+) of 20', r.text)
+    p = sampling_distribution(language_model().logits(TEXT), 1.5, top_k=8)
+    ids, counts = np.unique(draw(p, 20, seed=7), return_counts=True)
+    vocabulary = language_model().files().vocabulary
+    assert sorted((unescape(t), int(c)) for t, c in rows) == sorted(
+        (readable(vocabulary[i]), int(c)) for i, c in zip(ids, counts, strict=True))
+    assert 'href="/decoder?text=The+capital+of+France+is&amp;temperature=1.5&amp;top_k=8&amp;draw=8#draws"' in r.text
+    bad = client.get("/decoder", params={"text": TEXT, "draw": "0"}, headers=HTMX)
+    assert bad.status_code == 422 and "draw" in bad.text
+
+
+def test_the_queries_and_keys_picture_has_a_point_per_token_and_the_heads_lines(client: TestClient) -> None:
+    r = client.get("/decoder", params={"text": TEXT, "layer": "5", "head": "3"}, headers=HTMX | {"HX-Target": "steps"})
+    assert r.status_code == 200
+    figure = re.search(r'<figure class="qk-map".*?</figure>', r.text, re.S).group(0)
+    assert figure.count('class="qk-q"') == 5 and figure.count('class="qk-k"') == 5
+    weights = language_model().run(TEXT).attention[4, 2]  # (T, T)
+    drawn = sorted(float(w) for w in re.findall(r'class="qk-line"[^>]*data-w="([\d.]+)"', figure))
+    assert drawn == pytest.approx(sorted(float(w) for w in weights[weights >= 0.2]), abs=5e-4)
