@@ -43,8 +43,10 @@ from app.web import (
     model_api,
     model_pages,
     pages,
+    patching_pages,
     translate_api,
     translate_pages,
+    why_api,
 )
 from app.web.class_access import store_unreachable
 from app.web.compression import MIDDLEWARE_OPTIONS
@@ -257,9 +259,11 @@ def create_app(config: Settings = settings) -> FastAPI:
     app.include_router(api.router)
     app.include_router(model_api.router)
     app.include_router(decoder_api.router)
+    app.include_router(why_api.router)
     app.include_router(translate_api.router)
     app.include_router(translate_pages.router)
     app.include_router(decoder_pages.router)
+    app.include_router(patching_pages.router)
     app.include_router(model_pages.router)
     app.include_router(pages.router)
     app.include_router(classroom.router)

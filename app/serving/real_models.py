@@ -22,6 +22,7 @@ from app.maths.llama import DecoderRun, run_decoder
 from app.maths.marian import Translation, translate
 from app.maths.marian_files import DIRECTIONS, TranslatorFiles, load_translator_files
 from app.maths.model_files import ModelFiles
+from app.maths.patching import Patching, activation_patching
 from app.maths.real_model import Tokenized
 from app.maths.registry import DECODER, ENCODER, TRANSLATOR
 from app.serving.byte_cache import ByteCache
@@ -70,6 +71,14 @@ class LanguageModel(ModelService[DecoderFiles]):
         with self._logits_lock:
             kept = self._logits.get((text, heads_off))
         return kept if kept is not None else self.run(text, heads_off).logits
+
+    def patching(self, clean: str, corrupted: str, clean_ids: np.ndarray, corrupted_ids: np.ndarray,
+                 target: int | None = None, contrast: int | None = None) -> Patching:
+        """Activation patching of the corrupted text by the clean one: kept, or computed once however many ask,
+        its layers told as the waiting page's progress."""
+        return self.record(("patching", clean, corrupted, target, contrast),
+                           lambda progress: activation_patching(self.files(), clean_ids, corrupted_ids, target,
+                                                                contrast, progress=progress))
 
     def catalogue(self) -> tuple[CatalogueEntry, ...]:
         return self.measured().entries

@@ -1,6 +1,7 @@
 """POST /api/decoder and POST /api/generate: a language model (SmolLM2-135M-Instruct, Llama) on a text —
 every head's causal attention, the next token's candidates at a temperature, the logit lens, one head's
-step-through on request; and the text written on, token by token through a KV cache.
+step-through on request; and the text written on, token by token through a KV cache. Why it answered what it
+did is app.web.why_api's.
 
 The model is the language model's service's (app.serving.real_models): the same request is computed once however
 many ask, and kept; questions wait their turn in its fair queue (503 with Retry-After when it is full), in a worker
@@ -14,27 +15,23 @@ from typing import Annotated
 import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.config import settings
-from app.maths.attribution import attention_rollout, logit_attribution, qk_map
+from app.maths.attribution import attention_rollout, qk_map
 from app.maths.decoder_files import DecoderFiles
 from app.maths.llama import DecoderContinuation, DecoderRun, head_at, lens
 from app.maths.registry import DECODER
 from app.maths.sampling import generate, sampling_distribution
 from app.serving.real_models import language_model
-from app.state.decoder_state import candidates_of, read_decoder_tokens, read_next_token
+from app.state.decoder_state import candidates_of
 from app.web.api_answers import RESPONSES, JSONBodyRoute, served_answer
-from app.web.fields import ModelText, Seed, whole_number
+from app.web.decoder_requests import D_K, D_MODEL, HEADS, LAYERS, DecoderHeadRef, Head, Layer, TextRequest
+from app.web.fields import Seed, whole_number
 from app.web.schemas import mismatch
 
 router = APIRouter(route_class=JSONBodyRoute)
 
-LAYERS, HEADS, D_MODEL, D_K = DECODER.layers, DECODER.heads, DECODER.d_model, DECODER.d_k
-
-Text = ModelText
-Layer = whole_number(0, LAYERS - 1)
-Head = whole_number(0, HEADS - 1)
 CandidateCount = whole_number(1, 50)
 NewTokens = whole_number(1, settings.decoder_max_new_tokens)
 TopK = whole_number(1, DECODER.config.vocab)
@@ -50,42 +47,7 @@ class _Cuts(BaseModel):
         default=None, description="Draw only from the tokens at least min_p times as likely as the likeliest.")
 
 
-class DecoderHeadRef(BaseModel):
-    """One query head of one layer, each counted from 0."""
-
-    model_config = ConfigDict(extra="forbid")
-    layer: Layer
-    head: Head
-
-
-class _TextRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    text: Text = Field(description=f"A text of at most {settings.model_max_chars} characters and "
-                                   f"{settings.decoder_max_tokens} tokens; newlines and tabs are its only control "
-                                   "characters.")
-    heads_off: list[DecoderHeadRef] = Field(
-        default=[], max_length=LAYERS * HEADS,
-        description="Query heads switched off: their attention weights are 0, so their part of the "
-                    "concatenation is 0 before W_O.")
-    _ids: np.ndarray | None = PrivateAttr(default=None)
-
-    def _read_tokens(self) -> None:
-        try:
-            self._ids = read_decoder_tokens(language_model().files(), self.text)[1]
-        except ValueError as e:
-            raise mismatch("text", str(e)) from None
-
-    @property
-    def ids(self) -> np.ndarray:
-        assert self._ids is not None
-        return self._ids
-
-    @property
-    def off(self) -> frozenset[tuple[int, int]]:
-        return frozenset((r.layer, r.head) for r in self.heads_off)
-
-
-class DecoderRequest(_TextRequest, _Cuts):
+class DecoderRequest(TextRequest, _Cuts):
     """Input of POST /api/decoder."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={
@@ -105,7 +67,7 @@ class DecoderRequest(_TextRequest, _Cuts):
         return self
 
 
-class GenerateRequest(_TextRequest, _Cuts):
+class GenerateRequest(TextRequest, _Cuts):
     """Input of POST /api/generate."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={
@@ -193,69 +155,6 @@ class DecoderResponse(BaseModel):
     head: DecoderHeadSteps | None = None
 
 
-class AttributionRequest(_TextRequest):
-    """Input of POST /api/decoder/attribution."""
-
-    model_config = ConfigDict(extra="forbid", json_schema_extra={
-        "examples": [{"text": "The capital of France is"},
-                     {"text": "The capital of France is", "target": " Paris", "contrast": " Rome"}],
-    })
-    target: int | str | None = Field(
-        default=None, description="The next token to explain: its id, its piece ('ĠParis') or a one-token text "
-                                  "(' Paris'); by default the most likely.")
-    contrast: int | str | None = Field(
-        default=None, description="With it, explain logit(target) − logit(contrast): why the target and not this.")
-    _target: int = PrivateAttr(default=0)
-    _contrast: int | None = PrivateAttr(default=None)
-
-    @model_validator(mode="after")
-    def _across_fields(self) -> AttributionRequest:
-        self._read_tokens()
-        model = language_model().files()
-        for name in ("target", "contrast"):
-            value = getattr(self, name)
-            if value is None:
-                continue
-            try:
-                setattr(self, f"_{name}", read_next_token(model, value))
-            except ValueError as e:
-                raise mismatch(name, str(e)) from None
-        if self.contrast is not None and self._contrast == self._target and self.target is not None:
-            raise mismatch("contrast", "the contrast must be another token than the target")
-        return self
-
-    def tokens_of(self, run: DecoderRun) -> tuple[int, int | None]:
-        """The target (the run's most likely token unless one was named) and the contrast."""
-        target = self._target if self.target is not None else int(np.argmax(run.logits))
-        return target, self._contrast
-
-
-class Part(BaseModel):
-    kind: str = Field(description="'embedding' (the last token's own), 'head' (one head's output through its "
-                                  "rows of W_O) or 'mlp' (one layer's feed-forward block)")
-    layer: int | None = Field(default=None, description="From 0")
-    head: int | None = Field(default=None, description="From 0, for a head")
-    value: float = Field(description="Its share of the logit (or of the logit difference)")
-
-
-class TokenRef(BaseModel):
-    id: int
-    token: str
-
-
-class AttributionResponse(BaseModel):
-    model: str
-    tokens: list[str]
-    target: TokenRef
-    contrast: TokenRef | None
-    logit: float = Field(description="logit(target), or logit(target) − logit(contrast), from the forward pass")
-    scale: float = Field(description="r = √(mean(x_N²) + ε): the final RMSNorm's divisor at the last position, "
-                                     "held fixed so that the shares add up")
-    parts: list[Part] = Field(description=f"1 + {LAYERS} × {HEADS} + {LAYERS}: the embedding, every head, every "
-                                          "feed-forward block")
-    sum: float = Field(description="The parts added up: the logit, within float32 rounding")
-
-
 class GeneratedToken(BaseModel):
     id: int
     token: str
@@ -307,18 +206,6 @@ def qk_map_document(tokens: tuple[str, ...], q: np.ndarray, k: np.ndarray) -> di
             "explained_variance": explained}
 
 
-def attribution_document(model: DecoderFiles, run: DecoderRun, target: int, contrast: int | None) -> dict:
-    a = logit_attribution(model, run, target, contrast)
-    parts = [{"kind": "embedding", "value": a.embedding}]
-    parts += [{"kind": "head", "layer": la, "head": h, "value": float(a.heads[la, h])}
-              for la in range(LAYERS) for h in range(HEADS)]
-    parts += [{"kind": "mlp", "layer": la, "value": float(a.mlp[la])} for la in range(LAYERS)]
-    return {"model": model.name, "tokens": list(run.tokens),
-            "target": {"id": target, "token": model.vocabulary[target]},
-            "contrast": None if contrast is None else {"id": contrast, "token": model.vocabulary[contrast]},
-            "logit": a.logit, "scale": a.scale, "parts": parts, "sum": a.total}
-
-
 def generate_document(model: DecoderFiles, req: GenerateRequest) -> dict:
     steps = generate(DecoderContinuation(model, req.ids, req.off), req.max_new_tokens, req.temperature, req.top_k,
                      req.top_p, req.seed, req.min_p)
@@ -344,22 +231,6 @@ async def decoder(req: DecoderRequest, request: Request) -> Response:
     def body() -> dict:
         return decoder_document(service.files(), service.run(req.text, req.off), req.temperature, req.top, req.layer,
                                 req.head, (req.top_k, req.top_p, req.min_p))
-
-    return await served_answer(request, service, req, body)
-
-
-@router.post("/api/decoder/attribution", response_model=AttributionResponse, tags=["model"], responses=RESPONSES)
-async def attribution(req: AttributionRequest, request: Request) -> Response:
-    """Why the model says `target` next (direct logit attribution): the last token's embedding's, each of the
-    heads' and each feed-forward block's share of logit(target) — or, with `contrast`, of logit(target) −
-    logit(contrast) — read through the final RMSNorm with the run's own scale, so that the parts add up to the
-    logit. A share is what a part writes directly towards the token; what later layers make of it is not counted.
-    The shares agree with PyTorch hooks on transformers' reading of the same file within 1e-3."""
-    service = language_model()
-
-    def body() -> dict:
-        run = service.run(req.text, req.off)
-        return attribution_document(service.files(), run, *req.tokens_of(run))
 
     return await served_answer(request, service, req, body)
 

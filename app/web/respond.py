@@ -227,7 +227,8 @@ def page_request(request: Request) -> PageRequest:
 
 # The routes the templates link to: resolved once per root path, not once per link per render.
 LINKED_ROUTES = ("index", "update", "stages", "export", "notebook", "download_scenario", "open_scenario",
-                 "swagger_ui_html", "start_class", "join_class", *(spec.route for spec in REGISTRY.values()))
+                 "swagger_ui_html", "start_class", "join_class", "patching_page",
+                 *(spec.route for spec in REGISTRY.values()))
 
 
 _ROUTE_PATHS: dict[tuple[int, str], SimpleNamespace] = {}

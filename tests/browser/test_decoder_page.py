@@ -313,3 +313,29 @@ def test_draws_rollout_queries_and_keys_and_each_heads_effect_fit_every_screen(p
             page.locator(part).scroll_into_view_if_needed()
             assert overflow(page) <= 0, f"{part}: the page is wider than {width}×{height}"
             save_screenshot(page, f"decoder-{part[1:]}-{width}x{height}", full_page=False)
+
+
+def test_patching_from_next_word_shows_both_maps_on_every_screen(page: Page, page_log: PageLog) -> None:
+    """From "Why this word?" to "Patch activations" with the page's text; a word changed and patched: the maps
+    come (after the progress bar, if the server takes a while), fit every screen, and the URL is their permalink."""
+    page_log.allow(422, "/decoder/patching", "GET")  # on purpose: a corrupted text with more tokens
+    page.set_viewport_size({"width": 1366, "height": 768})
+    page.goto(f"/decoder?text={TEXT}")
+    page.locator(".patch-link a").click()
+    expect(page.locator("#corrupted")).to_have_value(TEXT)
+    page.locator("#corrupted").fill("The capital of Spain is")
+    page.get_by_role("button", name="Patch every activation").click()
+    expect(page.locator("#patch-heads tbody tr")).to_have_count(30, timeout=120_000)
+    expect(page.locator("#patch-residual tbody tr").first.locator("td")).to_have_count(5)
+    expect(page.locator(".patch-score")).to_contain_text("logit(“␣Paris”) − logit(“␣Madrid”)")
+    assert "corrupted=The+capital+of+Spain+is" in page.url
+    page.locator("#corrupted").fill("The capital of the United Kingdom is")  # more tokens: named, the maps stay
+    page.get_by_role("button", name="Patch every activation").click()
+    expect(page.locator("#err-decoder-corrupted")).to_contain_text("change words, not their number of tokens")
+    expect(page.locator("#patch-heads tbody tr")).to_have_count(30)
+    for width, height in VIEWPORTS:
+        page.set_viewport_size({"width": width, "height": height})
+        for part in ("#patching-form", "#patch-residual", "#patch-heads"):
+            page.locator(part).scroll_into_view_if_needed()
+            assert overflow(page) <= 0, f"{part}: the page is wider than {width}×{height}"
+            save_screenshot(page, f"patching-{part[1:]}-{width}x{height}", full_page=False)
