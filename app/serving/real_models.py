@@ -25,6 +25,13 @@ from app.maths.model_files import ModelFiles
 from app.maths.patching import Patching, activation_patching
 from app.maths.real_model import Tokenized
 from app.maths.registry import DECODER, ENCODER, TRANSLATOR
+from app.maths.saliency import (
+    DEFAULT_BASELINE,
+    DEFAULT_STEPS,
+    Saliency,
+    gradient_x_input,
+    integrated_gradients,
+)
 from app.serving.byte_cache import ByteCache
 from app.serving.models import ModelService
 
@@ -79,6 +86,19 @@ class LanguageModel(ModelService[DecoderFiles]):
         return self.record(("patching", clean, corrupted, target, contrast),
                            lambda progress: activation_patching(self.files(), clean_ids, corrupted_ids, target,
                                                                 contrast, progress=progress))
+
+    def saliency(self, text: str, ids: np.ndarray, heads_off: frozenset[tuple[int, int]], target: int,
+                 contrast: int | None, method: str, steps: int = DEFAULT_STEPS,
+                 baseline: str | int = DEFAULT_BASELINE) -> Saliency:
+        """Which input tokens the answer rests on (gradient × input, or integrated gradients along ``steps``
+        points from ``baseline``): kept, or computed once however many ask, the path's steps told as progress."""
+        files = self.files()
+        if method == "gradient_x_input":
+            return self.record(("saliency", text, heads_off, target, contrast, method),
+                               lambda progress: gradient_x_input(files, ids, target, contrast, heads_off))
+        return self.record(("saliency", text, heads_off, target, contrast, method, steps, baseline),
+                           lambda progress: integrated_gradients(files, ids, target, contrast, steps, baseline,
+                                                                 heads_off, progress))
 
     def catalogue(self) -> tuple[CatalogueEntry, ...]:
         return self.measured().entries

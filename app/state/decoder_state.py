@@ -64,6 +64,9 @@ def read_next_token(model: DecoderFiles, value: int | str) -> int:
     return int(ids[0])
 
 
+# "Which words made it?" on the page, by the query's saliency=: gradient × input, or integrated gradients with
+# the API's default steps and baseline (app.maths.saliency).
+SALIENCY_METHODS = {"gradient": "gradient_x_input", "integrated": "integrated_gradients"}
 MAX_DRAW_SEED = 999_999  # "Draw 20 times" again and again: a new seed each time
 
 
@@ -85,6 +88,7 @@ class DecoderPage:
     why: int | None = None  # the next token "Why this word" explains (a token id); None: the most likely
     against: int | None = None  # and the token it is read against ("why this and not that"), if any
     draw: int | None = None  # "Draw 20 times": the draws' seed (from 1); None: not drawn
+    saliency: str | None = None  # "Which words made it?": one of SALIENCY_METHODS; None: not computed
 
     @property
     def heads_off(self) -> frozenset[tuple[int, int]]:
@@ -151,6 +155,10 @@ def read_decoder_page(model: DecoderFiles, pairs: Iterable[tuple[str, str]]) -> 
     top_p = _number(given, "top_p", 0.0, 1.0, above=True)
     min_p = _number(given, "min_p", 0.0, 1.0, above=True)
     draw = _counted(given, "draw", 1, MAX_DRAW_SEED)
+    saliency = given.get("saliency", "").strip() or None
+    if saliency is not None and saliency not in SALIENCY_METHODS:
+        raise FormError("saliency", _("{field} must be one of {options}").format(
+            field="saliency", options=", ".join(SALIENCY_METHODS)))
     cell = None
     matrix = given.get("matrix", "").strip()
     if matrix:
@@ -169,7 +177,7 @@ def read_decoder_page(model: DecoderFiles, pairs: Iterable[tuple[str, str]]) -> 
         text=text, layer=layer, head=head, temperature=1.0 if temperature is None else temperature,
         top_k=None if top_k is None else top_k + 1, top_p=top_p, min_p=min_p, cell=cell,
         lens_all=given.get("lens") == "all", off=off, off_layers=off_layers, why=why, against=against,
-        draw=None if draw is None else draw + 1)
+        draw=None if draw is None else draw + 1, saliency=saliency)
     return DecoderRead(page=page, tokens=tokens, ids=ids)
 
 
@@ -189,6 +197,8 @@ def decoder_query(page: DecoderPage, **changes: object) -> str:
         fields.append(("min_p", f"{page.min_p:g}"))
     if page.draw is not None:
         fields.append(("draw", str(page.draw)))
+    if page.saliency is not None:
+        fields.append(("saliency", page.saliency))
     if page.cell is not None:
         fields += [("matrix", page.cell.matrix), ("row", str(page.cell.row + 1)), ("col", str(page.cell.col + 1))]
     if page.lens_all:

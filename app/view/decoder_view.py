@@ -40,7 +40,7 @@ from app.view.model_maps import condensed_svg, head_svg, thumbnail
 from app.view.model_view import head_panel
 from app.view.pieces import labels, readable, token_text
 from app.view.qk_map_view import qk_picture
-from app.view.why_view import rollout_view, why_view
+from app.view.why_view import rollout_view, saliency_view, why_view
 from app.view.worked import worked
 
 DECIMALS = 3
@@ -283,6 +283,7 @@ def decoder_context(model: DecoderFiles, read: DecoderRead, part: str = "page") 
     if part in ("page", "rest"):
         ctx.update(maps=head_maps(run, page, layer, head), lens=lens_view(model, run, page.lens_all),
                    lens_all_query=decoder_query(page, lens_all=not page.lens_all), why=why_view(model, run, page),
+                   saliency=saliency_view(model, run, page),
                    rollout=rollout_view(run),
                    catalogue=[dict(e, heads=[dict(h, query=decoder_query(page, layer=h["layer"], head=h["head"],
                                                                          cell=None)) for h in e["heads"]])

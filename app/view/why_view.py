@@ -14,7 +14,8 @@ from app.maths.attribution import attention_rollout, logit_attribution
 from app.maths.decoder_files import DecoderFiles
 from app.maths.llama import DecoderRun
 from app.maths.sampling import temperature_softmax, top_candidates
-from app.state.decoder_state import CANDIDATES, DecoderPage, decoder_query
+from app.serving.real_models import language_model
+from app.state.decoder_state import CANDIDATES, SALIENCY_METHODS, DecoderPage, decoder_query
 from app.view.attention_lines import attention_lines
 from app.view.heatmap import bucket_classes
 from app.view.labels import head_name
@@ -96,3 +97,32 @@ def why_view(model: DecoderFiles, run: DecoderRun, page: DecoderPage) -> dict:
                        "query": decoder_query(page, why=target, against=i, cell=None)}
                       for i in choices if i != target],
     }
+
+
+def saliency_view(model: DecoderFiles, run: DecoderRun, page: DecoderPage) -> dict:
+    """"Which words made it?": the links that compute it (gradient × input, integrated gradients) and, when asked,
+    each input token's signed share of f (log p of the token Why this word? explains, or its logit against the
+    contrast) shaded on one diverging scale, its size either way, and how far the shares are from adding up."""
+    view = {"links": [{"key": key, "current": key == page.saliency,
+                       "query": decoder_query(page, saliency=key, cell=None)} for key in SALIENCY_METHODS],
+            "result": None}
+    if page.saliency is None:
+        return view
+    target = page.why if page.why is not None else int(np.argmax(run.logits))
+    s = language_model().saliency(page.text, run.ids, page.heads_off, target, page.against,
+                                  SALIENCY_METHODS[page.saliency])
+    classes, top = bucket_classes(s.signed, "signed")
+    total = float(s.signed.sum())
+    view["result"] = {
+        "method": page.saliency, "steps": s.steps, "baseline": s.baseline,
+        "target": readable(model.vocabulary[target]),
+        "contrast": None if page.against is None else readable(model.vocabulary[page.against]),
+        "tokens": [{"token": readable(t), "signed": share(float(a)), "norm": decimal(float(n), 2), "cls": c,
+                    "width": f"{100 * float(n) / max(float(s.norm.max()), 1e-12):.1f}"}
+                   for t, a, n, c in zip(s.tokens, s.signed, s.norm, classes, strict=True)],
+        "top": decimal(top, 2), "f_x": decimal(s.f_x, 2), "f_baseline": decimal(s.f_baseline, 2),
+        "gap": decimal(s.f_x - s.f_baseline, 2), "sum": decimal(total, 2),
+        "error": decimal(s.completeness_error, 2),
+        "error_share": percent(s.completeness_error / max(abs(s.f_x - s.f_baseline), 1e-12), 0),
+    }
+    return view

@@ -6,6 +6,8 @@ service (app.serving.real_models), computed once however many ask, in its fair q
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -14,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from app.maths.attribution import logit_attribution
 from app.maths.decoder_files import DecoderFiles
 from app.maths.llama import DecoderRun
+from app.maths.saliency import DEFAULT_BASELINE, DEFAULT_STEPS, MAX_STEPS, Saliency
 from app.serving.real_models import language_model
 from app.state.decoder_state import read_next_token
 from app.state.form import FormError
@@ -21,9 +24,12 @@ from app.state.patching_state import PATCHING_MAX_TOKENS, PatchingRead, read_pat
 from app.view.patching_view import patched
 from app.web.api_answers import RESPONSES, JSONBodyRoute, served_answer
 from app.web.decoder_requests import HEADS, LAYERS, Text, TextRequest, TokenRef
+from app.web.fields import whole_number
 from app.web.schemas import mismatch
 
 router = APIRouter(route_class=JSONBodyRoute)
+
+Steps = whole_number(1, MAX_STEPS)
 
 
 class AttributionRequest(TextRequest):
@@ -82,6 +88,68 @@ class AttributionResponse(BaseModel):
     parts: list[Part] = Field(description=f"1 + {LAYERS} × {HEADS} + {LAYERS}: the embedding, every head, every "
                                           "feed-forward block")
     sum: float = Field(description="The parts added up: the logit, within float32 rounding")
+
+
+class SaliencyRequest(AttributionRequest):
+    """Input of POST /api/decoder/saliency."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={
+        "examples": [{"text": "The capital of France is"},
+                     {"text": "The capital of France is", "method": "integrated_gradients", "steps": 16},
+                     {"text": "The capital of France is", "contrast": " the", "method": "integrated_gradients",
+                      "baseline": "zero"}],
+    })
+    method: Literal["gradient_x_input", "integrated_gradients"] = Field(
+        default="gradient_x_input",
+        description="gradient_x_input: aₜ = xₜ ⊙ ∂f/∂xₜ; integrated_gradients: aₜ = (xₜ − x′ₜ) ⊙ the mean gradient at "
+                    "the midpoints x′ + (k − ½)/n·(x − x′), k = 1 … n, of the straight path from the baseline x′.")
+    steps: Steps = Field(default=DEFAULT_STEPS, description=f"n, integrated gradients' steps, 1–{MAX_STEPS}.")
+    baseline: int | str = Field(
+        default=DEFAULT_BASELINE,
+        description="x′ for integrated gradients: 'mean' (the embedding table's mean row at every position, the "
+                    "default: of those measured, its completeness error is the smallest on this model), 'zero', or "
+                    "a token (id, piece or one-token text) whose embedding replaces every input token.")
+    _baseline: int | str = PrivateAttr(default=DEFAULT_BASELINE)
+
+    @model_validator(mode="after")
+    def _the_baseline(self) -> SaliencyRequest:
+        if isinstance(self.baseline, str) and self.baseline in ("mean", "zero"):
+            self._baseline = self.baseline
+            return self
+        try:
+            self._baseline = read_next_token(language_model().files(), self.baseline)
+        except ValueError as e:
+            raise mismatch("baseline", f"'mean', 'zero' or one token: {e}") from None
+        return self
+
+    @property
+    def baseline_ref(self) -> int | str:
+        """The baseline as app.maths.saliency takes it: "mean", "zero" or a token id."""
+        return self._baseline
+
+
+class Score(BaseModel):
+    token: str
+    signed: float = Field(description="Σ_d aₜ,d: towards the target (> 0) or against it")
+    norm: float = Field(description="‖aₜ‖₂: how much, either way")
+
+
+class SaliencyResponse(BaseModel):
+    model: str
+    tokens: list[str]
+    method: str
+    target: TokenRef
+    contrast: TokenRef | None
+    f: str = Field(description="What is explained: 'log p(target)' or 'logit(target) − logit(contrast)'")
+    f_x: float = Field(description="f at the input")
+    f_baseline: float = Field(description="f at the baseline (the zero embeddings for gradient × input)")
+    baseline: str
+    steps: int
+    scores: list[Score]
+    completeness_error: float = Field(
+        description="|Σ signed − (f_x − f_baseline)|: 0 for attributions that add up exactly; on this model the "
+                    "straight path has steep stretches that the midpoint rule hits or misses, so it stays large "
+                    "at times whatever the steps")
 
 
 class PatchingRequest(BaseModel):
@@ -160,6 +228,36 @@ async def attribution(req: AttributionRequest, request: Request) -> Response:
         return attribution_document(service.files(), run, *req.tokens_of(run))
 
     return await served_answer(request, service, req, body)
+
+
+@router.post("/api/decoder/saliency", response_model=SaliencyResponse, tags=["model"], responses=RESPONSES)
+async def saliency(req: SaliencyRequest, request: Request) -> Response:
+    """Which input words made the model's answer: gradient × input or integrated gradients of f = log p(target)
+    (or logit(target) − logit(contrast)) with respect to the input embeddings, through a backward pass of the
+    decoder written in NumPy; per token the signed sum and the L2 norm of its attribution, and how far the sum is
+    from f(x) − f(baseline). Equal to PyTorch autograd on transformers' reading of the same file, with the same
+    rule and steps, within 1e-3."""
+    service = language_model()
+
+    def body() -> dict:
+        run = service.run(req.text, req.off)
+        target, contrast = req.tokens_of(run)
+        return saliency_document(service.files(), service.saliency(
+            req.text, req.ids, req.off, target, contrast, req.method, req.steps, req.baseline_ref))
+
+    return await served_answer(request, service, req, body)
+
+
+def saliency_document(model: DecoderFiles, s: Saliency) -> dict:
+    vocab = model.vocabulary
+    return {"model": model.name, "tokens": list(s.tokens), "method": s.method,
+            "target": {"id": s.target, "token": vocab[s.target]},
+            "contrast": None if s.contrast is None else {"id": s.contrast, "token": vocab[s.contrast]},
+            "f": "log p(target)" if s.contrast is None else "logit(target) − logit(contrast)",
+            "f_x": s.f_x, "f_baseline": s.f_baseline, "baseline": s.baseline, "steps": s.steps,
+            "scores": [{"token": t, "signed": float(a), "norm": float(n)}
+                       for t, a, n in zip(s.tokens, s.signed, s.norm, strict=True)],
+            "completeness_error": s.completeness_error}
 
 
 @router.post("/api/decoder/patching", response_model=PatchingResponse, tags=["model"], responses=RESPONSES)

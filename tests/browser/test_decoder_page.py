@@ -339,3 +339,17 @@ def test_patching_from_next_word_shows_both_maps_on_every_screen(page: Page, pag
             page.locator(part).scroll_into_view_if_needed()
             assert overflow(page) <= 0, f"{part}: the page is wider than {width}×{height}"
             save_screenshot(page, f"patching-{part[1:]}-{width}x{height}", full_page=False)
+
+
+def test_which_words_made_it_shades_the_text_on_every_screen(page: Page) -> None:
+    page.set_viewport_size({"width": 1366, "height": 768})
+    page.goto(f"/decoder?text={TEXT}")
+    page.get_by_role("link", name="Integrated gradients (16 steps)").click()
+    expect(page.locator("#saliency .saliency-tokens li")).to_have_count(5, timeout=120_000)
+    expect(page.locator("#saliency .saliency-sum")).to_contain_text("the shares add up to")
+    assert "saliency=integrated" in page.url
+    for width, height in VIEWPORTS:
+        page.set_viewport_size({"width": width, "height": height})
+        page.locator("#saliency").scroll_into_view_if_needed()
+        assert overflow(page) <= 0, f"the page is wider than {width}×{height}"
+        save_screenshot(page, f"decoder-saliency-{width}x{height}", full_page=False)
