@@ -71,6 +71,14 @@ HF_INSTALL = ('python3 -m venv /tmp/refvenv && /tmp/refvenv/bin/pip install torc
 BROWSER_ENCODINGS = "gzip, deflate, br, zstd"  # what Chromium sends
 GOAL_RATIO = 2.0  # our forward pass, cached step and POST /api/decoder, against transformers'
 GOAL_PAGE_S = 1.5
+# Activation patching's pairs: the page's default (5 tokens), and 12 tokens that differ at their first, the most
+# patches a pair of that length has (app.maths.patching: no row before the changed word is patched).
+PATCH_PAIRS = {"patch": ("The capital of France is", "The capital of Italy is"),
+               "patch12": ("Berlin is a big city that is in the country of",
+                           "Madrid is a big city that is in the country of")}
+GOAL_GRADIENT_S, GOAL_GRADIENT_RATIO = 1.5, 3.0  # gradient × input at 32 tokens; against autograd's
+GOAL_INTEGRATED_S = 8.0  # integrated gradients, 16 steps, 32 tokens
+GOAL_PATCH_S = 10.0  # activation patching, up to 12 tokens
 GOAL_WHY_MS = 100.0  # what logit attribution and the rollout add to the page's answer at 32 tokens
 GOAL_PAGE_KB = 250.0
 GOAL_MEMORY_MB = 900.0  # a worker holding MiniLM and SmolLM2
@@ -101,6 +109,8 @@ def worker(text: str, profile_rows: int = 12) -> None:
     from app.maths.attribution import attention_rollout, logit_attribution
     from app.maths.decoder_files import load_decoder_files
     from app.maths.llama import extend, final_logits, run_decoder, tokenize
+    from app.maths.patching import activation_patching
+    from app.maths.saliency import gradient_x_input, integrated_gradients
 
     model = load_decoder_files()
     print("decoder", flush=True)
@@ -120,13 +130,19 @@ def worker(text: str, profile_rows: int = 12) -> None:
     print(f"ready {len(run.ids)} {int(last[0])} {','.join(str(int(i)) for i in run.ids)}", flush=True)
     for line in sys.stdin:
         command, *args = line.split()
-        if command in ("forward", "step", "why"):
+        if command in ("forward", "step", "why", "gradient", "integrated", "patch", "patch12"):
             start = time.perf_counter()
             if command == "forward":
                 run_decoder(model, text)
             elif command == "why":  # what Why this word? and the rollout add to a page's answer
                 logit_attribution(model, run, int(last[0]))
                 attention_rollout(run.attention)
+            elif command == "gradient":  # gradient × input of log p(the greedy token)
+                gradient_x_input(model, run.ids, int(last[0]))
+            elif command == "integrated":  # integrated gradients, the page's 16 steps from the mean embedding
+                integrated_gradients(model, run.ids, int(last[0]), steps=16)
+            elif command in ("patch", "patch12"):  # activation patching of the page's default pair, or of 12 tokens
+                activation_patching(model, *PATCH_PAIRS[command])
             else:
                 step()
             print(f"{time.perf_counter() - start:.6f}", flush=True)
@@ -254,6 +270,11 @@ class Figures:
     forward_ms: list[float] = field(default_factory=list)
     step_ms: list[float] = field(default_factory=list)
     why_ms: list[float] = field(default_factory=list)  # logit attribution and rollout of the text's run
+    gradient_ms: list[float] = field(default_factory=list)  # gradient × input at 32 tokens
+    integrated_ms: list[float] = field(default_factory=list)  # integrated gradients, 16 steps
+    patch_ms: list[float] = field(default_factory=list)  # activation patching, 5 tokens
+    patch12_ms: list[float] = field(default_factory=list)  # activation patching, 12 tokens
+    hf_backward_ms: list[float] = field(default_factory=list)  # transformers' forward and autograd backward
     hf_forward_ms: list[float] = field(default_factory=list)
     hf_step_ms: list[float] = field(default_factory=list)
     api_ms: list[float] = field(default_factory=list)  # POST /api/decoder, no compression
@@ -413,10 +434,20 @@ def interleave(client: httpx.Client, url: str, ours: Process, hf: Process | None
 
     steps: list[Callable[[], None]] = [lambda: f.forward_ms.append(ours.time_one("forward")),
                                        lambda: f.step_ms.append(ours.time_one("step")),
-                                       lambda: f.why_ms.append(ours.time_one("why"))]
+                                       lambda: f.why_ms.append(ours.time_one("why")),
+                                       lambda: f.gradient_ms.append(ours.time_one("gradient"))]
+    def at_most(times: int, command: str, into: list[float]) -> Callable[[], None]:
+        def once() -> None:  # seconds each: a few rounds are enough for a median
+            if len(into) < times:
+                into.append(ours.time_one(command))
+        return once
+
+    steps += [at_most(3, "integrated", f.integrated_ms), at_most(3, "patch", f.patch_ms),
+              at_most(3, "patch12", f.patch12_ms)]
     if hf:
         steps += [lambda: f.hf_forward_ms.append(hf.time_one("forward")),
-                  lambda: f.hf_step_ms.append(hf.time_one("step"))]
+                  lambda: f.hf_step_ms.append(hf.time_one("step")),
+                  lambda: f.hf_backward_ms.append(hf.time_one("backward"))]
     if f.api_available:
         steps += [api("identity", f.api_ms), api(BROWSER_ENCODINGS, f.api_browser_ms)]
     def page(into: list[float], text: Callable[[], str]) -> Callable[[], None]:
@@ -481,6 +512,21 @@ def markdown(f: Figures) -> str:
         (f"Why this word? and the rollout, on the run of {TOKENS} tokens", ms(median(f.why_ms)),
          f"{median(f.why_ms) / forward:.2f}× run_decoder", f"≤ {GOAL_WHY_MS:g} ms",
          verdict(median(f.why_ms), GOAL_WHY_MS)),
+        (f"gradient × input, {TOKENS} tokens (NumPy backward pass)", ms(median(f.gradient_ms)),
+         ratio(median(f.gradient_ms), median(f.hf_backward_ms)) if f.hf_backward_ms else "",
+         f"≤ {GOAL_GRADIENT_S:g} s, ≤ {GOAL_GRADIENT_RATIO:g}×",
+         verdict(max(median(f.gradient_ms) / 1000 / GOAL_GRADIENT_S,
+                     median(f.gradient_ms) / median(f.hf_backward_ms) / GOAL_GRADIENT_RATIO
+                     if f.hf_backward_ms else 0.0), 1.0)),
+        ("transformers forward + autograd backward to the input embeddings", ms(median(f.hf_backward_ms))
+         if f.hf_backward_ms else "not measured", "1×", "", ""),
+        (f"integrated gradients, 16 steps, {TOKENS} tokens", ms(median(f.integrated_ms)),
+         f"{median(f.integrated_ms) / forward:.0f}× run_decoder", f"≤ {GOAL_INTEGRATED_S:g} s",
+         verdict(median(f.integrated_ms) / 1000, GOAL_INTEGRATED_S)),
+        ("activation patching, 5 tokens (the page's default pair)", ms(median(f.patch_ms)), "",
+         f"≤ {GOAL_PATCH_S:g} s", verdict(median(f.patch_ms) / 1000, GOAL_PATCH_S)),
+        ("activation patching, 12 tokens differing at the first", ms(median(f.patch12_ms)), "",
+         f"≤ {GOAL_PATCH_S:g} s", verdict(median(f.patch12_ms) / 1000, GOAL_PATCH_S)),
         ("POST /api/decoder, no compression (as curl) (c)", no_api or ms(api), ratio(api, hf_forward),
          f"≤ {GOAL_RATIO:g}×", verdict(api / hf_forward, GOAL_RATIO)),
         (f"POST /api/decoder, as a browser ({f.api_encoding or 'not measured'})", no_api or ms(api_browser),

@@ -11,6 +11,8 @@ Then, for each line on stdin, it prints the seconds one call took:
 
 - "forward": tokenize the text (no BOS) and run LlamaForCausalLM on it with every attention and hidden
   state returned and the last position's logits, as app.maths.llama.run_decoder does;
+- "backward": the forward pass from the text's input embeddings with gradients on, and autograd's backward of
+  log p(the greedy token) at the last position to them (what app.maths.saliency.gradient_x_input computes);
 - "step": one cached generation step, model(input_ids=next, past_key_values=cache, use_cache=True), the
   cache holding the text's T tokens and next the token greedy decoding picks after them; the cache is cut
   back to T tokens after each step, outside the timed part.
@@ -69,9 +71,22 @@ def main() -> None:
     step()
     cache.crop(length)
     print(f"ready {length} {int(last)} {','.join(str(int(i)) for i in ids[0])}", flush=True)
+    plain_ids = ids.clone()  # made in inference mode, which autograd cannot record
+
+    def backward() -> None:
+        x = model.get_input_embeddings()(plain_ids).detach().requires_grad_(True)  # (1, T, d_model)
+        logits = model(inputs_embeds=x, logits_to_keep=1).logits[0, -1]  # (vocab,)
+        torch.log_softmax(logits, dim=-1)[int(last[0, 0])].backward()
+        assert x.grad is not None
+
+    backward()  # the first call, untimed
     for line in sys.stdin:
         command = line.strip()
-        if command == "forward":
+        if command == "backward":
+            start = time.perf_counter()
+            backward()
+            print(f"{time.perf_counter() - start:.6f}", flush=True)
+        elif command == "forward":
             start = time.perf_counter()
             forward()
             print(f"{time.perf_counter() - start:.6f}", flush=True)

@@ -29,6 +29,7 @@ from app.main import create_app
 from app.maths.attention import run_attention
 from app.maths.blocks import run_transformer
 from app.maths.masks import build_mask, default_window
+from app.serving.real_models import language_model as served_language_model
 from tests.conftest import FULL_RUN
 
 APP = create_app()
@@ -36,7 +37,7 @@ APP = create_app()
 # full run (make test-all, CI: tests/conftest.py sets FULL_RUN) has them; every run has the examples and the
 # generated cases.
 PHASES = ["examples", "coverage", "fuzzing"] if os.environ.get(FULL_RUN) == "1" else ["examples", "fuzzing"]
-LANGUAGE_MODEL = "^/api/(decoder|generate)$"  # a forward pass of 30 layers each: fewer cases, below
+LANGUAGE_MODEL = "^/api/(decoder|generate|decoder/(attribution|saliency|patching))$"  # 30 layers each: fewer cases
 schema = schemathesis.openapi.from_asgi("/openapi.json", APP).exclude(path_regex=LANGUAGE_MODEL)
 # Bounded: every operation gets its schema examples, the boundary cases of the coverage phase (in a full
 # run) and this many generated cases per mode.
@@ -77,9 +78,18 @@ def test_every_operation_conforms_to_the_schema(case: schemathesis.Case) -> None
                            additional_checks=[only_shape_checks_refuse_valid_bodies])
 
 
+@pytest.fixture(scope="module")
+def language_model_read() -> None:
+    """The language model read and its heads measured, as the app's start does (seconds): Schemathesis's client
+    gives each call 10 s, and the first would otherwise read the model inside its own."""
+    served_language_model().catalogue()
+
+
 @language_model.parametrize()
+@pytest.mark.usefixtures("language_model_read")
 def test_the_language_models_operations_conform_to_the_schema(case: schemathesis.Case) -> None:
-    """As above for POST /api/decoder and /api/generate, with fewer generated cases (each runs the model)."""
+    """As above for the language model's operations (/api/decoder, /api/generate and why it answered), with fewer
+    generated cases (each runs the model, some of them many times)."""
     case.call_and_validate(excluded_checks=[positive_data_acceptance],
                            additional_checks=[only_shape_checks_refuse_valid_bodies])
 
