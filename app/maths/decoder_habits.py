@@ -200,10 +200,10 @@ def _right_tokens(ids: np.ndarray, behaviour: str, length: int) -> tuple[np.ndar
 
 def _log_p(model: DecoderFiles, hidden: np.ndarray, positions: np.ndarray, right: np.ndarray) -> np.ndarray:
     """log p(right token) at each position, from the last layer's output (T, d_model): (P,), float64."""
-    logits = final_logits(model, hidden[positions]).astype(np.float64)  # (P, vocab)
-    top = logits.max(axis=-1)
-    log_z = top + np.log(np.exp(logits - top[:, None]).sum(axis=-1))  # (P,)
-    return logits[np.arange(len(right)), right] - log_z
+    logits = final_logits(model, hidden[positions])  # (P, vocab), float32: no float64 copy of P × 49,152
+    top = logits.max(axis=-1, keepdims=True)  # (P, 1)
+    log_z = top[:, 0].astype(np.float64) + np.log(np.exp(logits - top).sum(axis=-1, dtype=np.float64))  # (P,)
+    return logits[np.arange(len(right)), right].astype(np.float64) - log_z
 
 
 def _log_p_off(model: DecoderFiles, hidden_in: np.ndarray, off: frozenset[tuple[int, int]],
