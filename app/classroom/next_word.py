@@ -3,7 +3,9 @@ keeps it with the class's question (the students guess first, the teacher reveal
 normalised, and the class's guesses counted beside the model's candidates.
 
 A guess is about one text: its ref is the text's hash, so the guesses are kept per room and per text; the
-teacher's next text starts with none, and coming back to a text finds its guesses again.
+teacher's next text starts with none, and coming back to a text finds its guesses again. Asked "which word" instead
+(app.classroom.which_word), the class taps the token of the text it thinks made the model say its answer, kept
+under a ref of its own for the same text.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlencode
 
 from app.classroom.lesson import DECODER_STATE, real_page
+from app.classroom.which_word import ClassWhich
 from app.i18n import gettext as _
 from app.maths.decoder_files import DecoderFiles
 from app.state.decoder_state import DEFAULT_DECODER_TEXT
@@ -24,7 +27,8 @@ from app.view.decoder_view import Bar
 from app.view.pieces import token_text
 
 MAX_GUESS = 40  # characters: a word or two
-ASK, REVEALED = "ask", "revealed"  # the question's fields, kept after the page's own in the room's state
+ASK, REVEALED, WHICH = "ask", "revealed", "which"  # the question's fields, kept after the page's own in the state
+FLAGS = (ASK, REVEALED, WHICH)
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,7 @@ class NextWord:
     query: str  # the page's state (app.state.decoder_state.decoder_query)
     ask: bool = False  # the students guess before they see the model's candidates
     revealed: bool = False  # the teacher has shown everyone the class's guesses and the model's candidates
+    which: bool = False  # asked, the students tap the word that made the answer instead of guessing the next
 
     def pairs(self) -> list[tuple[str, str]]:
         return parse_qsl(self.query, keep_blank_values=True)
@@ -47,9 +52,25 @@ class NextWord:
         """What the class's guesses are about: this text."""
         return guess_ref(self.text)
 
+    @property
+    def word_ref(self) -> str:
+        """What the class's taps are about: this text (apart from its guesses)."""
+        return word_ref(self.text)
+
+    @property
+    def asks_which(self) -> bool:
+        """The class is asked which word of the text made the model say its answer (instead of its next word)."""
+        return self.ask and self.which
+
+    @property
+    def answers_ref(self) -> str:
+        """Where the class's answers to the question asked are kept: its taps, or its guesses."""
+        return self.word_ref if self.asks_which else self.ref
+
     def state(self) -> str:
         """The room's state: the page's query string, then the question's fields that are on."""
-        flags = urlencode([(name, "1") for name, on in ((ASK, self.ask), (REVEALED, self.revealed)) if on])
+        on = ((ASK, self.ask), (REVEALED, self.revealed), (WHICH, self.which))
+        flags = urlencode([(name, "1") for name, is_on in on if is_on])
         return DECODER_STATE + "&".join(part for part in (self.query, flags) if part)
 
 
@@ -59,14 +80,19 @@ def next_word(state: str) -> NextWord | None:
     if found is None or found[0] != "decoder":
         return None
     pairs = parse_qsl(found[1], keep_blank_values=True)
-    flags = {k: v for k, v in pairs if k in (ASK, REVEALED)}
-    own = [(k, v) for k, v in pairs if k not in (ASK, REVEALED)]
-    return NextWord(urlencode(own), flags.get(ASK) == "1", flags.get(REVEALED) == "1")
+    flags = {k: v for k, v in pairs if k in FLAGS}
+    own = [(k, v) for k, v in pairs if k not in FLAGS]
+    return NextWord(urlencode(own), flags.get(ASK) == "1", flags.get(REVEALED) == "1", flags.get(WHICH) == "1")
 
 
 def guess_ref(text: str) -> str:
     """A text's guesses' ref: short, with no space (the store keeps "<ref> <student>"), the same on every worker."""
     return "next." + hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()[:16]
+
+
+def word_ref(text: str) -> str:
+    """A text's taps' ref (which word made the answer), as short and as stable as its guesses' and apart from them."""
+    return "word." + hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()[:16]
 
 
 def read_guess(raw: str) -> str:
@@ -125,31 +151,50 @@ def tally(guesses: Iterable[str], model: DecoderFiles, bars: Sequence[Bar]) -> l
 @dataclass(frozen=True)
 class ClassGuesses:
     """The class's question as one page shows it: the teacher's page always sees the model's candidates and the
-    guesses as they come; while the class is asked first, a following student's sees the guess form and the
-    candidates only after the reveal; when it is not asked, the candidates at once and no guess form; a student
-    exploring on their own sees their own candidates."""
+    guesses (or taps) as they come; while the class is asked first, a following student's sees the guess form and
+    the candidates only after the reveal; asked "which word", the candidates and a button per token of the text,
+    and what explains the answer (Why this word?, which words made it, the rollout) only after the reveal; when it
+    is not asked, the candidates at once and no guess form; a student exploring on their own sees their own
+    candidates."""
 
     question: NextWord
     teacher: bool
     following: bool = True
     students: int = 0
     tally: list[Tally] = field(default_factory=list)
+    which: ClassWhich | None = None  # asked "which word": the class's taps beside gradient × input, where shown
 
     @property
     def count(self) -> int:
         return sum(t.count for t in self.tally)
 
     @property
+    def asked(self) -> bool:
+        """A following student's page while the class is asked and nothing is revealed yet."""
+        q = self.question
+        return not self.teacher and self.following and q.ask and not q.revealed
+
+    @property
     def show_candidates(self) -> bool:
         q = self.question
-        return self.teacher or not self.following or not q.ask or q.revealed
+        return self.teacher or not self.following or not q.ask or q.revealed or q.which
 
     @property
     def show_form(self) -> bool:
         """The guess box: only while the class is asked first, never beside the model's candidates (a guess with
         the answer under it is no guess)."""
-        q = self.question
-        return not self.teacher and self.following and q.ask and not q.revealed
+        return self.asked and not self.question.which
+
+    @property
+    def show_taps(self) -> bool:
+        """A button per token of the text, while the class is asked which word made the answer."""
+        return self.asked and self.question.which
+
+    @property
+    def show_reasons(self) -> bool:
+        """What explains the answer (Why this word?, which words made it, the rollout): never beside the buttons
+        that ask which word made it."""
+        return self.show_candidates and not self.show_taps
 
     @property
     def show_tally(self) -> bool:
