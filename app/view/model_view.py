@@ -11,9 +11,10 @@ import numpy as np
 from markupsafe import Markup
 from nbformat import NotebookNode
 
-from app.i18n import cosine, decimal, signed, weight
+from app.i18n import cosine, decimal, percent, signed, weight
 from app.i18n import gettext as _
 from app.maths.arithmetic import CellRef, explain
+from app.maths.attribution import attention_rollout
 from app.maths.bert import ModelRun, layer_attention_run
 from app.maths.model_files import ModelFiles
 from app.maths.sentence_pair import HeadShift, attention_shifts, first_position, moved_grid, switch_off
@@ -190,4 +191,16 @@ def model_context(model: ModelFiles, read: ModelRead) -> dict:
                      "change": signed(cosine(switched.after - switched.before)),
                      "count": len(off)},
         "catalogue": catalogue_context(),
+        "rollout": rollout_figure(one, query),
     }
+
+
+def rollout_figure(run: ModelRun, query: int) -> dict:
+    """The attention rollout of the first sentence (Abnar & Zuidema, 2020; app.maths.attribution): every token's
+    row as a map, and as lines from the query token (any token on hover), beside [CLS]'s mean share of a row."""
+    rolled = attention_rollout(run.attention)  # (T, T)
+    tokens = list(run.tokens)
+    return {"cls": percent(float(rolled[:, 0].mean()), 0), "query_token": tokens[query],
+            "lines": attention_lines(rolled[None], tokens, tokens, [_("rollout")], fig_id="model-rollout-lines",
+                                     focus=query),
+            "map": head_svg(rolled, tokens, _("Attention rollout: every token's row"))}

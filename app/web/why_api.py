@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
+from anyio import to_thread
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
@@ -152,6 +153,30 @@ class SaliencyResponse(BaseModel):
                     "at times whatever the steps")
 
 
+class HabitHead(BaseModel):
+    layer: int = Field(description="From 0")
+    head: int = Field(description="From 0")
+    score: float = Field(description="Its mean attention weight on the behaviour's places (where it looks)")
+    change: float = Field(description="Switched off alone: the mean change of log p(the right next token) on the "
+                                      "behaviour's texts (what it does; < 0: the model does worse without it)")
+
+
+class Habit(BaseModel):
+    behaviour: str = Field(description="'previous', 'sink' or 'induction'")
+    threshold: float
+    baseline: float = Field(description="The score of a head that spreads its weight evenly")
+    showing: int = Field(description="Heads whose score reaches the threshold")
+    heads: list[HabitHead] = Field(description="The heads with the highest scores, best first")
+    together: float = Field(description="The listed heads switched off at once: the mean change of log p")
+    log_p: float = Field(description="The mean log p(the right next token) with every head on")
+    positions: int = Field(description="The (text, position) pairs the changes are averaged over")
+
+
+class HabitsResponse(BaseModel):
+    model: str
+    habits: list[Habit]
+
+
 class PatchingRequest(BaseModel):
     """Input of POST /api/decoder/patching."""
 
@@ -258,6 +283,22 @@ def saliency_document(model: DecoderFiles, s: Saliency) -> dict:
             "scores": [{"token": t, "signed": float(a), "norm": float(n)}
                        for t, a, n in zip(s.tokens, s.signed, s.norm, strict=True)],
             "completeness_error": s.completeness_error}
+
+
+@router.get("/api/decoder/habits", response_model=HabitsResponse, tags=["model"], responses=RESPONSES)
+async def habits() -> HabitsResponse:
+    """What the language model's heads do, measured once per process over the lesson's fixed texts: per behaviour
+    (the previous token, the first token, induction on a random sequence read twice) the heads with the highest
+    attention scores, and each one's effect — switched off, how the right next token's log-probability changes on
+    the same texts — alone and together. Where a head looks is not what it does."""
+    service = language_model()
+    entries, effects = await to_thread.run_sync(lambda: (service.catalogue(), service.effects()))
+    return HabitsResponse(model=service.name, habits=[Habit(
+        behaviour=e.behaviour, threshold=e.threshold, baseline=e.baseline, showing=e.showing,
+        heads=[HabitHead(layer=h.layer, head=h.head, score=h.score, change=x.change)
+               for h, x in zip(e.heads, effect.heads, strict=True)],
+        together=effect.together, log_p=effect.log_p, positions=effect.positions)
+        for e, effect in zip(entries, effects, strict=True)])
 
 
 @router.post("/api/decoder/patching", response_model=PatchingResponse, tags=["model"], responses=RESPONSES)

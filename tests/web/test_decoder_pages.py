@@ -198,3 +198,15 @@ def test_the_queries_and_keys_picture_has_a_point_per_token_and_the_heads_lines(
     weights = language_model().run(TEXT).attention[4, 2]  # (T, T)
     drawn = sorted(float(w) for w in re.findall(r'class="qk-line"[^>]*data-w="([\d.]+)"', figure))
     assert drawn == pytest.approx(sorted(float(w) for w in weights[weights >= 0.2]), abs=5e-4)
+
+
+def test_the_habits_api_answers_the_catalogue_and_its_effects(client: TestClient) -> None:
+    doc = client.get("/api/decoder/habits").json()
+    effects = {e.behaviour: e for e in language_model().effects()}
+    assert [h["behaviour"] for h in doc["habits"]] == ["previous", "sink", "induction"]
+    for habit in doc["habits"]:
+        effect = effects[habit["behaviour"]]
+        assert [h["change"] for h in habit["heads"]] == pytest.approx([h.change for h in effect.heads], abs=1e-9)
+        assert habit["together"] == pytest.approx(effect.together, abs=1e-9) and habit["positions"] > 0
+    induction = doc["habits"][2]
+    assert induction["together"] < -1.0 and all(h["score"] >= induction["threshold"] for h in induction["heads"])

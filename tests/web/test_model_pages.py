@@ -300,3 +300,18 @@ def test_the_model_view_at_16_tokens_fits_its_budget(client: TestClient) -> None
     assert len(run(TIRED).tokens) == 16
     size = r.num_bytes_downloaded
     assert size <= 150 * 1024, size
+
+
+def test_the_rollout_section_draws_the_apis_rollout(client: TestClient) -> None:
+    """The encoder's attention rollout on the page: [CLS]'s mean share of a row as POST /api/model answers it, and
+    the query token's lines weighted by its row of the API's rollout."""
+    page = client.get("/model")
+    assert page.status_code == 200
+    api = client.post("/api/model", json={"text": DEFAULT_TEXT}).json()
+    rolled = np.array(api["rollout"])  # (T, T)
+    section = re.search(r'<section class="rollout" id="model-rollout".*?</section>', page.text, re.S).group(0)
+    cls = re.search(r"\[CLS\] takes (\d+)% of a row on average", section).group(1)
+    assert int(cls) == round(100 * rolled[:, 0].mean())
+    assert section.count('class="head-svg"') == 1 and 'id="model-rollout-lines-figure"' in section
+    weights = sorted(float(w) for w in re.findall(r'data-w="([\d.]+)"', section))
+    assert weights and max(weights) == pytest.approx(float(rolled.max()), abs=1e-3)

@@ -37,7 +37,8 @@ APP = create_app()
 # full run (make test-all, CI: tests/conftest.py sets FULL_RUN) has them; every run has the examples and the
 # generated cases.
 PHASES = ["examples", "coverage", "fuzzing"] if os.environ.get(FULL_RUN) == "1" else ["examples", "fuzzing"]
-LANGUAGE_MODEL = "^/api/(decoder|generate|decoder/(attribution|saliency|patching))$"  # 30 layers each: fewer cases
+# The language model's operations: 30 layers each, some of them many times (fewer cases, below).
+LANGUAGE_MODEL = "^/api/(decoder|generate|decoder/(attribution|saliency|patching|habits))$"
 schema = schemathesis.openapi.from_asgi("/openapi.json", APP).exclude(path_regex=LANGUAGE_MODEL)
 # Bounded: every operation gets its schema examples, the boundary cases of the coverage phase (in a full
 # run) and this many generated cases per mode.
