@@ -16,7 +16,13 @@ from app.lesson.decoder_texts import DECODER_TEXTS
 from app.lesson.model_sentences import EXAMPLE_SENTENCE, MODEL_SENTENCES
 from app.maths.bert import ModelRun, run_model, tokenize
 from app.maths.decoder_files import DecoderFiles
-from app.maths.decoder_habits import HabitEffects, decoder_catalogue, decoder_habits, habit_effects
+from app.maths.decoder_habits import (
+    DecoderHabits,
+    HabitEffects,
+    decoder_catalogue,
+    decoder_habits,
+    habit_effects,
+)
 from app.maths.head_catalogue import CatalogueEntry, head_catalogue
 from app.maths.llama import DecoderRun, run_decoder
 from app.maths.marian import Translation, translate
@@ -41,19 +47,17 @@ NO_HEADS = frozenset[tuple[int, int]]()
 
 @dataclass(frozen=True)
 class DecoderCatalogue:
-    """The language model's catalogue as measured: each behaviour's strongest heads by where they look, and what
-    switching them off does to the right next token on the same texts."""
+    """The language model's catalogue as measured at start: each behaviour's strongest heads by where they look,
+    and the runs it was measured on (what switching the heads off does is measured on them when first asked)."""
 
     entries: tuple[CatalogueEntry, ...]
-    effects: tuple[HabitEffects, ...]  # in the entries' order
+    habits: DecoderHabits
 
 
 def measure_decoder(files: DecoderFiles) -> DecoderCatalogue:
-    """What the language model's heads do, over the lesson's fixed texts: where they look (about 1 s of forward
-    passes), then what each listed head does when switched off (about 3 s more)."""
+    """Where the language model's heads look, over the lesson's fixed texts (about 1 s of forward passes)."""
     habits = decoder_habits(files, DECODER_TEXTS)
-    entries = decoder_catalogue(habits, top=3)
-    return DecoderCatalogue(entries=entries, effects=habit_effects(files, habits, entries))
+    return DecoderCatalogue(entries=decoder_catalogue(habits, top=3), habits=habits)
 
 
 class LanguageModel(ModelService[DecoderFiles]):
@@ -63,6 +67,8 @@ class LanguageModel(ModelService[DecoderFiles]):
         super().__init__(DECODER.name, DECODER.read, measure_decoder)
         self._logits: ByteCache[np.ndarray] = ByteCache(LOGITS_BYTES)
         self._logits_lock = threading.Lock()
+        self._effects: tuple[HabitEffects, ...] | None = None
+        self._effects_lock = threading.Lock()
 
     def run(self, text: str, heads_off: frozenset[tuple[int, int]] = NO_HEADS) -> DecoderRun:
         """The text's run, with those heads off: kept, or computed once however many ask."""
@@ -104,8 +110,14 @@ class LanguageModel(ModelService[DecoderFiles]):
         return self.measured().entries
 
     def effects(self) -> tuple[HabitEffects, ...]:
-        """What switching off each behaviour's listed heads does, in the catalogue's order."""
-        return self.measured().effects
+        """What switching off each behaviour's listed heads does, in the catalogue's order: measured once per
+        process when first asked (about 3 s: 92 runs from the first layer switched off), not at start, where a
+        server being stopped would have to wait for it."""
+        with self._effects_lock:
+            if self._effects is None:
+                measured = self.measured()
+                self._effects = habit_effects(self.files(), measured.habits, measured.entries)
+            return self._effects
 
     def measured(self) -> DecoderCatalogue:
         return super().catalogue()  # type: ignore[return-value]

@@ -252,8 +252,8 @@ def default_head(page: DecoderPage) -> tuple[int, int]:
     pattern a student can name at once."""
     if page.layer is not None and page.head is not None:
         return page.layer, page.head
-    best = next(e for e in decoder_catalogue_view() if e["key"] == "previous")["heads"][0]
-    return best["layer"], best["head"]
+    best = next(e for e in language_model().catalogue() if e.behaviour == "previous").best
+    return best.layer, best.head
 
 
 # The parts of the page a request may ask for (app.web.decoder_pages): the whole page; the next word and the text
