@@ -124,7 +124,7 @@ def _number(pairs: dict[str, str], name: str, lo: float, hi: float, *, above: bo
     return value
 
 
-def _token_field(model: DecoderFiles, given: dict[str, str], name: str) -> int | None:
+def token_field(model: DecoderFiles, given: dict[str, str], name: str) -> int | None:
     """A next token named in the query string: its id (digits), or its piece or one-token text."""
     raw = given.get(name, "")
     if not raw.strip():
@@ -170,7 +170,7 @@ def read_decoder_page(model: DecoderFiles, pairs: Iterable[tuple[str, str]]) -> 
         if row is None or col is None:
             raise FormError("row" if row is None else "col", _("give the cell's row and column"))
         cell = Cell(matrix, row, col)
-    why, against = (_token_field(model, given, name) for name in ("why", "against"))
+    why, against = (token_field(model, given, name) for name in ("why", "against"))
     if against is not None and against == why:
         raise FormError("against", _("the contrast must be another token than the target"))
     page = DecoderPage(

@@ -12,7 +12,7 @@ import numpy as np
 
 from app.i18n import gettext as _
 from app.maths.decoder_files import DecoderFiles
-from app.state.decoder_state import read_decoder_tokens, read_next_token
+from app.state.decoder_state import read_decoder_tokens, token_field
 from app.state.form import FormError
 from app.state.model_state import check_sentence
 
@@ -51,16 +51,6 @@ def _text(model: DecoderFiles, given: dict[str, str], name: str, default: str) -
     return text, ids
 
 
-def _token(model: DecoderFiles, given: dict[str, str], name: str) -> int | None:
-    raw = given.get(name, "")
-    if not raw.strip():
-        return None
-    try:
-        return read_next_token(model, int(raw) if raw.strip().isdigit() else raw)
-    except ValueError as e:
-        raise FormError(name, str(e)) from None
-
-
 def read_patching_page(model: DecoderFiles, pairs: Iterable[tuple[str, str]]) -> PatchingRead:
     """The page's state from its query string; FormError names the first bad field."""
     given = dict(pairs)
@@ -71,7 +61,7 @@ def read_patching_page(model: DecoderFiles, pairs: Iterable[tuple[str, str]]) ->
                                        "not their number of tokens").format(n=len(corrupted_ids), t=len(clean_ids)))
     if np.array_equal(clean_ids, corrupted_ids):
         raise FormError("corrupted", _("the corrupted text is the clean text: change a word of it"))
-    target, contrast = _token(model, given, "target"), _token(model, given, "contrast")
+    target, contrast = token_field(model, given, "target"), token_field(model, given, "contrast")
     if target is not None and target == contrast:
         raise FormError("contrast", _("the contrast must be another token than the target"))
     return PatchingRead(PatchingPage(clean, corrupted, target, contrast), clean_ids, corrupted_ids)

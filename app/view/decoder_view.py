@@ -77,13 +77,19 @@ class Bar:
         return f"{max(0.5, 100 * self.probability):.1f}"
 
 
+def sampled(logits: np.ndarray, page: DecoderPage) -> np.ndarray:
+    """What a sampler draws each token with at the page's τ and cut-offs (vocab,): the bars' arrows and the draws."""
+    return sampling_distribution(logits, page.temperature, page.top_k, page.top_p, page.min_p)
+
+
 def candidate_bars(model: DecoderFiles, logits: np.ndarray, page: DecoderPage,
-                   intact: np.ndarray | None = None) -> list[Bar]:
+                   intact: np.ndarray | None = None, drawn: np.ndarray | None = None) -> list[Bar]:
     """The next token's CANDIDATES most likely, under softmax(logits/τ); which a sampler with top-k and top-p
     may still draw; and, given the logits with every head on (``intact``), each one's probability there."""
     p = temperature_softmax(logits, page.temperature)
     before = None if intact is None else temperature_softmax(intact, page.temperature)
-    drawn = sampling_distribution(logits, page.temperature, page.top_k, page.top_p, page.min_p)  # (vocab,)
+    if drawn is None:
+        drawn = sampled(logits, page)
     kept = drawn > 0
     cut = page.top_k is not None or page.top_p is not None or page.min_p is not None
     bars = []
@@ -96,16 +102,16 @@ def candidate_bars(model: DecoderFiles, logits: np.ndarray, page: DecoderPage,
     return bars
 
 
-def draws_view(model: DecoderFiles, logits: np.ndarray, page: DecoderPage) -> dict:
+def draws_view(model: DecoderFiles, p: np.ndarray, page: DecoderPage) -> dict:
     """"Draw 20 times": the links that draw (again, with the next seed) or hide the draws; and, when drawn, each
     token drawn with its count beside the count a sampler expects (its probability after τ and the cut-offs × 20),
-    most drawn first. Seeded by the page's ``draw``, so the same link draws the same tokens."""
+    most drawn first. ``p`` is what the sampler draws with (``sampled``). Seeded by the page's ``draw``, so the same
+    link draws the same tokens."""
     view = {"n": DRAWS, "seed": page.draw, "rows": [],
             "query": decoder_query(page, draw=1 if page.draw is None else page.draw % MAX_DRAW_SEED + 1, cell=None),
             "hide_query": decoder_query(page, draw=None, cell=None)}
     if page.draw is None:
         return view
-    p = sampling_distribution(logits, page.temperature, page.top_k, page.top_p, page.min_p)  # (vocab,)
     ids, counts = np.unique(draw(p, DRAWS, page.draw), return_counts=True)
     order = sorted(range(len(ids)), key=lambda k: (-counts[k], -p[ids[k]]))
     view["rows"] = [{"token": readable(model.vocabulary[int(ids[k])]), "count": int(counts[k]),
@@ -272,7 +278,8 @@ def decoder_context(model: DecoderFiles, read: DecoderRead, part: str = "page") 
            "query_string": decoder_query(page), "spec": DECODER.config, "rows": labels(run.tokens), "readable": tokens}
     if part in ("page", "next", "head"):
         intact = intact_logits(model, page)
-        ctx.update(bars=candidate_bars(model, run.logits, page, intact), draws=draws_view(model, run.logits, page),
+        drawn = sampled(run.logits, page)  # (vocab,)
+        ctx.update(bars=candidate_bars(model, run.logits, page, intact, drawn), draws=draws_view(model, drawn, page),
                    change=off_change(model, run.logits, intact, page), generate_choices=GENERATE_CHOICES,
                    last_row=last_row(run, layer, head), last_token=tokens[-1])
     if part in ("page", "rest", "head"):
@@ -311,9 +318,10 @@ def candidates_context(model: DecoderFiles, read: DecoderRead) -> dict:
     """Only the candidates, for the temperature slider and the cut-offs: from the text's kept logits."""
     page = read.page
     logits = next_logits(model, page.text, page.heads_off)
+    drawn = sampled(logits, page)  # (vocab,)
     return {"page": page, "query_string": decoder_query(page),
-            "bars": candidate_bars(model, logits, page, intact_logits(model, page)),
-            "draws": draws_view(model, logits, page)}
+            "bars": candidate_bars(model, logits, page, intact_logits(model, page), drawn),
+            "draws": draws_view(model, drawn, page)}
 
 
 def decoder_catalogue_view() -> tuple[dict, ...]:

@@ -58,9 +58,14 @@ def rollout_view(run: DecoderRun) -> dict:
     return view
 
 
+def explained_token(run: DecoderRun, page: DecoderPage) -> int:
+    """The next token Why this word? and Which words made it? explain: the one asked for, else the likeliest."""
+    return page.why if page.why is not None else int(np.argmax(run.logits))
+
+
 def why_view(model: DecoderFiles, run: DecoderRun, page: DecoderPage) -> dict:
     """The grid, the largest parts, the sum, and the tokens a student may ask about (the candidates)."""
-    target = page.why if page.why is not None else int(np.argmax(run.logits))
+    target = explained_token(run, page)
     a = logit_attribution(model, run, target, page.against)
     head_classes, head_top = bucket_classes(a.heads, "signed")
     mlp_classes, mlp_top = bucket_classes(a.mlp, "signed")
@@ -108,7 +113,7 @@ def saliency_view(model: DecoderFiles, run: DecoderRun, page: DecoderPage) -> di
             "result": None}
     if page.saliency is None:
         return view
-    target = page.why if page.why is not None else int(np.argmax(run.logits))
+    target = explained_token(run, page)
     s = language_model().saliency(page.text, run.ids, page.heads_off, target, page.against,
                                   SALIENCY_METHODS[page.saliency])
     classes, top = bucket_classes(s.signed, "signed")
